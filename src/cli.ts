@@ -1,0 +1,43 @@
+import { runInject, INJECT_HELP } from './commands/inject.js';
+import { reportError, type CommandIo } from './commands/io.js';
+
+const HELP = `Usage: envoy-injector <command> [options]
+
+Commands:
+  serve      run the admission webhook (HTTPS)
+  inject     inject the sidecar into manifests offline
+  certs      make a development CA and serving certificate
+
+Run "envoy-injector <command> --help" for a command's options.
+`;
+
+type Command = (args: readonly string[], io: CommandIo) => Promise<number>;
+
+const COMMANDS: Readonly<Record<string, Command>> = {
+  inject: runInject,
+};
+
+/** Runs one command; resolves to the process exit code. */
+export async function runCli(argv: readonly string[], io: CommandIo): Promise<number> {
+  const [name, ...args] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    io.stdout.write(HELP);
+    return name === undefined ? 2 : 0;
+  }
+  const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
+  if (command === undefined) {
+    io.stderr.write(`envoy-injector: unknown command "${name}"\n${HELP}`);
+    return 2;
+  }
+  try {
+    return await command(args, io);
+  } catch (error) {
+    if (error instanceof TypeError && 'code' in error && String(error.code).startsWith('ERR_PARSE_ARGS')) {
+      io.stderr.write(`envoy-injector ${name}: ${error.message}\n`);
+      return 2;
+    }
+    return reportError(error, io);
+  }
+}
+
+export { INJECT_HELP };

@@ -1,0 +1,52 @@
+/**
+ * One base class with a stable `code`, a subclass per kind: callers and tests
+ * match on codes, never on message text.
+ */
+export class InjectorError extends Error {
+  readonly code: string;
+
+  constructor(code: string, message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+  }
+}
+
+/** A sidecar template (ConfigMap data or file) that Kubernetes would not accept. */
+export class TemplateError extends InjectorError {
+  /** Every problem found, each `template: path: problem`. */
+  readonly problems: readonly string[];
+
+  constructor(problems: readonly string[]) {
+    super('EI_TEMPLATE_INVALID', problems.join('; '));
+    this.problems = problems;
+  }
+}
+
+/** A manifest given to `inject`/`explain` that is not YAML of Kubernetes objects. */
+export class ManifestError extends InjectorError {
+  constructor(message: string, options?: ErrorOptions) {
+    super('EI_MANIFEST_INVALID', message, options);
+  }
+}
+
+/** An AdmissionReview that is not what the API server sends. */
+export class ReviewError extends InjectorError {
+  constructor(message: string) {
+    super('EI_REVIEW_INVALID', message);
+  }
+}
+
+/** Bad command-line or environment settings. */
+export class UsageError extends InjectorError {
+  constructor(message: string) {
+    super('EI_USAGE', message);
+  }
+}
+
+/** Certificate or key material that cannot be used. */
+export class CertificateError extends InjectorError {
+  constructor(message: string, options?: ErrorOptions) {
+    super('EI_CERTIFICATE_INVALID', message, options);
+  }
+}

@@ -1,0 +1,214 @@
+import { objectAt, own, stringAt, type JsonObject } from './json.js';
+import { ALWAYS_EXCLUDED_NAMESPACES, Annotations, NamespaceLabel } from './names.js';
+import type { SidecarTemplate, TemplateSet } from './parse-template.js';
+
+/**
+ * Why a Pod was or was not injected: a fixed set, used as metric labels, log
+ * fields and audit annotations alike (never free text in a label).
+ */
+export const Reason = {
+  notPodCreate: 'not_pod_create',
+  excludedNamespace: 'excluded_namespace',
+  namespaceDisabled: 'namespace_disabled',
+  podAnnotationFalse: 'pod_annotation_false',
+  podAnnotationTrue: 'pod_annotation_true',
+  legacyAnnotation: 'legacy_annotation',
+  namespaceEnabled: 'namespace_enabled',
+  namespaceNotEnabled: 'namespace_not_enabled',
+  hostNetwork: 'host_network',
+  alreadyInjected: 'already_injected',
+  unknownTemplate: 'unknown_template',
+  requestedOffline: 'requested_offline',
+} as const;
+export type Reason = (typeof Reason)[keyof typeof Reason];
+
+/** The rules of DESIGN §2, in the order they are looked at. */
+export const Rule = {
+  kind: 'kind',
+  excludedNamespace: 'excluded-namespace',
+  namespaceDisabled: 'namespace-disabled',
+  podAnnotation: 'pod-annotation',
+  namespaceEnabled: 'namespace-enabled',
+  hostNetwork: 'host-network',
+  alreadyInjected: 'already-injected',
+  template: 'template',
+} as const;
+export type Rule = (typeof Rule)[keyof typeof Rule];
+
+export interface TraceStep {
+  readonly rule: Rule;
+  /** `continue`: the rule let the Pod through to the next one. */
+  readonly outcome: 'continue' | 'inject' | 'skip';
+  readonly detail: string;
+}
+
+export interface DecisionOptions {
+  /** Namespaces never injected, beyond kube-system, kube-public and kube-node-lease. */
+  readonly excludedNamespaces?: readonly string[];
+  /** The injector's own namespace: always excluded. */
+  readonly injectorNamespace?: string | undefined;
+  /**
+   * The offline `inject` command: asking means injecting, so namespace rules
+   * are not looked at and every Pod not opted out is injected (as
+   * `istioctl kube-inject` does). Pod rules (annotation, hostNetwork,
+   * already injected) still apply.
+   */
+  readonly offline?: boolean;
+  /** Server or command setting for native sidecars, after `auto` is resolved. */
+  readonly nativeSidecar?: boolean;
+}
+
+export interface DecisionInput {
+  readonly operation: string;
+  /** `request.kind` of the review (group empty for core). */
+  readonly kind: { readonly group: string; readonly kind: string };
+  readonly subResource?: string | undefined;
+  /** `request.namespace`: controllers' Pods may lack `metadata.namespace`. */
+  readonly namespace: string;
+  /** Labels of the namespace; undefined when unknown (treated as none). */
+  readonly namespaceLabels: Readonly<Record<string, string>> | undefined;
+  readonly pod: JsonObject;
+  readonly templates: TemplateSet;
+  readonly options: DecisionOptions;
+}
+
+export type Decision =
+  | {
+      readonly inject: true;
+      readonly reason: Reason;
+      readonly message: string;
+      /** The rule that opted the Pod in. */
+      readonly rule: Rule;
+      readonly template: SidecarTemplate;
+      readonly nativeSidecar: boolean;
+      readonly warnings: readonly string[];
+      readonly trace: readonly TraceStep[];
+    }
+  | {
+      readonly inject: false;
+      readonly reason: Reason;
+      readonly message: string;
+      readonly rule: Rule;
+      readonly warnings: readonly string[];
+      readonly trace: readonly TraceStep[];
+    };
+
+/** Decides whether a Pod gets the sidecar, following DESIGN §2 rule by rule. */
+export function decideInjection(input: DecisionInput): Decision {
+  const { pod, namespace, options } = input;
+  const annotations = objectAt(objectAt(pod, 'metadata'), 'annotations');
+  const trace: TraceStep[] = [];
+  const warnings: string[] = [];
+  const skip = (rule: Rule, reason: Reason, message: string): Decision => {
+    trace.push({ rule, outcome: 'skip', detail: message });
+    return { inject: false, reason, message, rule, warnings, trace };
+  };
+  const pass = (rule: Rule, detail: string): void => {
+    trace.push({ rule, outcome: 'continue', detail });
+  };
+
+  // 1. Only Pods, only CREATE.
+  const isPod = input.kind.group === '' && input.kind.kind === 'Pod' && !input.subResource;
+  if (!isPod || input.operation !== 'CREATE') {
+    const what = `${input.operation} of ${input.kind.kind}${input.subResource ? `/${input.subResource}` : ''}`;
+    return skip(Rule.kind, Reason.notPodCreate, `${what}: only Pod CREATE requests are injected`);
+  }
+  pass(Rule.kind, 'a Pod CREATE');
+
+  // 2.-3. Namespace exclusions: the namespace owner's word beats the Pod's.
+  const labels = input.namespaceLabels ?? {};
+  const namespaceLabel = Object.hasOwn(labels, NamespaceLabel.key) ? labels[NamespaceLabel.key] : undefined;
+  if (!options.offline) {
+    if (isExcludedNamespace(namespace, options)) {
+      return skip(Rule.excludedNamespace, Reason.excludedNamespace, `namespace "${namespace}" is excluded from injection`);
+    }
+    pass(Rule.excludedNamespace, `namespace "${namespace}" is not excluded`);
+    if (namespaceLabel === NamespaceLabel.disabled) {
+      return skip(
+        Rule.namespaceDisabled,
+        Reason.namespaceDisabled,
+        `namespace "${namespace}" is labeled ${NamespaceLabel.key}=${NamespaceLabel.disabled}`,
+      );
+    }
+    pass(Rule.namespaceDisabled, `namespace "${namespace}" is not labeled ${NamespaceLabel.key}=${NamespaceLabel.disabled}`);
+  }
+
+  // 4.-5. The Pod's annotation, else the namespace label.
+  const injectAnnotation = readBooleanAnnotation(annotations, Annotations.inject, warnings);
+  const legacyAnnotation = annotations === undefined ? undefined : stringAt(annotations, Annotations.legacyInject);
+  let optIn: { rule: Rule; reason: Reason; message: string };
+  if (injectAnnotation === false) {
+    return skip(Rule.podAnnotation, Reason.podAnnotationFalse, `the Pod is annotated ${Annotations.inject}: "false"`);
+  } else if (injectAnnotation === true) {
+    optIn = { rule: Rule.podAnnotation, reason: Reason.podAnnotationTrue, message: `the Pod is annotated ${Annotations.inject}: "true"` };
+  } else if (legacyAnnotation === 'true') {
+    optIn = { rule: Rule.podAnnotation, reason: Reason.legacyAnnotation, message: `the Pod is annotated ${Annotations.legacyInject}: "true"` };
+  } else if (options.offline) {
+    optIn = { rule: Rule.podAnnotation, reason: Reason.requestedOffline, message: 'injection was asked for (offline inject)' };
+  } else {
+    pass(Rule.podAnnotation, `the Pod has no ${Annotations.inject} annotation`);
+    if (namespaceLabel !== NamespaceLabel.enabled) {
+      return skip(
+        Rule.namespaceEnabled,
+        Reason.namespaceNotEnabled,
+        `namespace "${namespace}" is not labeled ${NamespaceLabel.key}=${NamespaceLabel.enabled} and the Pod is not annotated ${Annotations.inject}: "true"`,
+      );
+    }
+    optIn = {
+      rule: Rule.namespaceEnabled,
+      reason: Reason.namespaceEnabled,
+      message: `namespace "${namespace}" is labeled ${NamespaceLabel.key}=${NamespaceLabel.enabled}`,
+    };
+  }
+  trace.push({ rule: optIn.rule, outcome: 'inject', detail: optIn.message });
+
+  // 6. hostNetwork Pods share the node's ports: only on explicit request.
+  const explicitlyAsked = optIn.reason === Reason.podAnnotationTrue || optIn.reason === Reason.legacyAnnotation;
+  if (own(objectAt(pod, 'spec') ?? {}, 'hostNetwork') === true && !explicitlyAsked) {
+    return skip(
+      Rule.hostNetwork,
+      Reason.hostNetwork,
+      `the Pod uses hostNetwork; annotate it ${Annotations.inject}: "true" to inject it anyway`,
+    );
+  }
+  pass(Rule.hostNetwork, explicitlyAsked ? 'hostNetwork allowed by the annotation' : 'the Pod does not use hostNetwork');
+
+  // 7. Reinvocation and retries are no-ops.
+  if (annotations !== undefined && own(annotations, Annotations.status) !== undefined) {
+    return skip(Rule.alreadyInjected, Reason.alreadyInjected, `the Pod already carries ${Annotations.status}`);
+  }
+  pass(Rule.alreadyInjected, `the Pod has no ${Annotations.status} annotation`);
+
+  // Template choice: an unknown name must never crash or block the Pod.
+  const templateName = annotations === undefined ? undefined : stringAt(annotations, Annotations.template);
+  const template = templateName === undefined ? input.templates.defaultTemplate : input.templates.templates.get(templateName);
+  if (template === undefined) {
+    const known = [...input.templates.templates.keys()].map((name) => `"${name}"`).join(', ');
+    warnings.push(`${Annotations.template}: no template named "${templateName}" (known: ${known}); the Pod was not injected`);
+    return skip(Rule.template, Reason.unknownTemplate, `no template named "${templateName}"`);
+  }
+  pass(Rule.template, `template "${template.name}" (${template.hash})`);
+
+  const nativeAnnotation = readBooleanAnnotation(annotations, Annotations.nativeSidecar, warnings);
+  const nativeSidecar = nativeAnnotation ?? template.nativeSidecar ?? options.nativeSidecar ?? false;
+  return { inject: true, reason: optIn.reason, message: optIn.message, rule: optIn.rule, template, nativeSidecar, warnings, trace };
+}
+
+export function isExcludedNamespace(namespace: string, options: DecisionOptions): boolean {
+  return (
+    ALWAYS_EXCLUDED_NAMESPACES.includes(namespace) ||
+    namespace === options.injectorNamespace ||
+    (options.excludedNamespaces ?? []).includes(namespace)
+  );
+}
+
+/** `"true"`/`"false"` as a boolean; anything else is ignored with a warning. */
+function readBooleanAnnotation(annotations: JsonObject | undefined, key: string, warnings: string[]): boolean | undefined {
+  if (annotations === undefined) return undefined;
+  const value = own(annotations, key);
+  if (value === undefined) return undefined;
+  if (value === 'true') return true;
+  if (value === 'false') return false;
+  warnings.push(`${key}: ${JSON.stringify(value)} is not "true" or "false"; ignored`);
+  return undefined;
+}

@@ -1,0 +1,11 @@
+export * from './json.js';
+export * from './json-pointer.js';
+export * from './names.js';
+export * from './quantity.js';
+export * from './yaml.js';
+export * from './parse-template.js';
+export * from './decide-injection.js';
+export * from './inject-pod.js';
+export * from './workloads.js';
+export { BUNDLED_TEMPLATE_DATA } from './bundled-template.js';
+export * from './inject-manifests.js';

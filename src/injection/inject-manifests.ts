@@ -1,0 +1,75 @@
+import { ManifestError } from '../errors.js';
+import { decideInjection, type Decision, type DecisionOptions } from './decide-injection.js';
+import { injectPod, type InjectionResult } from './inject-pod.js';
+import { arrayAt, isJsonObject, type JsonObject } from './json.js';
+import type { TemplateSet } from './parse-template.js';
+import { findPodTemplate, replacePodTemplate } from './workloads.js';
+import { formatYaml, parseYamlDocuments, YamlSyntaxError } from './yaml.js';
+
+/** What happened to one Pod or Pod template of a manifest. */
+export interface ManifestReport {
+  readonly kind: string;
+  readonly name: string;
+  readonly namespace: string;
+  readonly decision: Decision;
+  /** Present when the Pod was injected. */
+  readonly injection: InjectionResult | undefined;
+}
+
+export interface ManifestSettings {
+  readonly templates: TemplateSet;
+  readonly decision: DecisionOptions;
+  /** Namespace for objects that name none (as kubectl's current namespace). */
+  readonly defaultNamespace?: string;
+  /** Labels per namespace, for `explain`; undefined means unknown. */
+  readonly namespaceLabels?: (namespace: string) => Readonly<Record<string, string>> | undefined;
+}
+
+/**
+ * Runs the admission decision and merge over every Pod and Pod template of a
+ * multi-document YAML stream, as if each were created. Other kinds pass
+ * through unchanged; `List` items are walked.
+ */
+export function processManifests(text: string, settings: ManifestSettings): { objects: unknown[]; reports: ManifestReport[] } {
+  let documents: unknown[];
+  try {
+    documents = parseYamlDocuments(text);
+  } catch (error) {
+    throw new ManifestError(error instanceof YamlSyntaxError ? error.message : String(error));
+  }
+  const reports: ManifestReport[] = [];
+  const objects = documents.map((document, index) => {
+    if (!isJsonObject(document)) {
+      throw new ManifestError(`document ${index + 1}: must be a Kubernetes object (a mapping with apiVersion and kind)`);
+    }
+    return processObject(document, settings, reports);
+  });
+  return { objects, reports };
+}
+
+/** The `inject` command's output: the processed objects as multi-document YAML. */
+export function formatManifests(objects: readonly unknown[]): string {
+  return objects.map(formatYaml).join('---\n');
+}
+
+function processObject(object: JsonObject, settings: ManifestSettings, reports: ManifestReport[]): JsonObject {
+  if (object['kind'] === 'List') {
+    const items = arrayAt(object, 'items') ?? [];
+    return { ...object, items: items.map((item) => (isJsonObject(item) ? processObject(item, settings, reports) : item)) };
+  }
+  const location = findPodTemplate(object);
+  if (location === undefined) return object;
+  const namespace = location.namespace ?? settings.defaultNamespace ?? 'default';
+  const decision = decideInjection({
+    operation: 'CREATE',
+    kind: { group: '', kind: 'Pod' },
+    namespace,
+    namespaceLabels: settings.namespaceLabels?.(namespace),
+    pod: location.pod,
+    templates: settings.templates,
+    options: settings.decision,
+  });
+  const injection = decision.inject ? injectPod(location.pod, decision.template, { nativeSidecar: decision.nativeSidecar }) : undefined;
+  reports.push({ kind: location.kind, name: location.name, namespace, decision, injection });
+  return injection === undefined ? object : replacePodTemplate(object, injection.pod);
+}

@@ -1,0 +1,159 @@
+import { arrayAt, entryName, isJsonObject, objectAt, type JsonObject, type JsonValue } from './json.js';
+import { jsonPointer } from './json-pointer.js';
+import { Annotations } from './names.js';
+import type { SidecarTemplate } from './parse-template.js';
+
+/** RFC 6902 operations; we only ever add. */
+export interface PatchOperation {
+  readonly op: 'add';
+  readonly path: string;
+  readonly value: JsonValue;
+}
+
+export type MergedList = 'containers' | 'initContainers' | 'volumes' | 'imagePullSecrets';
+
+/** What injection wrote into `envoy-injector.io/status`. */
+export interface InjectionStatus {
+  readonly template: string;
+  readonly hash: string;
+  readonly containers: readonly string[];
+  readonly initContainers: readonly string[];
+  readonly volumes: readonly string[];
+  readonly imagePullSecrets: readonly string[];
+}
+
+/** A template entry left out because the Pod already had that name. */
+export interface KeptEntry {
+  readonly list: MergedList;
+  readonly name: string;
+}
+
+export interface InjectionResult {
+  /** The built Pod. Shares unchanged subtrees with the input, which is never mutated. */
+  readonly pod: JsonObject;
+  /** Turns the input into `pod`; empty when nothing changes. */
+  readonly patch: readonly PatchOperation[];
+  readonly status: InjectionStatus;
+  readonly kept: readonly KeptEntry[];
+  readonly warnings: readonly string[];
+}
+
+export interface InjectOptions {
+  /** Sidecar containers go to initContainers with `restartPolicy: Always` (Kubernetes 1.29+). */
+  readonly nativeSidecar: boolean;
+  /** Applied to each sidecar container taken from the template, never to the app's own. */
+  readonly customizeContainer?: (container: JsonObject) => JsonObject;
+}
+
+/**
+ * Merges a template into a Pod by name, like a strategic merge: the Pod's own
+ * entries win, absent lists are created, nothing of the Pod's is removed or
+ * reordered. The patch is built from what was added, so its cost is linear in
+ * the Pod's size: a generic diff of two large Pods would not be.
+ */
+export function injectPod(pod: JsonObject, template: SidecarTemplate, options: InjectOptions): InjectionResult {
+  const spec = objectAt(pod, 'spec') ?? {};
+  const kept: KeptEntry[] = [];
+
+  // Kubernetes wants container names unique across all container lists.
+  const takenContainerNames = new Set<string>();
+  for (const list of ['containers', 'initContainers', 'ephemeralContainers']) {
+    for (const entry of arrayAt(spec, list) ?? []) {
+      const name = entryName(entry);
+      if (name !== undefined) takenContainerNames.add(name);
+    }
+  }
+  const pickNew = (list: MergedList, entries: readonly JsonObject[], taken: Set<string>): JsonObject[] => {
+    const picked: JsonObject[] = [];
+    for (const entry of entries) {
+      const name = entryName(entry) ?? '';
+      if (taken.has(name)) kept.push({ list, name });
+      else {
+        taken.add(name);
+        picked.push(structuredClone(entry));
+      }
+    }
+    return picked;
+  };
+  const namesIn = (list: string): Set<string> =>
+    new Set((arrayAt(spec, list) ?? []).map(entryName).filter((name) => name !== undefined));
+
+  const customize = options.customizeContainer ?? ((container: JsonObject) => container);
+  const sidecars = pickNew('containers', template.containers, takenContainerNames).map(customize);
+  const templateInits = pickNew('initContainers', template.initContainers, takenContainerNames).map(customize);
+  const volumes = pickNew('volumes', template.volumes, namesIn('volumes'));
+  const pullSecrets = pickNew('imagePullSecrets', template.imagePullSecrets, namesIn('imagePullSecrets'));
+
+  const nativeSidecars = options.nativeSidecar ? sidecars.map((container) => ({ ...container, restartPolicy: 'Always' })) : [];
+  const classicSidecars = options.nativeSidecar ? [] : sidecars;
+
+  const builtSpec: JsonObject = { ...spec };
+  const specPatch: PatchOperation[] = [];
+  addToList(builtSpec, 'containers', [], classicSidecars, specPatch);
+  // Native sidecars first, so the proxy is up before the app's own init containers run.
+  addToList(builtSpec, 'initContainers', nativeSidecars, templateInits, specPatch);
+  addToList(builtSpec, 'volumes', [], volumes, specPatch);
+  addToList(builtSpec, 'imagePullSecrets', [], pullSecrets, specPatch);
+  // A Pod without `spec` is invalid, but admission runs before validation: add it whole.
+  const patch: PatchOperation[] =
+    specPatch.length === 0 || isJsonObject(pod['spec']) ? specPatch : [{ op: 'add', path: jsonPointer('spec'), value: builtSpec }];
+
+  const status: InjectionStatus = {
+    template: template.name,
+    hash: template.hash,
+    containers: classicSidecars.map(nameOf),
+    initContainers: [...nativeSidecars, ...templateInits].map(nameOf),
+    volumes: volumes.map(nameOf),
+    imagePullSecrets: pullSecrets.map(nameOf),
+  };
+  const metadata = objectAt(pod, 'metadata');
+  const builtMetadata = addAnnotation(metadata, Annotations.status, JSON.stringify(status), patch);
+
+  const built: JsonObject = { ...pod, metadata: builtMetadata };
+  if (specPatch.length > 0) built['spec'] = builtSpec;
+  const warnings = kept.map(
+    ({ list, name }) => `${list} "${name}" from template "${template.name}" is already in the Pod; kept the Pod's own`,
+  );
+  return { pod: built, patch, status, kept, warnings };
+}
+
+/** Adds `prepend` at the front and `append` at the end of `spec[key]`, recording the operations. */
+function addToList(
+  spec: JsonObject,
+  key: string,
+  prepend: readonly JsonObject[],
+  append: readonly JsonObject[],
+  patch: PatchOperation[],
+): void {
+  if (prepend.length === 0 && append.length === 0) return;
+  const existing = arrayAt(spec, key);
+  if (existing === undefined) {
+    // Absent (or null): add the whole list; `add .../-` on a missing list fails.
+    const created = [...prepend, ...append];
+    spec[key] = created;
+    patch.push({ op: 'add', path: jsonPointer('spec', key), value: created });
+    return;
+  }
+  prepend.forEach((entry, index) => patch.push({ op: 'add', path: jsonPointer('spec', key, index), value: entry }));
+  for (const entry of append) patch.push({ op: 'add', path: jsonPointer('spec', key, '-'), value: entry });
+  spec[key] = [...prepend, ...existing, ...append];
+}
+
+/** Adds one annotation without replacing the map (which would wipe the others). */
+function addAnnotation(metadata: JsonObject | undefined, key: string, value: string, patch: PatchOperation[]): JsonObject {
+  if (metadata === undefined) {
+    patch.push({ op: 'add', path: jsonPointer('metadata'), value: { annotations: { [key]: value } } });
+    return { annotations: { [key]: value } };
+  }
+  const annotations = objectAt(metadata, 'annotations');
+  if (annotations === undefined) {
+    patch.push({ op: 'add', path: jsonPointer('metadata', 'annotations'), value: { [key]: value } });
+    return { ...metadata, annotations: { [key]: value } };
+  }
+  patch.push({ op: 'add', path: jsonPointer('metadata', 'annotations', key), value });
+  return { ...metadata, annotations: { ...annotations, [key]: value } };
+}
+
+function nameOf(entry: JsonObject): string {
+  return entryName(entry) ?? '';
+}

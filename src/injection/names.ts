@@ -1,0 +1,21 @@
+/** The annotation and label keys of DESIGN §2–§3, in one place. */
+export const Annotations = {
+  inject: 'envoy-injector.io/inject',
+  template: 'envoy-injector.io/template',
+  status: 'envoy-injector.io/status',
+  nativeSidecar: 'envoy-injector.io/native-sidecar',
+  /** The seed's Initializer annotation; `"true"` still means inject. */
+  legacyInject: 'initializer.kubernetes.io/envoy',
+} as const;
+
+export const NamespaceLabel = {
+  key: 'envoy-injector.io/inject',
+  enabled: 'enabled',
+  disabled: 'disabled',
+} as const;
+
+/** The ConfigMap key of the default template (the seed's key). */
+export const DEFAULT_TEMPLATE_NAME = 'config';
+
+/** Namespaces never injected, whatever their labels say. */
+export const ALWAYS_EXCLUDED_NAMESPACES: readonly string[] = ['kube-system', 'kube-public', 'kube-node-lease'];

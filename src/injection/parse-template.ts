@@ -1,0 +1,129 @@
+import { createHash } from 'node:crypto';
+import { TemplateError } from '../errors.js';
+import { isJsonObject, own, stringAt, type JsonObject, type JsonValue } from './json.js';
+import { DEFAULT_TEMPLATE_NAME } from './names.js';
+import { findTemplateProblems } from './validate-template.js';
+import { parseYaml, parseYamlDocuments, YamlSyntaxError } from './yaml.js';
+
+/** One validated sidecar template: what gets merged into a Pod. Deeply frozen. */
+export interface SidecarTemplate {
+  readonly name: string;
+  /** `sha256:` and 16 hex digits of the template's canonical JSON. */
+  readonly hash: string;
+  readonly containers: readonly JsonObject[];
+  readonly initContainers: readonly JsonObject[];
+  readonly volumes: readonly JsonObject[];
+  readonly imagePullSecrets: readonly JsonObject[];
+  /** The template's own choice of native sidecars; undefined leaves it to the server. */
+  readonly nativeSidecar: boolean | undefined;
+}
+
+/** Every template of one ConfigMap; swapped as a whole, never piecemeal. */
+export interface TemplateSet {
+  readonly templates: ReadonlyMap<string, SidecarTemplate>;
+  readonly defaultTemplate: SidecarTemplate;
+}
+
+/**
+ * Parses a ConfigMap's `data`: key `config` is the default template, every
+ * other key a named one. All problems of all keys are reported at once, and
+ * any problem rejects the whole set (a half-valid update is not applied).
+ */
+export function parseTemplateData(data: Readonly<Record<string, unknown>>): TemplateSet {
+  const problems: string[] = [];
+  const templates = new Map<string, SidecarTemplate>();
+  if (!Object.hasOwn(data, DEFAULT_TEMPLATE_NAME)) {
+    problems.push(`${DEFAULT_TEMPLATE_NAME}: required (the default template)`);
+  }
+  for (const [name, text] of Object.entries(data)) {
+    if (typeof text !== 'string') {
+      problems.push(`${name}: must be a string of YAML`);
+      continue;
+    }
+    const result = parseOneTemplate(name, text);
+    if (Array.isArray(result)) problems.push(...result);
+    else templates.set(name, result);
+  }
+  const defaultTemplate = templates.get(DEFAULT_TEMPLATE_NAME);
+  if (problems.length > 0 || defaultTemplate === undefined) throw new TemplateError(problems);
+  return { templates, defaultTemplate };
+}
+
+/**
+ * Parses a template file for the CLI: either a ConfigMap manifest (its `data`)
+ * or a bare template (a partial PodSpec), which becomes the default template.
+ */
+export function parseTemplateFile(text: string): TemplateSet {
+  let documents: unknown[];
+  try {
+    documents = parseYamlDocuments(text);
+  } catch (error) {
+    throw new TemplateError([error instanceof YamlSyntaxError ? error.message : String(error)]);
+  }
+  const [document] = documents;
+  if (documents.length !== 1 || !isJsonObject(document)) {
+    throw new TemplateError(['a template file must hold one YAML document: a ConfigMap or a template mapping']);
+  }
+  if (stringAt(document, 'kind') === 'ConfigMap') {
+    const data = own(document, 'data');
+    if (!isJsonObject(data)) throw new TemplateError(['ConfigMap: data: required']);
+    return parseTemplateData(data);
+  }
+  const template = buildTemplate(DEFAULT_TEMPLATE_NAME, document);
+  if (Array.isArray(template)) throw new TemplateError(template);
+  return { templates: new Map([[DEFAULT_TEMPLATE_NAME, template]]), defaultTemplate: template };
+}
+
+function parseOneTemplate(name: string, text: string): SidecarTemplate | string[] {
+  let parsed: unknown;
+  try {
+    parsed = parseYaml(text);
+  } catch (error) {
+    return [`${name}: ${error instanceof YamlSyntaxError ? error.message : String(error)}`];
+  }
+  if (!isJsonObject(parsed)) {
+    return [`${name}: must be a mapping with containers, initContainers, volumes or imagePullSecrets`];
+  }
+  return buildTemplate(name, parsed);
+}
+
+function buildTemplate(name: string, content: JsonObject): SidecarTemplate | string[] {
+  const problems = findTemplateProblems(content);
+  if (problems.length > 0) return problems.map((problem) => `${name}: ${problem}`);
+  const list = (field: string): JsonObject[] => {
+    const value = own(content, field);
+    return Array.isArray(value) ? value.filter(isJsonObject) : [];
+  };
+  const nativeSidecar = own(content, 'nativeSidecar');
+  return deepFreeze({
+    name,
+    hash: hashTemplate(content),
+    containers: list('containers'),
+    initContainers: list('initContainers'),
+    volumes: list('volumes'),
+    imagePullSecrets: list('imagePullSecrets'),
+    nativeSidecar: typeof nativeSidecar === 'boolean' ? nativeSidecar : undefined,
+  });
+}
+
+function hashTemplate(content: JsonObject): string {
+  return 'sha256:' + createHash('sha256').update(canonicalJson(content)).digest('hex').slice(0, 16);
+}
+
+/** JSON with sorted keys, so that key order and YAML layout do not change the hash. */
+function canonicalJson(value: JsonValue): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const keys = Object.keys(value).sort();
+    return `{${keys.map((key) => `${JSON.stringify(key)}:${canonicalJson(value[key] ?? null)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const child of Object.values(value)) deepFreeze(child);
+  }
+  return value;
+}

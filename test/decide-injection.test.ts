@@ -1,0 +1,252 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import {
+  decideInjection,
+  parseTemplateData,
+  Reason,
+  Rule,
+  type DecisionInput,
+  type JsonObject,
+} from '../src/injection/index.js';
+
+const templates = parseTemplateData({
+  config: 'containers: [{name: envoy, image: "envoyproxy/envoy:v1.31.2"}]',
+  debug: 'containers: [{name: envoy, image: "envoyproxy/envoy-debug:v1.31.2"}]',
+  native: 'containers: [{name: envoy, image: "envoyproxy/envoy:v1.31.2"}]\nnativeSidecar: true',
+});
+
+function pod(annotations?: Record<string, string>, spec: JsonObject = {}): JsonObject {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { generateName: 'web-', ...(annotations === undefined ? {} : { annotations }) },
+    spec: { containers: [{ name: 'web', image: 'nginx' }], ...spec },
+  };
+}
+
+function decide(overrides: Partial<DecisionInput> = {}) {
+  return decideInjection({
+    operation: 'CREATE',
+    kind: { group: '', kind: 'Pod' },
+    namespace: 'shop',
+    namespaceLabels: { 'envoy-injector.io/inject': 'enabled' },
+    pod: pod(),
+    templates,
+    options: { excludedNamespaces: ['legacy'], injectorNamespace: 'envoy-injector' },
+    ...overrides,
+  });
+}
+
+describe('the injection decision (DESIGN §2), branch by branch', () => {
+  const cases: {
+    name: string;
+    input: Partial<DecisionInput>;
+    inject: boolean;
+    reason: Reason;
+    rule: Rule;
+    message: string;
+  }[] = [
+    {
+      name: 'UPDATE is not injected',
+      input: { operation: 'UPDATE' },
+      inject: false, reason: Reason.notPodCreate, rule: Rule.kind,
+      message: 'UPDATE of Pod: only Pod CREATE requests are injected',
+    },
+    {
+      name: 'a Deployment is not a Pod',
+      input: { kind: { group: 'apps', kind: 'Deployment' } },
+      inject: false, reason: Reason.notPodCreate, rule: Rule.kind,
+      message: 'CREATE of Deployment: only Pod CREATE requests are injected',
+    },
+    {
+      name: 'a Pod subresource is not a Pod CREATE',
+      input: { subResource: 'ephemeralcontainers' },
+      inject: false, reason: Reason.notPodCreate, rule: Rule.kind,
+      message: 'CREATE of Pod/ephemeralcontainers: only Pod CREATE requests are injected',
+    },
+    {
+      name: 'kube-system is always excluded, even when labeled enabled and annotated true',
+      input: { namespace: 'kube-system', pod: pod({ 'envoy-injector.io/inject': 'true' }) },
+      inject: false, reason: Reason.excludedNamespace, rule: Rule.excludedNamespace,
+      message: 'namespace "kube-system" is excluded from injection',
+    },
+    {
+      name: 'kube-node-lease is always excluded',
+      input: { namespace: 'kube-node-lease' },
+      inject: false, reason: Reason.excludedNamespace, rule: Rule.excludedNamespace,
+      message: 'namespace "kube-node-lease" is excluded from injection',
+    },
+    {
+      name: "the injector's own namespace is excluded",
+      input: { namespace: 'envoy-injector' },
+      inject: false, reason: Reason.excludedNamespace, rule: Rule.excludedNamespace,
+      message: 'namespace "envoy-injector" is excluded from injection',
+    },
+    {
+      name: 'a configured namespace is excluded',
+      input: { namespace: 'legacy' },
+      inject: false, reason: Reason.excludedNamespace, rule: Rule.excludedNamespace,
+      message: 'namespace "legacy" is excluded from injection',
+    },
+    {
+      name: 'namespace label disabled beats the Pod annotation true',
+      input: { namespaceLabels: { 'envoy-injector.io/inject': 'disabled' }, pod: pod({ 'envoy-injector.io/inject': 'true' }) },
+      inject: false, reason: Reason.namespaceDisabled, rule: Rule.namespaceDisabled,
+      message: 'namespace "shop" is labeled envoy-injector.io/inject=disabled',
+    },
+    {
+      name: 'Pod annotation false beats the namespace label enabled',
+      input: { pod: pod({ 'envoy-injector.io/inject': 'false' }) },
+      inject: false, reason: Reason.podAnnotationFalse, rule: Rule.podAnnotation,
+      message: 'the Pod is annotated envoy-injector.io/inject: "false"',
+    },
+    {
+      name: 'Pod annotation true injects in an unlabeled namespace',
+      input: { namespaceLabels: {}, pod: pod({ 'envoy-injector.io/inject': 'true' }) },
+      inject: true, reason: Reason.podAnnotationTrue, rule: Rule.podAnnotation,
+      message: 'the Pod is annotated envoy-injector.io/inject: "true"',
+    },
+    {
+      name: "the seed's annotation initializer.kubernetes.io/envoy: true injects",
+      input: { namespaceLabels: undefined, pod: pod({ 'initializer.kubernetes.io/envoy': 'true' }) },
+      inject: true, reason: Reason.legacyAnnotation, rule: Rule.podAnnotation,
+      message: 'the Pod is annotated initializer.kubernetes.io/envoy: "true"',
+    },
+    {
+      name: 'the namespace label enabled injects an unannotated Pod',
+      input: {},
+      inject: true, reason: Reason.namespaceEnabled, rule: Rule.namespaceEnabled,
+      message: 'namespace "shop" is labeled envoy-injector.io/inject=enabled',
+    },
+    {
+      name: 'no label and no annotation: not injected',
+      input: { namespaceLabels: { team: 'a' } },
+      inject: false, reason: Reason.namespaceNotEnabled, rule: Rule.namespaceEnabled,
+      message: 'namespace "shop" is not labeled envoy-injector.io/inject=enabled and the Pod is not annotated envoy-injector.io/inject: "true"',
+    },
+    {
+      name: 'unknown namespace labels count as not enabled',
+      input: { namespaceLabels: undefined },
+      inject: false, reason: Reason.namespaceNotEnabled, rule: Rule.namespaceEnabled,
+      message: 'namespace "shop" is not labeled envoy-injector.io/inject=enabled and the Pod is not annotated envoy-injector.io/inject: "true"',
+    },
+    {
+      name: 'hostNetwork Pods in an enabled namespace are skipped',
+      input: { pod: pod(undefined, { hostNetwork: true }) },
+      inject: false, reason: Reason.hostNetwork, rule: Rule.hostNetwork,
+      message: 'the Pod uses hostNetwork; annotate it envoy-injector.io/inject: "true" to inject it anyway',
+    },
+    {
+      name: 'hostNetwork Pods annotated true are injected',
+      input: { pod: pod({ 'envoy-injector.io/inject': 'true' }, { hostNetwork: true }) },
+      inject: true, reason: Reason.podAnnotationTrue, rule: Rule.podAnnotation,
+      message: 'the Pod is annotated envoy-injector.io/inject: "true"',
+    },
+    {
+      name: 'an already injected Pod is left as it is',
+      input: { pod: pod({ 'envoy-injector.io/inject': 'true', 'envoy-injector.io/status': '{}' }) },
+      inject: false, reason: Reason.alreadyInjected, rule: Rule.alreadyInjected,
+      message: 'the Pod already carries envoy-injector.io/status',
+    },
+    {
+      name: 'an unknown template name skips the Pod',
+      input: { pod: pod({ 'envoy-injector.io/template': 'nope' }) },
+      inject: false, reason: Reason.unknownTemplate, rule: Rule.template,
+      message: 'no template named "nope"',
+    },
+    {
+      name: 'offline: asking means injecting, whatever the namespace',
+      input: { namespace: 'kube-system', namespaceLabels: undefined, options: { offline: true } },
+      inject: true, reason: Reason.requestedOffline, rule: Rule.podAnnotation,
+      message: 'injection was asked for (offline inject)',
+    },
+    {
+      name: 'offline: annotation false still opts out',
+      input: { options: { offline: true }, pod: pod({ 'envoy-injector.io/inject': 'false' }) },
+      inject: false, reason: Reason.podAnnotationFalse, rule: Rule.podAnnotation,
+      message: 'the Pod is annotated envoy-injector.io/inject: "false"',
+    },
+    {
+      name: 'offline: hostNetwork still needs the annotation',
+      input: { options: { offline: true }, pod: pod(undefined, { hostNetwork: true }) },
+      inject: false, reason: Reason.hostNetwork, rule: Rule.hostNetwork,
+      message: 'the Pod uses hostNetwork; annotate it envoy-injector.io/inject: "true" to inject it anyway',
+    },
+  ];
+
+  for (const { name, input, inject, reason, rule, message } of cases) {
+    it(name, () => {
+      const decision = decide(input);
+      assert.equal(decision.inject, inject);
+      assert.equal(decision.reason, reason);
+      assert.equal(decision.rule, rule);
+      assert.equal(decision.message, message);
+      const last = decision.trace.at(-1);
+      assert.ok(last !== undefined);
+      if (!inject) assert.deepEqual(last, { rule, outcome: 'skip', detail: message }, 'a skip ends the trace at the deciding rule');
+      else assert.equal(last.rule, Rule.template, 'an injection ends the trace at the template choice');
+    });
+  }
+
+  it('warns about an unknown template and lists the known ones', () => {
+    const decision = decide({ pod: pod({ 'envoy-injector.io/template': 'nope' }) });
+    assert.deepEqual(decision.warnings, [
+      'envoy-injector.io/template: no template named "nope" (known: "config", "debug", "native"); the Pod was not injected',
+    ]);
+  });
+
+  it('picks the template named by the annotation', () => {
+    const decision = decide({ pod: pod({ 'envoy-injector.io/template': 'debug' }) });
+    assert.ok(decision.inject);
+    assert.equal(decision.template.name, 'debug');
+  });
+
+  it('ignores an inject annotation that is not "true" or "false", with a warning', () => {
+    const decision = decide({ namespaceLabels: {}, pod: pod({ 'envoy-injector.io/inject': 'yes' }) });
+    assert.equal(decision.inject, false);
+    assert.equal(decision.reason, Reason.namespaceNotEnabled);
+    assert.deepEqual(decision.warnings, ['envoy-injector.io/inject: "yes" is not "true" or "false"; ignored']);
+  });
+
+  it('ignores a namespace label value other than enabled or disabled', () => {
+    assert.equal(decide({ namespaceLabels: { 'envoy-injector.io/inject': 'on' } }).reason, Reason.namespaceNotEnabled);
+  });
+
+  it('resolves native sidecars: Pod annotation, then template option, then the server setting', () => {
+    const nativeOf = (input: Partial<DecisionInput>): boolean => {
+      const decision = decide(input);
+      assert.ok(decision.inject);
+      return decision.nativeSidecar;
+    };
+    assert.equal(nativeOf({}), false);
+    assert.equal(nativeOf({ options: { nativeSidecar: true } }), true);
+    assert.equal(nativeOf({ pod: pod({ 'envoy-injector.io/template': 'native' }) }), true);
+    assert.equal(nativeOf({ pod: pod({ 'envoy-injector.io/template': 'native', 'envoy-injector.io/native-sidecar': 'false' }) }), false);
+    assert.equal(nativeOf({ pod: pod({ 'envoy-injector.io/native-sidecar': 'true' }) }), true);
+  });
+
+  it('never reads inherited properties: __proto__ and constructor keys are plain data', () => {
+    const hostile = JSON.parse(
+      '{"metadata":{"annotations":{"__proto__":{"envoy-injector.io/inject":"true"},"constructor":"x"}},"spec":{"containers":[]}}',
+    ) as JsonObject;
+    const decision = decide({ namespaceLabels: {}, pod: hostile });
+    assert.equal(decision.reason, Reason.namespaceNotEnabled);
+  });
+
+  it('traces every rule it looked at, in order', () => {
+    const decision = decide({});
+    assert.deepEqual(
+      decision.trace.map((step) => `${step.rule}:${step.outcome}`),
+      [
+        'kind:continue',
+        'excluded-namespace:continue',
+        'namespace-disabled:continue',
+        'pod-annotation:continue',
+        'namespace-enabled:inject',
+        'host-network:continue',
+        'already-injected:continue',
+        'template:continue',
+      ],
+    );
+  });
+});

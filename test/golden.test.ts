@@ -1,0 +1,90 @@
+import assert from 'node:assert/strict';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import {
+  findPodTemplate,
+  formatManifests,
+  parseTemplateFile,
+  parseYamlDocuments,
+  processManifests,
+  type JsonObject,
+  type TemplateSet,
+} from '../src/injection/index.js';
+import { ROOT, seedTemplates } from './helpers/fixtures.js';
+import { applyIndependently } from './helpers/patch.js';
+
+/**
+ * Golden files: each input manifest with its expected `inject` output next to
+ * it as NAME.golden.yaml. Refresh with UPDATE_GOLDEN=1 after a deliberate
+ * change, and review the diff.
+ */
+const GOLDEN_DIR = join(ROOT, 'test/golden');
+const UPDATE = process.env['UPDATE_GOLDEN'] === '1';
+
+interface GoldenCase {
+  readonly input: string;
+  readonly golden: string;
+  readonly nativeSidecar?: boolean;
+  readonly templateFile?: string;
+}
+
+const CASES: readonly GoldenCase[] = [
+  { input: 'examples/myapp-pod.yaml', golden: 'seed-pod.golden.yaml' },
+  { input: 'test/golden/deployment.yaml', golden: 'deployment.golden.yaml' },
+  { input: 'test/golden/existing-envoy.yaml', golden: 'existing-envoy.golden.yaml' },
+  { input: 'test/golden/pod-with-volumes.yaml', golden: 'pod-with-volumes.golden.yaml' },
+  { input: 'test/golden/annotation-keys.yaml', golden: 'annotation-keys.golden.yaml' },
+  { input: 'test/golden/native-job.yaml', golden: 'native-job.golden.yaml', nativeSidecar: true },
+  { input: 'test/golden/mixed-kinds.yaml', golden: 'mixed-kinds.golden.yaml' },
+  { input: 'test/golden/named-template.yaml', golden: 'named-template.golden.yaml', templateFile: 'test/golden/templates.yaml' },
+];
+
+function templatesFor(goldenCase: GoldenCase): TemplateSet {
+  return goldenCase.templateFile === undefined
+    ? seedTemplates()
+    : parseTemplateFile(readFileSync(join(ROOT, goldenCase.templateFile), 'utf8'));
+}
+
+describe('golden files: inject output for each input manifest', () => {
+  for (const goldenCase of CASES) {
+    it(`${goldenCase.input} → ${goldenCase.golden}`, () => {
+      const input = readFileSync(join(ROOT, goldenCase.input), 'utf8');
+      const { objects, reports } = processManifests(input, {
+        templates: templatesFor(goldenCase),
+        decision: { offline: true, nativeSidecar: goldenCase.nativeSidecar ?? false },
+      });
+      const output = formatManifests(objects);
+      const goldenPath = join(GOLDEN_DIR, goldenCase.golden);
+      if (UPDATE) writeFileSync(goldenPath, output);
+      assert.ok(existsSync(goldenPath), `${goldenCase.golden} is missing: run UPDATE_GOLDEN=1 npm test`);
+      assert.equal(output, readFileSync(goldenPath, 'utf8'), `${goldenCase.golden} is stale: run UPDATE_GOLDEN=1 npm test and review the diff`);
+
+      // The patch is what ships: applied to each received Pod by an independent
+      // implementation, it must give exactly the Pod in the golden output.
+      const inputPods = parseYamlDocuments(input).flatMap(podsOf);
+      const outputPods = parseYamlDocuments(output).flatMap(podsOf);
+      assert.equal(outputPods.length, inputPods.length);
+      let reportIndex = 0;
+      inputPods.forEach((received, index) => {
+        const report = reports[reportIndex++];
+        assert.ok(report !== undefined);
+        const patch = report.injection?.patch ?? [];
+        assert.deepEqual(applyIndependently(received, patch), outputPods[index]);
+      });
+    });
+  }
+
+  it('has no golden or input file that no case uses', () => {
+    const used = new Set(CASES.flatMap((c) => [c.golden, c.input, c.templateFile].filter((f) => f !== undefined).map((f) => f.replace('test/golden/', ''))));
+    const unused = readdirSync(GOLDEN_DIR).filter((file) => !used.has(file));
+    assert.deepEqual(unused, [], 'remove these files or add a case for them');
+  });
+});
+
+function podsOf(document: unknown): JsonObject[] {
+  const object = document as JsonObject;
+  if (object['kind'] === 'List') return (object['items'] as unknown[]).flatMap(podsOf);
+  const location = findPodTemplate(object);
+  return location === undefined ? [] : [location.pod];
+}
