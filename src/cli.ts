@@ -1,5 +1,7 @@
-import { runInject, INJECT_HELP } from './commands/inject.js';
+import { runCerts } from './commands/certs.js';
+import { runInject } from './commands/inject.js';
 import { reportError, type CommandIo } from './commands/io.js';
+import { runServe } from './commands/serve.js';
 
 const HELP = `Usage: envoy-injector <command> [options]
 
@@ -14,7 +16,9 @@ Run "envoy-injector <command> --help" for a command's options.
 type Command = (args: readonly string[], io: CommandIo) => Promise<number>;
 
 const COMMANDS: Readonly<Record<string, Command>> = {
+  serve: runServe,
   inject: runInject,
+  certs: runCerts,
 };
 
 /** Runs one command; resolves to the process exit code. */
@@ -39,5 +43,3 @@ export async function runCli(argv: readonly string[], io: CommandIo): Promise<nu
     return reportError(error, io);
   }
 }
-
-export { INJECT_HELP };

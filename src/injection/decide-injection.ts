@@ -19,6 +19,7 @@ export const Reason = {
   alreadyInjected: 'already_injected',
   unknownTemplate: 'unknown_template',
   requestedOffline: 'requested_offline',
+  templateNotLoaded: 'template_not_loaded',
 } as const;
 export type Reason = (typeof Reason)[keyof typeof Reason];
 
@@ -68,7 +69,8 @@ export interface DecisionInput {
   /** Labels of the namespace; undefined when unknown (treated as none). */
   readonly namespaceLabels: Readonly<Record<string, string>> | undefined;
   readonly pod: JsonObject;
-  readonly templates: TemplateSet;
+  /** Undefined until a valid template set is loaded: such Pods are let through uninjected. */
+  readonly templates: TemplateSet | undefined;
   readonly options: DecisionOptions;
 }
 
@@ -179,11 +181,16 @@ export function decideInjection(input: DecisionInput): Decision {
   }
   pass(Rule.alreadyInjected, `the Pod has no ${Annotations.status} annotation`);
 
-  // Template choice: an unknown name must never crash or block the Pod.
+  // Template choice: a missing set or an unknown name must never crash or block the Pod.
+  const { templates } = input;
+  if (templates === undefined) {
+    warnings.push('envoy-injector has no valid sidecar template loaded yet; the Pod was created without the sidecar');
+    return skip(Rule.template, Reason.templateNotLoaded, 'no valid template is loaded yet');
+  }
   const templateName = annotations === undefined ? undefined : stringAt(annotations, Annotations.template);
-  const template = templateName === undefined ? input.templates.defaultTemplate : input.templates.templates.get(templateName);
+  const template = templateName === undefined ? templates.defaultTemplate : templates.templates.get(templateName);
   if (template === undefined) {
-    const known = [...input.templates.templates.keys()].map((name) => `"${name}"`).join(', ');
+    const known = [...templates.templates.keys()].map((name) => `"${name}"`).join(', ');
     warnings.push(`${Annotations.template}: no template named "${templateName}" (known: ${known}); the Pod was not injected`);
     return skip(Rule.template, Reason.unknownTemplate, `no template named "${templateName}"`);
   }

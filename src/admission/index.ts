@@ -1,0 +1,3 @@
+export * from './review-schema.js';
+export * from './responses.js';
+export * from './review-admission.js';

@@ -1,0 +1,178 @@
+import { isUtf8 } from 'node:buffer';
+import type { ServerOptions as HttpsServerOptions } from 'node:https';
+import Fastify, { LogController, type FastifyError, type FastifySchemaValidationError } from 'fastify';
+import type { Logger } from 'pino';
+import {
+  AdmissionReviewSchema,
+  requestProblem,
+  reviewAdmission,
+  type AdmissionReviewRequest,
+} from '../admission/index.js';
+import type { DecisionOptions } from '../injection/index.js';
+import { ErrorReason, type InjectorMetrics } from './metrics.js';
+import type { ServerState } from './server-state.js';
+
+/**
+ * The largest AdmissionReview we read. etcd caps an object near 1.5 MiB; a
+ * review carries `object` (and `oldObject` on UPDATE) plus a small envelope,
+ * so 4 MiB admits every Pod the API server can store and refuses floods.
+ */
+export const BODY_LIMIT_BYTES = 4 * 1024 * 1024;
+
+export interface ServerTimeouts {
+  /** Whole request, from first byte to handler: below the webhook's timeoutSeconds (chart default 5 s). */
+  readonly requestMs: number;
+  /** Request headers; also what cuts a slowloris client off. */
+  readonly headersMs: number;
+  /** Idle keep-alive: longer than the API server's 90 s idle timeout, so the client closes first and never writes into a closing socket. */
+  readonly keepAliveMs: number;
+}
+
+export const DEFAULT_TIMEOUTS: ServerTimeouts = { requestMs: 4_000, headersMs: 3_000, keepAliveMs: 100_000 };
+
+export type NamespaceLabelLookup = (namespace: string) => Promise<Readonly<Record<string, string>> | undefined>;
+
+export interface AppDependencies {
+  readonly log: Logger;
+  readonly state: ServerState;
+  readonly metrics: InjectorMetrics;
+  readonly decisionOptions: DecisionOptions;
+  /** Labels of a namespace; absent outside a cluster. */
+  readonly namespaceLabels?: NamespaceLabelLookup;
+  /** TLS and Node server options (the server is HTTPS only). */
+  readonly https: HttpsServerOptions;
+  readonly timeouts?: ServerTimeouts;
+  /** Bound on open connections (a flood must not exhaust memory). */
+  readonly maxConnections?: number;
+}
+
+/** Builds the Fastify app; never listens (see serve.ts). */
+export function buildApp(deps: AppDependencies) {
+  const timeouts = deps.timeouts ?? DEFAULT_TIMEOUTS;
+  const app = Fastify({
+    loggerInstance: deps.log,
+    // One line per admission is ours to write (at debug); Fastify's two per request would flood info.
+    logController: new LogController({ disableRequestLogging: true }),
+    bodyLimit: BODY_LIMIT_BYTES,
+    requestTimeout: timeouts.requestMs,
+    keepAliveTimeout: timeouts.keepAliveMs,
+    // Requests already on a connection when shutdown starts are served, not refused.
+    return503OnClosing: false,
+    forceCloseConnections: 'idle',
+    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, useDefaults: false } },
+    schemaErrorFormatter: (errors) => new Error(`malformed AdmissionReview: ${describeSchemaError(errors[0])}`),
+    https: {
+      ...deps.https,
+      headersTimeout: timeouts.headersMs,
+      requestTimeout: timeouts.requestMs,
+      // How often Node checks the two timeouts above (its default is 30 s).
+      connectionsCheckingInterval: 1_000,
+    },
+  });
+
+  if (deps.maxConnections !== undefined) app.server.maxConnections = deps.maxConnections;
+
+  // JSON only (anything else is 415), with our own parser: invalid UTF-8 is an error, not silently replaced.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => {
+    const buffer = body as Buffer;
+    if (buffer.length === 0) return done(httpError(400, 'body is empty: expected an AdmissionReview'), undefined);
+    if (!isUtf8(buffer)) return done(httpError(400, 'body is not valid UTF-8'), undefined);
+    try {
+      // JSON.parse makes `__proto__` an own data property, never a prototype.
+      done(null, JSON.parse(buffer.toString('utf8')));
+    } catch (error) {
+      done(httpError(400, `body is not JSON: ${(error as Error).message}`), undefined);
+    }
+  });
+
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const status = error.validation !== undefined ? 400 : (error.statusCode ?? 500);
+    const reason =
+      status === 413 ? ErrorReason.bodyTooLarge
+      : status === 415 ? ErrorReason.unsupportedMediaType
+      : status >= 500 ? ErrorReason.internalError
+      : ErrorReason.malformedReview;
+    if (request.url === '/mutate') deps.metrics.recordAdmission('error', reason, 0);
+    if (status >= 500) {
+      request.log.error({ err: error, url: request.url }, 'request failed');
+      return reply.code(status).send({ statusCode: status, error: 'Internal Server Error', message: 'internal error (logged by envoy-injector)' });
+    }
+    const message = status === 413 ? `body larger than ${BODY_LIMIT_BYTES} bytes` : status === 415 ? `content type ${JSON.stringify(request.headers['content-type'] ?? '')} is not application/json` : error.message;
+    request.log.warn({ status, reason, url: request.url }, message);
+    return reply.code(status).send({ statusCode: status, error: reasonPhrase(status), message });
+  });
+
+  app.post('/mutate', { schema: { body: AdmissionReviewSchema } }, async (request, reply) => {
+    const started = process.hrtime.bigint();
+    const { request: admission } = request.body as AdmissionReviewRequest;
+    const problem = requestProblem(admission);
+    if (problem !== undefined) throw httpError(400, `malformed AdmissionReview: ${problem}`);
+    // Read the live state once: this request finishes on the set it started with.
+    const templates = deps.state.templates.current;
+    const isPodCreate = admission.operation === 'CREATE' && admission.kind.kind === 'Pod';
+    const namespaceLabels =
+      isPodCreate && admission.namespace !== undefined && deps.namespaceLabels !== undefined
+        ? await deps.namespaceLabels(admission.namespace)
+        : undefined;
+    const outcome = reviewAdmission(admission, { templates, namespaceLabels, options: deps.decisionOptions });
+    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+    deps.metrics.recordAdmission(outcome.result, outcome.reason, seconds);
+    if (request.log.isLevelEnabled('debug')) {
+      const metadata = (admission.object?.['metadata'] ?? {}) as Record<string, unknown>;
+      request.log.debug(
+        {
+          uid: admission.uid,
+          namespace: admission.namespace,
+          pod: admission.name || metadata['name'] || metadata['generateName'],
+          operation: admission.operation,
+          decision: outcome.result,
+          reason: outcome.reason,
+          dryRun: admission.dryRun ?? false,
+          durationMs: seconds * 1000,
+        },
+        outcome.decision.message,
+      );
+    }
+    return reply.send(outcome.review);
+  });
+
+  app.get('/healthz', async () => ({ status: 'ok' }));
+
+  app.get('/readyz', async (_request, reply) => {
+    const readiness = deps.state.readiness();
+    return reply.code(readiness.ready ? 200 : 503).send(readiness);
+  });
+
+  app.get('/metrics', async (_request, reply) => {
+    const staleSeconds = deps.state.staleSeconds();
+    deps.metrics.watchStale.set(staleSeconds ?? 0);
+    if (deps.state.tls !== undefined) deps.metrics.certificateExpiry.set(deps.state.tls.notAfter.getTime() / 1000);
+    return reply.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());
+  });
+
+  return app;
+}
+
+function httpError(statusCode: number, message: string): Error & { statusCode: number } {
+  return Object.assign(new Error(message), { statusCode });
+}
+
+function reasonPhrase(status: number): string {
+  return status === 413 ? 'Payload Too Large' : status === 415 ? 'Unsupported Media Type' : status === 404 ? 'Not Found' : 'Bad Request';
+}
+
+/** One schema error as `request.uid: required`, `apiVersion: must be "admission.k8s.io/v1"`. */
+function describeSchemaError(error: FastifySchemaValidationError | undefined): string {
+  if (error === undefined) return 'invalid';
+  const parts = error.instancePath.split('/').filter((part) => part !== '');
+  const { params } = error;
+  let problem = error.message ?? 'invalid';
+  if (error.keyword === 'required' && typeof params['missingProperty'] === 'string') {
+    parts.push(params['missingProperty']);
+    problem = 'required';
+  } else if (error.keyword === 'const') problem = `must be ${JSON.stringify(params['allowedValue'])}`;
+  else if (error.keyword === 'enum' && Array.isArray(params['allowedValues'])) problem = `must be one of ${params['allowedValues'].join(', ')}`;
+  else if (error.keyword === 'type') problem = `must be ${[params['type']].flat().join(' or ')}`;
+  return `${parts.length === 0 ? 'the body' : parts.join('.')}: ${problem}`;
+}

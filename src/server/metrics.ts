@@ -1,0 +1,84 @@
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { Reason } from '../injection/index.js';
+
+/** Why a request ended in an error, beside the decision reasons: a fixed set, never free text. */
+export const ErrorReason = {
+  malformedReview: 'malformed_review',
+  bodyTooLarge: 'body_too_large',
+  unsupportedMediaType: 'unsupported_media_type',
+  internalError: 'internal_error',
+} as const;
+export type ErrorReason = (typeof ErrorReason)[keyof typeof ErrorReason];
+
+export type AdmissionResult = 'injected' | 'skipped' | 'error';
+
+/**
+ * The injector's Prometheus metrics, in a registry of their own (no global
+ * state, so tests and several apps in one process do not collide).
+ */
+export class InjectorMetrics {
+  readonly registry = new Registry();
+
+  readonly admissionRequests = new Counter({
+    name: 'envoy_injector_admission_requests_total',
+    help: 'AdmissionReviews answered, by result (injected, skipped, error) and reason.',
+    labelNames: ['result', 'reason'] as const,
+    registers: [this.registry],
+  });
+
+  readonly admissionDuration = new Histogram({
+    name: 'envoy_injector_admission_duration_seconds',
+    help: 'Time to decide and build the answer to one AdmissionReview, from parsed body to response.',
+    labelNames: ['result'] as const,
+    // 100 µs to 1 s: the API server's timeout is seconds, our work is microseconds.
+    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+    registers: [this.registry],
+  });
+
+  readonly templateInfo = new Gauge({
+    name: 'envoy_injector_template_info',
+    help: 'The live sidecar templates: 1 per template name and content hash.',
+    labelNames: ['template', 'hash'] as const,
+    registers: [this.registry],
+  });
+
+  readonly templateReloads = new Counter({
+    name: 'envoy_injector_template_reloads_total',
+    help: 'Template set updates, by result: applied, rejected (invalid, the last good set kept) or deleted.',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+
+  readonly templateLastReload = new Gauge({
+    name: 'envoy_injector_template_last_reload_timestamp_seconds',
+    help: 'Unix time of the last template set that was applied.',
+    registers: [this.registry],
+  });
+
+  readonly watchStale = new Gauge({
+    name: 'envoy_injector_watch_stale_seconds',
+    help: 'Seconds since the cluster watches were last known in sync (0 when in sync or not watching).',
+    registers: [this.registry],
+  });
+
+  readonly certificateExpiry = new Gauge({
+    name: 'envoy_injector_certificate_expiry_timestamp_seconds',
+    help: 'Unix time at which the serving certificate expires.',
+    registers: [this.registry],
+  });
+
+  constructor(options: { processMetrics?: boolean } = {}) {
+    if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry });
+  }
+
+  recordAdmission(result: AdmissionResult, reason: Reason | ErrorReason, seconds: number): void {
+    this.admissionRequests.labels(result, reason).inc();
+    this.admissionDuration.labels(result).observe(seconds);
+  }
+
+  /** Replaces the template_info series: old hashes must not linger. */
+  setTemplates(templates: Iterable<{ name: string; hash: string }>): void {
+    this.templateInfo.reset();
+    for (const { name, hash } of templates) this.templateInfo.labels(name, hash).set(1);
+  }
+}

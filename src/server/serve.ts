@@ -1,0 +1,164 @@
+import { existsSync } from 'node:fs';
+import { chmod, mkdir, writeFile } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import type { Server as TlsServer } from 'node:tls';
+import { pino, type Logger } from 'pino';
+import type { DecisionOptions, TemplateSet } from '../injection/index.js';
+import { buildApp, DEFAULT_TIMEOUTS, type NamespaceLabelLookup, type ServerTimeouts } from './build-app.js';
+import { makeCertificates } from './certificates.js';
+import { InjectorMetrics } from './metrics.js';
+import { ServerState } from './server-state.js';
+import { TemplateStore } from './template-store.js';
+import { readTlsFiles, secureContextOptions, TlsFileWatcher, type TlsFiles, type TlsMaterial } from './tls-files.js';
+
+export interface ServeOptions {
+  readonly port: number;
+  /** `::` listens on every IPv6 and IPv4 address. */
+  readonly host: string;
+  readonly tls: TlsFiles;
+  readonly tlsReloadIntervalMs: number;
+  /** The template set to start with (a file or the bundled default); undefined waits for a watch. */
+  readonly templates: { readonly set: TemplateSet; readonly source: string } | undefined;
+  readonly decisionOptions: DecisionOptions;
+  readonly timeouts?: ServerTimeouts;
+  readonly maxConnections: number;
+  /** Time between readiness going false and the listener closing (endpoints drain meanwhile). */
+  readonly shutdownDelayMs: number;
+  /** After this, open connections are cut and the process exits anyway. */
+  readonly shutdownTimeoutMs: number;
+  readonly log: Logger;
+  readonly namespaceLabels?: NamespaceLabelLookup;
+}
+
+export interface RunningServer {
+  readonly port: number;
+  readonly state: ServerState;
+  readonly metrics: InjectorMetrics;
+  readonly templates: TemplateStore;
+  readonly app: ReturnType<typeof buildApp>;
+  /** Applies a new serving certificate to new connections (open ones keep theirs). */
+  setTls(material: TlsMaterial): void;
+  /** Readiness false, in-flight requests finish, listener closed; bounded by shutdownTimeoutMs. */
+  shutdown(): Promise<void>;
+}
+
+export function createLogger(level: string): Logger {
+  return pino({ level, timestamp: pino.stdTimeFunctions.isoTime, base: { name: 'envoy-injector' } });
+}
+
+/** Makes a dev CA and serving certificate in `dir` unless both serving files exist. */
+export async function ensureDevCertificates(dir: string, hosts: readonly string[], log: Logger): Promise<TlsFiles> {
+  const files = { certFile: join(dir, 'tls.crt'), keyFile: join(dir, 'tls.key') };
+  if (existsSync(files.certFile) && existsSync(files.keyFile)) return files;
+  await writeCertificateFiles(dir, hosts);
+  log.info({ dir }, `made a development CA and serving certificate in ${dir}`);
+  return files;
+}
+
+/** The `certs` command's output: ca.crt, ca.key, tls.crt, tls.key (keys readable by the owner only). */
+export async function writeCertificateFiles(dir: string, hosts: readonly string[]): Promise<void> {
+  const { ca, serving } = await makeCertificates({ hosts });
+  await mkdir(dir, { recursive: true });
+  for (const [name, content, secret] of [
+    ['ca.crt', ca.cert, false],
+    ['ca.key', ca.key, true],
+    ['tls.crt', serving.cert, false],
+    ['tls.key', serving.key, true],
+  ] as const) {
+    const path = join(dir, name);
+    await writeFile(path, content, { mode: secret ? 0o600 : 0o644 });
+    await chmod(path, secret ? 0o600 : 0o644);
+  }
+}
+
+/** Starts the HTTPS webhook. Signal handling is the caller's (see commands/serve.ts). */
+export async function startServer(options: ServeOptions): Promise<RunningServer> {
+  const { log } = options;
+  const metrics = new InjectorMetrics();
+  const templates = new TemplateStore(metrics, log);
+  if (options.templates !== undefined) templates.set(options.templates.set, options.templates.source);
+  const state = new ServerState(templates);
+
+  const initialTls = await readTlsFiles(options.tls);
+  const app = buildApp({
+    log,
+    state,
+    metrics,
+    decisionOptions: options.decisionOptions,
+    https: { ...secureContextOptions(initialTls), ...(initialTls.clientCa === undefined ? {} : { requestCert: true, rejectUnauthorized: true }) },
+    timeouts: options.timeouts ?? DEFAULT_TIMEOUTS,
+    maxConnections: options.maxConnections,
+    ...(options.namespaceLabels === undefined ? {} : { namespaceLabels: options.namespaceLabels }),
+  });
+
+  const setTls = (material: TlsMaterial): void => {
+    (app.server as TlsServer).setSecureContext(secureContextOptions(material));
+    state.tls = material.info;
+    metrics.certificateExpiry.set(material.info.notAfter.getTime() / 1000);
+    log.info(
+      { serial: material.info.serialNumber, fingerprint256: material.info.fingerprint256, notAfter: material.info.notAfter },
+      'serving certificate loaded',
+    );
+  };
+  state.tls = initialTls.info;
+  metrics.certificateExpiry.set(initialTls.info.notAfter.getTime() / 1000);
+
+  const watcher = new TlsFileWatcher({
+    files: options.tls,
+    initial: initialTls,
+    intervalMs: options.tlsReloadIntervalMs,
+    onChange: setTls,
+    onError: (error) => log.error({ err: error }, `new certificate files rejected, still serving the previous certificate: ${error.message}`),
+  });
+
+  await listen(app, options.host, options.port, log);
+  watcher.start();
+  const port = (app.server.address() as AddressInfo).port;
+  log.info({ port, host: options.host, serial: initialTls.info.serialNumber }, `envoy-injector serving https on port ${port}`);
+
+  let shutdown: Promise<void> | undefined;
+  return {
+    port,
+    state,
+    metrics,
+    templates,
+    app,
+    setTls,
+    shutdown: () => {
+      shutdown ??= (async () => {
+        state.draining = true;
+        log.info({ delayMs: options.shutdownDelayMs }, 'shutting down: readiness is false, draining');
+        watcher.stop();
+        await sleep(options.shutdownDelayMs);
+        const force = setTimeout(() => {
+          log.warn({ timeoutMs: options.shutdownTimeoutMs }, 'shutdown timed out: closing open connections');
+          app.server.closeAllConnections();
+        }, options.shutdownTimeoutMs);
+        force.unref();
+        await app.close();
+        clearTimeout(force);
+        log.info('shut down');
+      })();
+      return shutdown;
+    },
+  };
+}
+
+async function listen(app: ReturnType<typeof buildApp>, host: string, port: number, log: Logger): Promise<void> {
+  try {
+    await app.listen({ host, port });
+  } catch (error) {
+    // A node without IPv6 cannot bind `::`: all IPv4 addresses then.
+    if (host === '::' && (error as NodeJS.ErrnoException).code === 'EAFNOSUPPORT') {
+      log.warn('IPv6 is not available, listening on 0.0.0.0');
+      await app.listen({ host: '0.0.0.0', port });
+      return;
+    }
+    throw error;
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return ms <= 0 ? Promise.resolve() : new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,0 +1,64 @@
+import type { Logger } from 'pino';
+import { TemplateError } from '../errors.js';
+import { parseTemplateData, type TemplateSet } from '../injection/index.js';
+import type { InjectorMetrics } from './metrics.js';
+
+/**
+ * The live template set. A valid update replaces it as a whole (a request
+ * reads it once and keeps that set to its end); an invalid update or a
+ * deletion keeps the last good set, loudly.
+ */
+export class TemplateStore {
+  #current: TemplateSet | undefined;
+  readonly #metrics: InjectorMetrics;
+  readonly #log: Logger;
+
+  constructor(metrics: InjectorMetrics, log: Logger) {
+    this.#metrics = metrics;
+    this.#log = log;
+  }
+
+  get current(): TemplateSet | undefined {
+    return this.#current;
+  }
+
+  /** Validates ConfigMap data from `source` and applies it; returns whether it was applied. */
+  update(data: Readonly<Record<string, unknown>>, source: string): boolean {
+    let templates: TemplateSet;
+    try {
+      templates = parseTemplateData(data);
+    } catch (error) {
+      if (!(error instanceof TemplateError)) throw error;
+      this.#metrics.templateReloads.labels('rejected').inc();
+      this.#log.error(
+        { source, problems: error.problems, keeping: this.#describe() },
+        `invalid sidecar template from ${source}, keeping the last good set: ${error.message}`,
+      );
+      return false;
+    }
+    this.set(templates, source);
+    return true;
+  }
+
+  /** Applies an already validated set (a template file, the bundled default). */
+  set(templates: TemplateSet, source: string): void {
+    this.#current = templates;
+    this.#metrics.templateReloads.labels('applied').inc();
+    this.#metrics.templateLastReload.setToCurrentTime();
+    this.#metrics.setTemplates(templates.templates.values());
+    this.#log.info({ source, templates: this.#describe() }, `sidecar templates loaded from ${source}`);
+  }
+
+  /** The source is gone: keep serving the last good set. */
+  deleted(source: string): void {
+    this.#metrics.templateReloads.labels('deleted').inc();
+    this.#log.warn(
+      { source, keeping: this.#describe() },
+      `${source} was deleted; keeping the last good sidecar templates until it is recreated`,
+    );
+  }
+
+  #describe(): string[] {
+    return [...(this.#current?.templates.values() ?? [])].map((template) => `${template.name}@${template.hash}`);
+  }
+}

@@ -1,0 +1,44 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { ROOT } from './fixtures.js';
+
+export interface ServerProcess {
+  readonly child: ChildProcess;
+  readonly port: number;
+  /** Every JSON log line so far. */
+  readonly logs: Record<string, unknown>[];
+  readonly stderr: string[];
+  /** Resolves with the exit code. */
+  readonly exited: Promise<number | null>;
+}
+
+/** Runs `bin/envoy-injector.js serve ARGS` (the compiled build) and waits until it listens. */
+export async function spawnServer(args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<ServerProcess> {
+  const child = spawn(process.execPath, ['bin/envoy-injector.js', 'serve', '--host', '127.0.0.1', '--port', '0', ...args], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const logs: Record<string, unknown>[] = [];
+  const stderr: string[] = [];
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  createInterface({ input: child.stderr! }).on('line', (line) => stderr.push(line));
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start: ${stderr.join('\n')}`)), 15_000);
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      let entry: Record<string, unknown>;
+      try {
+        entry = JSON.parse(line) as Record<string, unknown>;
+      } catch {
+        return;
+      }
+      logs.push(entry);
+      if (typeof entry['port'] === 'number' && String(entry['msg']).startsWith('envoy-injector serving https')) {
+        clearTimeout(timer);
+        resolve(entry['port']);
+      }
+    });
+    void exited.then((code) => reject(new Error(`server exited with ${code}: ${stderr.join('\n')}`)));
+  });
+  return { child, port, logs, stderr, exited };
+}

@@ -1,0 +1,116 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { request as httpsRequest } from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import type { JsonObject } from '../src/injection/index.js';
+import { repoFile, ROOT } from './helpers/fixtures.js';
+import { httpsCall } from './helpers/https-client.js';
+import { largePod } from './helpers/large-pod.js';
+import { applyIndependently } from './helpers/patch.js';
+import { spawnServer } from './helpers/process.js';
+
+function patchOf(body: string): unknown[] {
+  const review = JSON.parse(body) as { response: { patch: string } };
+  return JSON.parse(Buffer.from(review.response.patch, 'base64').toString('utf8')) as unknown[];
+}
+
+describe('envoy-injector serve, as a process', () => {
+  it('on a fresh start makes dev certificates and the printed curl line injects the sidecar', async () => {
+    const certsDir = mkdtempSync(join(tmpdir(), 'ei-start-'));
+    const server = await spawnServer(['--certs-dir', certsDir]);
+    try {
+      const hint = server.stderr.find((line) => line.startsWith('try it: curl '));
+      assert.ok(hint !== undefined, `no try-it line in ${server.stderr.join('\n')}`);
+      const [, caFile, url] = /--cacert (\S+) .* (https:\/\/\S+)$/.exec(hint) ?? [];
+      assert.equal(caFile, join(certsDir, 'ca.crt'));
+      assert.equal(url, `https://localhost:${server.port}/mutate`);
+      assert.ok(hint.includes('--data-binary @examples/admission-review.json'));
+
+      const review = JSON.parse(repoFile('examples/admission-review.json')) as { request: { object: JsonObject } };
+      const response = await httpsCall(url.replace('localhost', '127.0.0.1'), { ca: readFileSync(caFile, 'utf8'), body: repoFile('examples/admission-review.json') });
+      assert.equal(response.status, 200);
+      const patched = applyIndependently(review.request.object, patchOf(response.body));
+      assert.ok(((patched['spec'] as JsonObject)['containers'] as JsonObject[]).some((c) => c['name'] === 'envoy'));
+
+      // The line itself, where curl exists (it talks to localhost, as printed).
+      let curlOutput: string | undefined;
+      try {
+        curlOutput = execFileSync('curl', ['-sS', ...hint.slice('try it: curl '.length).split(' ')], { cwd: ROOT, encoding: 'utf8' });
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+      }
+      if (curlOutput !== undefined) assert.ok(patchOf(curlOutput).length > 0);
+    } finally {
+      server.child.kill('SIGTERM');
+      assert.equal(await server.exited, 0);
+    }
+  });
+
+  it('--help lists the flags and their environment variables', () => {
+    const help = execFileSync(process.execPath, ['bin/envoy-injector.js', 'serve', '--help'], { cwd: ROOT, encoding: 'utf8' });
+    for (const expected of ['--port', 'PORT', '--host', 'HOST', '--template-file', 'TEMPLATE_FILE', '--log-level', 'LOG_LEVEL', '--tls-cert', 'TLS_CERT_FILE', '--client-ca']) {
+      assert.ok(help.includes(expected), expected);
+    }
+  });
+
+  it('refuses a bad flag value with exit 2 and a bad template file with exit 1', () => {
+    const run = (args: string[]) => {
+      try {
+        execFileSync(process.execPath, ['bin/envoy-injector.js', 'serve', ...args], { cwd: ROOT, encoding: 'utf8', stdio: 'pipe' });
+        return { status: 0, stderr: '' };
+      } catch (error) {
+        const failure = error as { status: number; stderr: string };
+        return { status: failure.status, stderr: failure.stderr };
+      }
+    };
+    assert.deepEqual(run(['--port', 'eighty']), { status: 2, stderr: 'envoy-injector: --port: must be an integer from 0 to 65535\n' });
+    const bad = run(['--template-file', 'test/golden/deployment.yaml']);
+    assert.equal(bad.status, 1);
+    assert.match(bad.stderr, /^envoy-injector: test\/golden\/deployment.yaml: config: /);
+  });
+
+  it('SIGTERM during a burst: readiness turns 503, every accepted request completes, exit 0', async () => {
+    const certsDir = mkdtempSync(join(tmpdir(), 'ei-term-'));
+    const server = await spawnServer(['--certs-dir', certsDir, '--shutdown-delay', '300ms']);
+    const ca = readFileSync(join(certsDir, 'ca.crt'), 'utf8');
+    const base = `https://127.0.0.1:${server.port}`;
+    const body = JSON.stringify({
+      apiVersion: 'admission.k8s.io/v1',
+      kind: 'AdmissionReview',
+      request: {
+        uid: 'u',
+        kind: { group: '', version: 'v1', kind: 'Pod' },
+        resource: { group: '', version: 'v1', resource: 'pods' },
+        namespace: 'load',
+        operation: 'CREATE',
+        object: { ...largePod({ targetBytes: 256 * 1024 }), metadata: { generateName: 'big-', annotations: { 'envoy-injector.io/inject': 'true' } } },
+      },
+    });
+    // 60 requests, each on its own connection, all written before the signal.
+    const written: Promise<void>[] = [];
+    const answers = Array.from({ length: 60 }, () =>
+      new Promise<number>((resolve, reject) => {
+        const request = httpsRequest(`${base}/mutate`, { method: 'POST', ca, agent: false, headers: { 'content-type': 'application/json' } }, (response) => {
+          response.resume();
+          response.on('end', () => resolve(response.statusCode ?? 0));
+        });
+        request.on('error', reject);
+        written.push(new Promise((done) => request.on('finish', done)));
+        request.end(body);
+      }),
+    );
+    await Promise.all(written);
+    server.child.kill('SIGTERM');
+    const readiness = await httpsCall(`${base}/readyz`, { ca });
+    assert.equal(readiness.status, 503, 'unready while draining');
+    assert.equal((JSON.parse(readiness.body) as { checks: { draining: boolean } }).checks.draining, true);
+    const statuses = await Promise.all(answers);
+    assert.deepEqual(statuses, statuses.map(() => 200), 'every accepted request answered 200');
+    assert.equal(await server.exited, 0);
+    assert.ok(server.logs.some((line) => line['msg'] === 'shut down'));
+    await assert.rejects(httpsCall(`${base}/healthz`, { ca }), /ECONNREFUSED/, 'nothing listens after exit');
+  });
+});
