@@ -1,0 +1,475 @@
+/**
+ * `npm run bench`: our compiled server against a floor server, in one run, on
+ * loopback, each a separate process, driven by a load generator in a third
+ * process (bench/load.ts). Prints a table and PASS/FAIL per target, writes
+ * bench/results/latest.json and a dated copy. Never fails on timing: the exit
+ * code is non-zero only when the harness itself breaks. See bench/README.md.
+ *
+ *   npm run bench                        # the full run, a few minutes
+ *   node --import tsx bench/run.ts --quick --skip-install   # a short smoke run (after npm run build)
+ */
+import { execFileSync } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import { httpsRequest } from './https-client.js';
+import type { LoadResult, LoadSpec } from './load.js';
+import { MemorySampler, ROOT, killAllChildren, readMemory, runNode, startServer, type ServerProcess } from './processes.js';
+import { burstReviews, largeReview, seedReview, skippedReview } from './reviews.js';
+
+const MIB = 1024 * 1024;
+
+const { values: flags } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    'skip-install': { type: 'boolean', default: false },
+    'no-write': { type: 'boolean', default: false },
+  },
+});
+const QUICK = flags.quick;
+
+/** Seconds per timed round, per warm-up, and requests for the memory check; --quick shrinks all. */
+const SETTINGS = {
+  roundSeconds: QUICK ? 2 : 5,
+  warmupSeconds: QUICK ? 1 : 2,
+  /** Rounds per server, in the order ours, floor, floor, ours, … (ABBA) so that drift on the machine cancels. */
+  rounds: 2,
+  burstSize: 2000,
+  memoryRequests: QUICK ? [2_000, 20_000] : [20_000, 200_000],
+  coldStarts: QUICK ? 3 : 7,
+  /** The whole run is killed past this (a hung child must not hang CI or a terminal). */
+  deadlineMs: 15 * 60_000,
+} as const;
+
+interface Scenario {
+  readonly name: string;
+  readonly description: string;
+  readonly connections: number;
+  /** Timed (seconds per round) or a fixed number of requests per round. */
+  readonly amount?: number;
+  readonly expectPatch: boolean;
+  readonly bodies: readonly string[];
+  /** The body the warm-up sends (the scenario's own unless set). */
+  readonly warmupBodies?: readonly string[];
+}
+
+const compact = (value: unknown): string => JSON.stringify(value);
+const seedBody = compact(seedReview());
+const SCENARIOS: readonly Scenario[] = [
+  { name: 'seed', description: 'seed Pod, injected', connections: 50, expectPatch: true, bodies: [seedBody] },
+  { name: 'skip', description: 'seed Pod annotated inject "false", skipped', connections: 50, expectPatch: false, bodies: [compact(skippedReview())] },
+  { name: 'large', description: '~1 MiB Pod (40 containers, 2,000 env vars), injected', connections: 8, expectPatch: true, bodies: [compact(largeReview())] },
+  {
+    name: 'burst',
+    description: `${SETTINGS.burstSize} reviews of a Deployment scaled 0 → ${SETTINGS.burstSize} (distinct uids, generateName), fresh connections`,
+    connections: 50,
+    amount: SETTINGS.burstSize,
+    expectPatch: true,
+    bodies: burstReviews(SETTINGS.burstSize).map(compact),
+    warmupBodies: [seedBody],
+  },
+];
+
+interface ServerFigures {
+  readonly requestsPerSecond: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly maxMs: number;
+  /** non-2xx + socket errors + timeouts, over every run of this server in the scenario (warm-up included). */
+  readonly errors: number;
+  readonly rounds: readonly LoadResult[];
+}
+
+interface ScenarioResult {
+  readonly name: string;
+  readonly description: string;
+  readonly connections: number;
+  readonly mode: string;
+  readonly requestBytes: number;
+  readonly responseBytes: number;
+  readonly ours: ServerFigures;
+  readonly floor: ServerFigures;
+  /** VmHWM of our server process over the scenario (a fresh process per scenario). */
+  readonly oursPeakRssBytes: number;
+  readonly floorPeakRssBytes: number;
+  readonly ratios: { readonly throughput: number; readonly p99: number };
+}
+
+const work = mkdtempSync(join(tmpdir(), 'envoy-injector-bench-'));
+const certsDir = join(work, 'certs');
+const deadline = setTimeout(() => {
+  process.stderr.write(`bench: still running after ${SETTINGS.deadlineMs / 60_000} min, giving up\n`);
+  cleanUp();
+  process.exit(1);
+}, SETTINGS.deadlineMs);
+deadline.unref();
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    cleanUp();
+    process.exit(130);
+  });
+}
+
+function cleanUp(): void {
+  killAllChildren();
+  rmSync(work, { recursive: true, force: true });
+}
+
+function log(line: string): void {
+  process.stderr.write(`${line}\n`);
+}
+
+/** Our compiled server with production settings; it makes dev certificates in `certsDir` on first start. */
+function startOurs(): Promise<ServerProcess> {
+  return startServer(
+    ['bin/envoy-injector.js', 'serve', '--host', '127.0.0.1', '--port', '0', '--log-level', 'info', '--certs-dir', certsDir],
+    'envoy-injector serving https',
+  );
+}
+
+function startFloor(responseFile: string): Promise<ServerProcess> {
+  return startServer(
+    ['--import', 'tsx', 'bench/floor-server.ts', join(certsDir, 'tls.crt'), join(certsDir, 'tls.key'), responseFile],
+    'floor serving https',
+  );
+}
+
+function caPem(): string {
+  return readFileSync(join(certsDir, 'ca.crt'), 'utf8');
+}
+
+function writeBodies(name: string, bodies: readonly string[]): string {
+  const file = join(work, `${name}.bodies`);
+  writeFileSync(file, `${bodies.join('\n')}\n`);
+  return file;
+}
+
+let loadCount = 0;
+async function load(server: ServerProcess, bodiesFile: string, connections: number, run: { durationSeconds: number } | { amount: number }): Promise<LoadResult> {
+  const spec: LoadSpec = { url: `https://127.0.0.1:${server.port}/mutate`, caFile: join(certsDir, 'ca.crt'), bodiesFile, connections, ...run };
+  const specFile = join(work, `load-${loadCount++}.json`);
+  writeFileSync(specFile, JSON.stringify(spec));
+  const budgetMs = ('durationSeconds' in run ? run.durationSeconds * 1000 : 120_000) + 60_000;
+  const output = await runNode(['--import', 'tsx', 'bench/load.ts', specFile], budgetMs);
+  return JSON.parse(output.trim().split('\n').at(-1) ?? '{}') as LoadResult;
+}
+
+function errorsOf(result: LoadResult): number {
+  return result.non2xx + result.socketErrors + result.timeouts;
+}
+
+function mean(values: readonly number[]): number {
+  return values.reduce((sum, value) => sum + value, 0) / values.length;
+}
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? (sorted[middle] ?? NaN) : ((sorted[middle - 1] ?? NaN) + (sorted[middle] ?? NaN)) / 2;
+}
+
+function figures(rounds: readonly LoadResult[], warmups: readonly LoadResult[]): ServerFigures {
+  return {
+    requestsPerSecond: mean(rounds.map((round) => round.requestsPerSecond)),
+    p50Ms: mean(rounds.map((round) => round.latencyMs.p50)),
+    p99Ms: mean(rounds.map((round) => round.latencyMs.p99)),
+    maxMs: Math.max(...rounds.map((round) => round.latencyMs.max)),
+    errors: [...rounds, ...warmups].reduce((sum, result) => sum + errorsOf(result), 0),
+    rounds,
+  };
+}
+
+/** Asks our server once (CA verified) for its answer to each scenario's first body; that is what the floor will send. */
+async function precomputeResponses(): Promise<Map<string, string>> {
+  const ours = await startOurs();
+  try {
+    const files = new Map<string, string>();
+    for (const scenario of SCENARIOS) {
+      const body = scenario.bodies[0] ?? '';
+      const answer = await httpsRequest(`https://127.0.0.1:${ours.port}/mutate`, { ca: caPem(), method: 'POST', body: Buffer.from(body) });
+      if (answer.status !== 200) throw new Error(`${scenario.name}: our server answered ${answer.status}: ${answer.body.toString().slice(0, 300)}`);
+      const review = JSON.parse(answer.body.toString()) as { response?: { allowed?: boolean; patch?: string } };
+      if (review.response?.allowed !== true || (review.response.patch !== undefined) !== scenario.expectPatch) {
+        throw new Error(`${scenario.name}: expected ${scenario.expectPatch ? 'a patch' : 'no patch'}, got ${answer.body.toString().slice(0, 300)}`);
+      }
+      const file = join(work, `${scenario.name}.response.json`);
+      writeFileSync(file, answer.body);
+      files.set(scenario.name, file);
+    }
+    return files;
+  } finally {
+    await ours.stop();
+  }
+}
+
+async function runScenario(scenario: Scenario, responseFile: string): Promise<ScenarioResult> {
+  const bodiesFile = writeBodies(scenario.name, scenario.bodies);
+  const warmupFile = scenario.warmupBodies === undefined ? bodiesFile : writeBodies(`${scenario.name}-warmup`, scenario.warmupBodies);
+  const ours = await startOurs();
+  const floor = await startFloor(responseFile);
+  const oursMemory = new MemorySampler(ours.pid);
+  const floorMemory = new MemorySampler(floor.pid);
+  try {
+    // The floor must put the very bytes of our answer on the wire.
+    const expected = readFileSync(responseFile);
+    const floorAnswer = await httpsRequest(`https://127.0.0.1:${floor.port}/mutate`, { ca: caPem(), method: 'POST', body: Buffer.from(scenario.bodies[0] ?? '') });
+    if (floorAnswer.status !== 200 || !floorAnswer.body.equals(expected)) throw new Error(`${scenario.name}: the floor's answer differs from ours`);
+
+    const servers = { ours, floor };
+    const warmups: Record<'ours' | 'floor', LoadResult[]> = { ours: [], floor: [] };
+    const rounds: Record<'ours' | 'floor', LoadResult[]> = { ours: [], floor: [] };
+    for (const side of ['ours', 'floor'] as const) {
+      warmups[side].push(await load(servers[side], warmupFile, scenario.connections, { durationSeconds: SETTINGS.warmupSeconds }));
+    }
+    const order = Array.from({ length: SETTINGS.rounds }, (_, i) => (i % 2 === 0 ? (['ours', 'floor'] as const) : (['floor', 'ours'] as const))).flat();
+    for (const side of order) {
+      const run = scenario.amount === undefined ? { durationSeconds: SETTINGS.roundSeconds } : { amount: scenario.amount };
+      const result = await load(servers[side], bodiesFile, scenario.connections, run);
+      rounds[side].push(result);
+      log(`  ${scenario.name} ${side.padEnd(5)} ${result.requestsPerSecond.toFixed(0).padStart(6)} req/s  p99 ${result.latencyMs.p99.toFixed(2)} ms  errors ${errorsOf(result)}`);
+    }
+    const oursFigures = figures(rounds.ours, warmups.ours);
+    const floorFigures = figures(rounds.floor, warmups.floor);
+    return {
+      name: scenario.name,
+      description: scenario.description,
+      connections: scenario.connections,
+      mode: scenario.amount === undefined ? `${SETTINGS.roundSeconds} s × ${SETTINGS.rounds} rounds` : `${scenario.amount} requests × ${SETTINGS.rounds} rounds`,
+      requestBytes: Buffer.byteLength(scenario.bodies[0] ?? ''),
+      responseBytes: expected.length,
+      ours: oursFigures,
+      floor: floorFigures,
+      oursPeakRssBytes: oursMemory.stop().hwm,
+      floorPeakRssBytes: floorMemory.stop().hwm,
+      ratios: {
+        throughput: oursFigures.requestsPerSecond / floorFigures.requestsPerSecond,
+        p99: oursFigures.p99Ms / floorFigures.p99Ms,
+      },
+    };
+  } finally {
+    oursMemory.stop();
+    floorMemory.stop();
+    await Promise.all([ours.stop(), floor.stop()]);
+  }
+}
+
+interface MemoryFlatness {
+  readonly requests: readonly number[];
+  readonly rssBytes: readonly number[];
+  readonly peakRssBytes: number;
+  readonly errors: number;
+  /** RSS after the last count over RSS after the first. */
+  readonly ratio: number;
+}
+
+/** One server, the seed scenario, RSS read after the first count of requests and after the last. */
+async function memoryFlatness(): Promise<MemoryFlatness> {
+  const bodiesFile = writeBodies('memory', [seedBody]);
+  const ours = await startOurs();
+  const sampler = new MemorySampler(ours.pid);
+  try {
+    const rssBytes: number[] = [];
+    let errors = 0;
+    let sent = 0;
+    for (const target of SETTINGS.memoryRequests) {
+      const result = await load(ours, bodiesFile, 50, { amount: target - sent });
+      sent = target;
+      errors += errorsOf(result);
+      rssBytes.push(readMemory(ours.pid).rss);
+      log(`  memory: ${target} requests, RSS ${fmt.mib(rssBytes.at(-1) ?? NaN)} MiB`);
+    }
+    return {
+      requests: SETTINGS.memoryRequests,
+      rssBytes,
+      peakRssBytes: sampler.stop().hwm,
+      errors,
+      ratio: (rssBytes.at(-1) ?? NaN) / (rssBytes[0] ?? NaN),
+    };
+  } finally {
+    sampler.stop();
+    await ours.stop();
+  }
+}
+
+interface ColdStart {
+  readonly startsMs: readonly number[];
+  readonly medianMs: number;
+  /** Of the same starts: process start to the "serving" log line. */
+  readonly listeningMedianMs: number;
+}
+
+/** Process start to the first `/readyz` 200, certificates already made; median of several starts. */
+async function coldStart(): Promise<ColdStart> {
+  const startsMs: number[] = [];
+  const listeningMs: number[] = [];
+  for (let i = 0; i < SETTINGS.coldStarts; i++) {
+    const started = performance.now();
+    const ours = await startOurs();
+    listeningMs.push(performance.now() - started);
+    try {
+      for (;;) {
+        const answer = await httpsRequest(`https://127.0.0.1:${ours.port}/readyz`, { ca: caPem(), timeoutMs: 2_000 }).catch(() => undefined);
+        if (answer?.status === 200) break;
+        if (performance.now() - started > 10_000) throw new Error('/readyz: not 200 after 10 s');
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      startsMs.push(performance.now() - started);
+    } finally {
+      await ours.stop();
+    }
+  }
+  return { startsMs, medianMs: median(startsMs), listeningMedianMs: median(listeningMs) };
+}
+
+interface InstallSize {
+  readonly nodeModulesBytes: number;
+  readonly distBytes: number;
+  readonly totalBytes: number;
+  readonly packages: number;
+  readonly seconds: number;
+}
+
+/** A production install: package.json + lockfile, `npm ci --omit=dev --ignore-scripts` (prepare would run tsc), plus dist/. */
+function installSize(): InstallSize {
+  const dir = join(work, 'install');
+  mkdirSync(dir);
+  cpSync(join(ROOT, 'package.json'), join(dir, 'package.json'));
+  cpSync(join(ROOT, 'package-lock.json'), join(dir, 'package-lock.json'));
+  const started = performance.now();
+  execFileSync('npm', ['ci', '--omit=dev', '--ignore-scripts', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: dir, stdio: ['ignore', 'ignore', 'inherit'], timeout: 5 * 60_000 });
+  const seconds = (performance.now() - started) / 1000;
+  const du = (path: string): number => Number(execFileSync('du', ['-sk', path], { encoding: 'utf8' }).split('\t')[0]) * 1024;
+  const nodeModulesBytes = du(join(dir, 'node_modules'));
+  const distBytes = du(join(ROOT, 'dist'));
+  const lock = JSON.parse(readFileSync(join(dir, 'node_modules', '.package-lock.json'), 'utf8')) as { packages: Record<string, unknown> };
+  return { nodeModulesBytes, distBytes, totalBytes: nodeModulesBytes + distBytes, packages: Object.keys(lock.packages).length, seconds };
+}
+
+interface Target {
+  readonly name: string;
+  readonly value: string;
+  readonly limit: string;
+  readonly pass: boolean;
+}
+
+function versionOf(name: string): string {
+  return (JSON.parse(readFileSync(join(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
+}
+
+function gitCommit(): string | undefined {
+  try {
+    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    return undefined;
+  }
+}
+
+const fmt = {
+  rps: (value: number): string => value.toFixed(0),
+  ms: (value: number): string => value.toFixed(2),
+  mib: (bytes: number): string => (bytes / MIB).toFixed(1),
+  ratio: (value: number): string => `${value.toFixed(2)}×`,
+};
+
+function table(rows: readonly (readonly string[])[]): string {
+  const widths = rows[0]?.map((_, column) => Math.max(...rows.map((row) => (row[column] ?? '').length))) ?? [];
+  return rows.map((row) => row.map((cell, column) => (column === 0 ? cell.padEnd(widths[column] ?? 0) : cell.padStart(widths[column] ?? 0))).join('  ')).join('\n');
+}
+
+async function main(): Promise<void> {
+  const startedAt = new Date();
+  log(`bench: work dir ${work}`);
+  log('bench: precomputing the floor responses with our server');
+  const responses = await precomputeResponses();
+
+  const scenarios: ScenarioResult[] = [];
+  for (const scenario of SCENARIOS) {
+    log(`bench: scenario ${scenario.name} (${scenario.description}), ${scenario.connections} connections`);
+    scenarios.push(await runScenario(scenario, responses.get(scenario.name) ?? ''));
+  }
+  log(`bench: memory flatness, ${SETTINGS.memoryRequests.join(' then ')} seed requests`);
+  const memory = await memoryFlatness();
+  log('bench: cold start');
+  const cold = await coldStart();
+  let install: InstallSize | undefined;
+  if (!flags['skip-install']) {
+    log('bench: install size (npm ci --omit=dev)');
+    install = installSize();
+  }
+
+  const seed = scenarios.find((scenario) => scenario.name === 'seed');
+  const peakRss = Math.max(memory.peakRssBytes, ...scenarios.map((scenario) => scenario.oursPeakRssBytes));
+  const oursErrors = memory.errors + scenarios.reduce((sum, scenario) => sum + scenario.ours.errors, 0);
+  const targets: Target[] = [
+    { name: 'seed throughput ≥ 0.8× floor', value: fmt.ratio(seed?.ratios.throughput ?? NaN), limit: '≥ 0.80×', pass: (seed?.ratios.throughput ?? 0) >= 0.8 },
+    { name: 'seed p99 ≤ 1.5× floor (same concurrency)', value: fmt.ratio(seed?.ratios.p99 ?? NaN), limit: '≤ 1.50×', pass: (seed?.ratios.p99 ?? Infinity) <= 1.5 },
+    { name: 'zero errors (ours, every run)', value: String(oursErrors), limit: '0', pass: oursErrors === 0 },
+    { name: 'peak RSS < 150 MiB (ours, every run)', value: `${fmt.mib(peakRss)} MiB`, limit: '< 150 MiB', pass: peakRss < 150 * MIB },
+    {
+      name: `RSS after ${memory.requests.at(-1)} within 15% of after ${memory.requests[0]}`,
+      value: `${((memory.ratio - 1) * 100).toFixed(1)}%`,
+      limit: '±15%',
+      pass: Math.abs(memory.ratio - 1) <= 0.15,
+    },
+    { name: 'cold start < 1 s (median)', value: `${cold.medianMs.toFixed(0)} ms`, limit: '< 1000 ms', pass: cold.medianMs < 1000 },
+  ];
+
+  const machine = {
+    cpus: cpus().length,
+    cpuModel: cpus()[0]?.model ?? 'unknown',
+    node: process.version,
+    fastify: versionOf('fastify'),
+    autocannon: versionOf('autocannon'),
+    commit: gitCommit(),
+  };
+
+  const rows: string[][] = [['scenario', 'server', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'max ms', 'errors', 'peak RSS MiB', 'ours/floor req/s', 'ours/floor p99']];
+  for (const scenario of scenarios) {
+    for (const side of ['ours', 'floor'] as const) {
+      const figure = scenario[side];
+      rows.push([
+        side === 'ours' ? scenario.name : '',
+        side,
+        String(scenario.connections),
+        fmt.rps(figure.requestsPerSecond),
+        fmt.ms(figure.p50Ms),
+        fmt.ms(figure.p99Ms),
+        fmt.ms(figure.maxMs),
+        String(figure.errors),
+        fmt.mib(side === 'ours' ? scenario.oursPeakRssBytes : scenario.floorPeakRssBytes),
+        side === 'ours' ? fmt.ratio(scenario.ratios.throughput) : '',
+        side === 'ours' ? fmt.ratio(scenario.ratios.p99) : '',
+      ]);
+    }
+  }
+  const out: string[] = [];
+  out.push('', `envoy-injector bench, ${startedAt.toISOString()}, ${machine.cpus} × ${machine.cpuModel}, Node ${machine.node}, Fastify ${machine.fastify}, autocannon ${machine.autocannon}${QUICK ? ' (QUICK: short rounds, not comparable)' : ''}`, '');
+  out.push(table(rows), '');
+  out.push(`memory flatness: RSS ${memory.rssBytes.map((bytes, i) => `${fmt.mib(bytes)} MiB after ${memory.requests[i]}`).join(', ')} (${((memory.ratio - 1) * 100).toFixed(1)}%)`);
+  out.push(`cold start to /readyz 200: median ${cold.medianMs.toFixed(0)} ms of ${cold.startsMs.length} (listening after ${cold.listeningMedianMs.toFixed(0)} ms)`);
+  if (install !== undefined) {
+    out.push(`install size: ${fmt.mib(install.totalBytes)} MiB (node_modules ${fmt.mib(install.nodeModulesBytes)} MiB, ${install.packages} packages; dist ${fmt.mib(install.distBytes)} MiB)`);
+  } else out.push('install size: skipped (--skip-install)');
+  out.push('', table([['target', 'value', 'limit', ''], ...targets.map((target) => [target.name, target.value, target.limit, target.pass ? 'PASS' : 'FAIL'])]), '');
+  process.stdout.write(`${out.join('\n')}\n`);
+
+  const results = { date: startedAt.toISOString(), quick: QUICK, machine, settings: SETTINGS, scenarios, memory, coldStart: cold, installSize: install ?? null, targets };
+  if (!flags['no-write']) {
+    const dir = join(ROOT, 'bench', 'results');
+    mkdirSync(dir, { recursive: true });
+    const text = `${JSON.stringify(results, null, 2)}\n`;
+    const stamp = startedAt.toISOString().replace(/:/g, '').replace(/\.\d+Z$/, 'Z');
+    const name = QUICK ? `quick-${stamp}.json.tmp` : `${stamp}.json`;
+    writeFileSync(join(dir, name), text);
+    if (!QUICK) writeFileSync(join(dir, 'latest.json'), text);
+    log(`bench: results in bench/results/${name}${QUICK ? '' : ' and bench/results/latest.json'}`);
+  }
+}
+
+try {
+  await main();
+} finally {
+  cleanUp();
+}
