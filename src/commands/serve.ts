@@ -1,7 +1,13 @@
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import type { Logger } from 'pino';
 import { UsageError } from '../errors.js';
-import { ensureDevCertificates, createLogger, startServer } from '../server/serve.js';
+import { connectToCluster } from '../kube/cluster-connection.js';
+import { startClusterWatches, type ClusterWatches } from '../kube/cluster-watches.js';
+import { DEFAULT_BACKOFF, type Backoff } from '../kube/resilient-informer.js';
+import type { InjectorMetrics } from '../server/metrics.js';
+import { createLogger, createServerState, ensureDevCertificates, startServer, type RunningServer } from '../server/serve.js';
+import type { ServerState } from '../server/server-state.js';
 import type { TlsFiles } from '../server/tls-files.js';
 import { loadTemplates, type CommandIo } from './io.js';
 
@@ -17,10 +23,13 @@ Options:
   --tls-key FILE            TLS_KEY_FILE         its private key (PEM)
   --client-ca FILE          TLS_CLIENT_CA_FILE   require client certificates signed by this CA
   --certs-dir DIR           CERTS_DIR            without --tls-cert: dev certificates here, made if absent (default certs)
-  --template-file FILE      TEMPLATE_FILE        sidecar templates from a file (ConfigMap or bare template);
-                                                 default: the bundled seed template
+  --kubeconfig FILE         KUBECONFIG           the cluster to watch; in a Pod, its service account is used
+  --configmap NAME          TEMPLATE_CONFIGMAP   the template ConfigMap watched in --namespace (default envoy-initializer)
+  --template-file FILE      TEMPLATE_FILE        sidecar templates from a file (ConfigMap or bare template), no
+                                                 ConfigMap watch; outside a cluster the default is the bundled seed template
   --excluded-namespaces L   EXCLUDED_NAMESPACES  comma-separated namespaces never injected (beyond kube-*)
-  --namespace NAME          POD_NAMESPACE        the injector's own namespace (never injected)
+  --namespace NAME          POD_NAMESPACE        the injector's own namespace: never injected, holds the ConfigMap
+                                                 (default: the kubeconfig context's or service account's, else default)
   --native-sidecar MODE     NATIVE_SIDECAR       on | off (default off)
   --log-level LEVEL         LOG_LEVEL            trace | debug | info | warn | error (default info)
   --tls-reload-interval D   TLS_RELOAD_INTERVAL  how often the certificate files are checked (default 2s)
@@ -37,6 +46,8 @@ const OPTIONS = {
   'tls-key': { env: 'TLS_KEY_FILE', default: undefined },
   'client-ca': { env: 'TLS_CLIENT_CA_FILE', default: undefined },
   'certs-dir': { env: 'CERTS_DIR', default: 'certs' },
+  kubeconfig: { env: 'KUBECONFIG', default: undefined },
+  configmap: { env: 'TEMPLATE_CONFIGMAP', default: 'envoy-initializer' },
   'template-file': { env: 'TEMPLATE_FILE', default: undefined },
   'excluded-namespaces': { env: 'EXCLUDED_NAMESPACES', default: '' },
   namespace: { env: 'POD_NAMESPACE', default: undefined },
@@ -51,7 +62,28 @@ const OPTIONS = {
 type OptionName = keyof typeof OPTIONS;
 const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
 
-export async function runServe(args: readonly string[], io: CommandIo, env: NodeJS.ProcessEnv = process.env): Promise<number> {
+/** Everything `serve` needs, from flags, then the environment, then defaults. */
+export interface ServeSettings {
+  readonly port: number;
+  readonly host: string;
+  readonly logLevel: string;
+  readonly tls: { readonly certFile: string; readonly keyFile: string } | undefined;
+  readonly clientCaFile: string | undefined;
+  readonly certsDir: string;
+  readonly kubeconfig: string | undefined;
+  readonly configMapName: string;
+  readonly templateFile: string | undefined;
+  readonly excludedNamespaces: readonly string[];
+  readonly namespace: string | undefined;
+  readonly nativeSidecar: boolean;
+  readonly tlsReloadIntervalMs: number;
+  readonly shutdownDelayMs: number;
+  readonly shutdownTimeoutMs: number;
+  readonly maxConnections: number;
+}
+
+/** Parses flags and environment; undefined when --help was asked for. */
+export function parseServeArgs(args: readonly string[], env: NodeJS.ProcessEnv): ServeSettings | undefined {
   const { values } = parseArgs({
     args: [...args],
     options: {
@@ -60,54 +92,128 @@ export async function runServe(args: readonly string[], io: CommandIo, env: Node
     },
     strict: true,
   });
-  if (values.help) {
-    io.stdout.write(SERVE_HELP);
-    return 0;
-  }
+  if (values.help) return undefined;
   const setting = (name: OptionName): string | undefined => values[name] ?? nonEmpty(env[OPTIONS[name].env]) ?? OPTIONS[name].default;
 
   const logLevel = setting('log-level') ?? 'info';
   if (!LOG_LEVELS.includes(logLevel)) throw new UsageError(`--log-level: must be one of ${LOG_LEVELS.join(', ')}`);
   const nativeSidecar = setting('native-sidecar');
   if (nativeSidecar !== 'on' && nativeSidecar !== 'off') throw new UsageError('--native-sidecar: must be on or off');
-  const port = parseInteger(setting('port'), '--port', 0, 65535);
   const certFile = setting('tls-cert');
   const keyFile = setting('tls-key');
   if ((certFile === undefined) !== (keyFile === undefined)) throw new UsageError('--tls-cert and --tls-key go together');
-
-  const log = createLogger(logLevel);
-  const templateFile = setting('template-file');
-  const templates = await loadTemplates(templateFile, io);
-  const clientCaFile = setting('client-ca');
-  const devCerts = certFile === undefined;
-  const certsDir = setting('certs-dir') ?? 'certs';
-  const tls: TlsFiles = devCerts
-    ? { ...(await ensureDevCertificates(certsDir, [], log)), clientCaFile }
-    : { certFile, keyFile: keyFile ?? '', clientCaFile };
-
-  const server = await startServer({
-    port,
+  return {
+    port: parseInteger(setting('port'), '--port', 0, 65535),
     host: setting('host') ?? '::',
-    tls,
+    logLevel,
+    tls: certFile === undefined || keyFile === undefined ? undefined : { certFile, keyFile },
+    clientCaFile: setting('client-ca'),
+    certsDir: setting('certs-dir') ?? 'certs',
+    // KUBECONFIG from the environment is left to client-node, which merges a list of files as kubectl does.
+    kubeconfig: values.kubeconfig,
+    configMapName: setting('configmap') ?? 'envoy-initializer',
+    templateFile: setting('template-file'),
+    excludedNamespaces: (setting('excluded-namespaces') ?? '').split(',').map((name) => name.trim()).filter((name) => name !== ''),
+    namespace: setting('namespace'),
+    nativeSidecar: nativeSidecar === 'on',
     tlsReloadIntervalMs: parseDuration(setting('tls-reload-interval'), '--tls-reload-interval'),
-    templates: { set: templates, source: templateFile ?? 'the bundled seed template' },
-    decisionOptions: {
-      excludedNamespaces: (setting('excluded-namespaces') ?? '').split(',').map((name) => name.trim()).filter((name) => name !== ''),
-      injectorNamespace: setting('namespace'),
-      nativeSidecar: nativeSidecar === 'on',
-    },
-    maxConnections: parseInteger(setting('max-connections'), '--max-connections', 1, 1_000_000),
     shutdownDelayMs: parseDuration(setting('shutdown-delay'), '--shutdown-delay'),
     shutdownTimeoutMs: parseDuration(setting('shutdown-timeout'), '--shutdown-timeout'),
+    maxConnections: parseInteger(setting('max-connections'), '--max-connections', 1, 1_000_000),
+  };
+}
+
+export interface RunningInjector {
+  readonly server: RunningServer;
+  readonly state: ServerState;
+  readonly metrics: InjectorMetrics;
+  readonly cluster: ClusterWatches | undefined;
+  /** Readiness false, drain, close, stop the watches. */
+  stop(): Promise<void>;
+}
+
+/** Wires settings into a running injector: templates, cluster watches, TLS, the HTTPS server. */
+export async function startInjector(
+  settings: ServeSettings,
+  context: { io: CommandIo; env: NodeJS.ProcessEnv; log: Logger; backoff?: Backoff },
+): Promise<RunningInjector> {
+  const { io, log } = context;
+  const tls: TlsFiles = {
+    ...(settings.tls ?? (await ensureDevCertificates(settings.certsDir, [], log))),
+    clientCaFile: settings.clientCaFile,
+  };
+  const connection = connectToCluster({ kubeconfig: settings.kubeconfig, env: context.env });
+  const ownNamespace = settings.namespace ?? connection?.contextNamespace;
+  const { state, metrics } = createServerState(
     log,
-  });
-  if (devCerts) {
-    const ca = join(certsDir, 'ca.crt');
+    settings.templateFile !== undefined || connection === undefined
+      ? { set: await loadTemplates(settings.templateFile, io), source: settings.templateFile ?? 'the bundled seed template' }
+      : undefined,
+  );
+  const cluster =
+    connection === undefined
+      ? undefined
+      : startClusterWatches({
+          connection,
+          namespace: ownNamespace ?? 'default',
+          configMapName: settings.templateFile === undefined ? settings.configMapName : undefined,
+          store: state.templates,
+          backoff: context.backoff ?? DEFAULT_BACKOFF,
+          namespaceLookupTimeoutMs: 1_000,
+          log,
+        });
+  if (cluster !== undefined) state.staleSeconds = () => cluster.staleSeconds();
+
+  let server: RunningServer;
+  try {
+    server = await startServer({
+      port: settings.port,
+      host: settings.host,
+      tls,
+      tlsReloadIntervalMs: settings.tlsReloadIntervalMs,
+      state,
+      metrics,
+      decisionOptions: {
+        excludedNamespaces: settings.excludedNamespaces,
+        injectorNamespace: ownNamespace,
+        nativeSidecar: settings.nativeSidecar,
+      },
+      ...(cluster === undefined ? {} : { namespaceLabels: (name: string) => cluster.namespaceLabels.labelsOf(name) }),
+      maxConnections: settings.maxConnections,
+      shutdownDelayMs: settings.shutdownDelayMs,
+      shutdownTimeoutMs: settings.shutdownTimeoutMs,
+      log,
+    });
+  } catch (error) {
+    cluster?.stop();
+    throw error;
+  }
+  if (settings.tls === undefined) {
+    const ca = join(settings.certsDir, 'ca.crt');
     io.stderr.write(
       `try it: curl --cacert ${ca} -H Content-Type:application/json --data-binary @examples/admission-review.json https://localhost:${server.port}/mutate\n`,
     );
   }
+  return {
+    server,
+    state,
+    metrics,
+    cluster,
+    stop: async () => {
+      await server.shutdown();
+      cluster?.stop();
+    },
+  };
+}
 
+export async function runServe(args: readonly string[], io: CommandIo, env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  const settings = parseServeArgs(args, env);
+  if (settings === undefined) {
+    io.stdout.write(SERVE_HELP);
+    return 0;
+  }
+  const log = createLogger(settings.logLevel);
+  const injector = await startInjector(settings, { io, env, log });
   await new Promise<void>((resolve) => {
     let signals = 0;
     const onSignal = (signal: NodeJS.Signals): void => {
@@ -117,7 +223,7 @@ export async function runServe(args: readonly string[], io: CommandIo, env: Node
         process.exit(1);
       }
       log.info({ signal }, 'signal received');
-      void server.shutdown().then(resolve);
+      void injector.stop().then(resolve);
     };
     process.on('SIGTERM', onSignal);
     process.on('SIGINT', onSignal);

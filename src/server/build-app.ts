@@ -8,7 +8,7 @@ import {
   reviewAdmission,
   type AdmissionReviewRequest,
 } from '../admission/index.js';
-import type { DecisionOptions } from '../injection/index.js';
+import { isExcludedNamespace, type DecisionOptions } from '../injection/index.js';
 import { ErrorReason, type InjectorMetrics } from './metrics.js';
 import type { ServerState } from './server-state.js';
 
@@ -110,10 +110,15 @@ export function buildApp(deps: AppDependencies) {
     if (problem !== undefined) throw httpError(400, `malformed AdmissionReview: ${problem}`);
     // Read the live state once: this request finishes on the set it started with.
     const templates = deps.state.templates.current;
-    const isPodCreate = admission.operation === 'CREATE' && admission.kind.kind === 'Pod';
+    // Labels are only worth a lookup when the decision can reach the namespace rules.
+    const { namespace } = admission;
     const namespaceLabels =
-      isPodCreate && admission.namespace !== undefined && deps.namespaceLabels !== undefined
-        ? await deps.namespaceLabels(admission.namespace)
+      deps.namespaceLabels !== undefined &&
+      namespace !== undefined &&
+      admission.operation === 'CREATE' &&
+      admission.kind.kind === 'Pod' &&
+      !isExcludedNamespace(namespace, deps.decisionOptions)
+        ? await deps.namespaceLabels(namespace)
         : undefined;
     const outcome = reviewAdmission(admission, { templates, namespaceLabels, options: deps.decisionOptions });
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;

@@ -18,8 +18,9 @@ export interface ServeOptions {
   readonly host: string;
   readonly tls: TlsFiles;
   readonly tlsReloadIntervalMs: number;
-  /** The template set to start with (a file or the bundled default); undefined waits for a watch. */
-  readonly templates: { readonly set: TemplateSet; readonly source: string } | undefined;
+  /** Live state shared with the cluster watches (see createServerState). */
+  readonly state: ServerState;
+  readonly metrics: InjectorMetrics;
   readonly decisionOptions: DecisionOptions;
   readonly timeouts?: ServerTimeouts;
   readonly maxConnections: number;
@@ -33,14 +34,19 @@ export interface ServeOptions {
 
 export interface RunningServer {
   readonly port: number;
-  readonly state: ServerState;
-  readonly metrics: InjectorMetrics;
-  readonly templates: TemplateStore;
   readonly app: ReturnType<typeof buildApp>;
   /** Applies a new serving certificate to new connections (open ones keep theirs). */
   setTls(material: TlsMaterial): void;
   /** Readiness false, in-flight requests finish, listener closed; bounded by shutdownTimeoutMs. */
   shutdown(): Promise<void>;
+}
+
+/** Metrics, the template store and readiness state, made before the server so watches can feed them. */
+export function createServerState(log: Logger, initial?: { set: TemplateSet; source: string }): { state: ServerState; metrics: InjectorMetrics } {
+  const metrics = new InjectorMetrics();
+  const templates = new TemplateStore(metrics, log);
+  if (initial !== undefined) templates.set(initial.set, initial.source);
+  return { state: new ServerState(templates), metrics };
 }
 
 export function createLogger(level: string): Logger {
@@ -74,11 +80,7 @@ export async function writeCertificateFiles(dir: string, hosts: readonly string[
 
 /** Starts the HTTPS webhook. Signal handling is the caller's (see commands/serve.ts). */
 export async function startServer(options: ServeOptions): Promise<RunningServer> {
-  const { log } = options;
-  const metrics = new InjectorMetrics();
-  const templates = new TemplateStore(metrics, log);
-  if (options.templates !== undefined) templates.set(options.templates.set, options.templates.source);
-  const state = new ServerState(templates);
+  const { log, state, metrics } = options;
 
   const initialTls = await readTlsFiles(options.tls);
   const app = buildApp({
@@ -120,9 +122,6 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
   let shutdown: Promise<void> | undefined;
   return {
     port,
-    state,
-    metrics,
-    templates,
     app,
     setTls,
     shutdown: () => {

@@ -4,7 +4,10 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { pino, type Logger } from 'pino';
 import { parseTemplateData, BUNDLED_TEMPLATE_DATA, type DecisionOptions, type TemplateSet } from '../../src/injection/index.js';
-import { writeCertificateFiles, startServer, type RunningServer, type ServeOptions } from '../../src/server/serve.js';
+import type { InjectorMetrics } from '../../src/server/metrics.js';
+import { createServerState, writeCertificateFiles, startServer, type RunningServer, type ServeOptions } from '../../src/server/serve.js';
+import type { ServerState } from '../../src/server/server-state.js';
+import type { TemplateStore } from '../../src/server/template-store.js';
 import type { TlsFiles } from '../../src/server/tls-files.js';
 
 export interface CapturedLog {
@@ -37,6 +40,9 @@ export async function makeTestCertificates(): Promise<TestCertificates> {
 }
 
 export interface TestServer extends RunningServer {
+  readonly state: ServerState;
+  readonly metrics: InjectorMetrics;
+  readonly templates: TemplateStore;
   readonly url: string;
   readonly ca: string;
   readonly log: CapturedLog;
@@ -45,11 +51,13 @@ export interface TestServer extends RunningServer {
 
 /** The real server on 127.0.0.1 and an ephemeral port, with the bundled template unless told otherwise. */
 export async function startTestServer(
-  overrides: Partial<Omit<ServeOptions, 'templates'>> & { templates?: TemplateSet | null; decisionOptions?: DecisionOptions; certs?: TestCertificates } = {},
+  overrides: Partial<Omit<ServeOptions, 'state' | 'metrics'>> & { templates?: TemplateSet | null; decisionOptions?: DecisionOptions; certs?: TestCertificates } = {},
 ): Promise<TestServer> {
-  const certs = overrides.certs ?? (await makeTestCertificates());
+  const { templates: templateOverride, certs: certOverride, ...options } = overrides;
+  const certs = certOverride ?? (await makeTestCertificates());
   const log = captureLog();
-  const templates = overrides.templates === undefined ? parseTemplateData(BUNDLED_TEMPLATE_DATA) : overrides.templates;
+  const templates = templateOverride === undefined ? parseTemplateData(BUNDLED_TEMPLATE_DATA) : templateOverride;
+  const { state, metrics } = createServerState(log.logger, templates === null ? undefined : { set: templates, source: 'test' });
   const server = await startServer({
     port: 0,
     host: '127.0.0.1',
@@ -60,8 +68,9 @@ export async function startTestServer(
     shutdownTimeoutMs: 5000,
     decisionOptions: { injectorNamespace: 'envoy-injector' },
     log: log.logger,
-    ...overrides,
-    templates: templates === null ? undefined : { set: templates, source: 'test' },
+    ...options,
+    state,
+    metrics,
   });
-  return Object.assign(server, { url: `https://127.0.0.1:${server.port}`, ca: certs.ca, log, certs });
+  return Object.assign(server, { state, metrics, templates: state.templates, url: `https://127.0.0.1:${server.port}`, ca: certs.ca, log, certs });
 }

@@ -1,0 +1,50 @@
+import type { Logger } from 'pino';
+import type { TemplateStore } from '../server/template-store.js';
+import type { ClusterConnection } from './cluster-connection.js';
+import { NamespaceLabels } from './namespace-labels.js';
+import type { Backoff } from './resilient-informer.js';
+import { watchTemplateConfigMap } from './template-watch.js';
+
+export interface ClusterWatches {
+  readonly namespaceLabels: NamespaceLabels;
+  /** Seconds since the stalest watch was last in sync (0 when all are connected). */
+  staleSeconds(): number;
+  stop(): void;
+}
+
+/** Everything the webhook follows in a cluster: Namespace labels and, unless a file is used, the template ConfigMap. */
+export function startClusterWatches(options: {
+  connection: ClusterConnection;
+  namespace: string;
+  /** The template ConfigMap's name; undefined when templates come from a file. */
+  configMapName: string | undefined;
+  store: TemplateStore;
+  backoff: Backoff;
+  namespaceLookupTimeoutMs: number;
+  log: Logger;
+}): ClusterWatches {
+  const { connection, log, backoff } = options;
+  const namespaceLabels = new NamespaceLabels({
+    kubeConfig: connection.kubeConfig,
+    backoff,
+    lookupTimeoutMs: options.namespaceLookupTimeoutMs,
+    log,
+  });
+  namespaceLabels.start();
+  const templates =
+    options.configMapName === undefined
+      ? undefined
+      : watchTemplateConfigMap({ kubeConfig: connection.kubeConfig, namespace: options.namespace, name: options.configMapName, store: options.store, backoff, log });
+  log.info(
+    { cluster: connection.source, namespace: options.namespace, configMap: options.configMapName },
+    `watching ${options.configMapName === undefined ? 'Namespaces' : `ConfigMap ${options.namespace}/${options.configMapName} and Namespaces`} (${connection.source})`,
+  );
+  return {
+    namespaceLabels,
+    staleSeconds: () => Math.max(namespaceLabels.staleSeconds(), templates?.staleSeconds() ?? 0),
+    stop: () => {
+      namespaceLabels.stop();
+      templates?.stop();
+    },
+  };
+}

@@ -1,0 +1,29 @@
+import { ApiException } from '@kubernetes/client-node';
+
+/** The HTTP status of a failed API call, when there was one. */
+export function kubeErrorStatus(error: unknown): number | undefined {
+  if (error instanceof ApiException) return error.code;
+  const status = (error as { statusCode?: unknown } | undefined)?.statusCode;
+  return typeof status === 'number' ? status : undefined;
+}
+
+/**
+ * One line for a log: `HTTP 404: namespaces "x" not found`. client-node's
+ * ApiException messages carry the whole body and headers on many lines.
+ */
+export function describeKubeError(error: unknown): string {
+  if (error instanceof ApiException) {
+    let message = '';
+    try {
+      const body: unknown = typeof error.body === 'string' ? JSON.parse(error.body) : error.body;
+      const status = body as { message?: unknown } | undefined;
+      if (typeof status?.message === 'string') message = status.message;
+    } catch {
+      // not a Status body
+    }
+    return `HTTP ${error.code}${message === '' ? '' : `: ${message}`}`;
+  }
+  const status = kubeErrorStatus(error);
+  const text = error instanceof Error ? error.message : String(error);
+  return `${status === undefined ? '' : `HTTP ${status}: `}${text.split('\n')[0] ?? ''}`;
+}

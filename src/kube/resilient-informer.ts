@@ -1,0 +1,95 @@
+import { ListWatch, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { describeKubeError } from './kube-errors.js';
+import type { TrackedWatch } from './tracked-watch.js';
+
+export interface Backoff {
+  readonly initialMs: number;
+  readonly maxMs: number;
+}
+
+/** client-go's defaults are close: start fast, cap at half a minute. */
+export const DEFAULT_BACKOFF: Backoff = { initialMs: 250, maxMs: 30_000 };
+
+/**
+ * client-node's ListWatch (list, then watch from the list's resourceVersion,
+ * relist on 410 Gone) made to survive: any other error stops a ListWatch, so
+ * it is restarted after a capped exponential backoff with full jitter, reset
+ * once a watch stream is open again. One restart timer at most, so a storm of
+ * errors cannot pile up work.
+ */
+export class ResilientInformer<T extends KubernetesObject> {
+  readonly #listWatch: ListWatch<T>;
+  readonly #watch: TrackedWatch;
+  readonly #backoff: Backoff;
+  readonly #log: Logger;
+  readonly #name: string;
+  #failures = 0;
+  #restartTimer: NodeJS.Timeout | undefined;
+  #stopped = false;
+
+  constructor(options: {
+    name: string;
+    path: string;
+    watch: TrackedWatch;
+    list: () => Promise<KubernetesListObject<T>>;
+    fieldSelector?: string;
+    backoff: Backoff;
+    log: Logger;
+  }) {
+    this.#name = options.name;
+    this.#watch = options.watch;
+    this.#backoff = options.backoff;
+    this.#log = options.log;
+    const list = async (): Promise<KubernetesListObject<T>> => {
+      const result = await options.list();
+      options.watch.markSynced();
+      return result;
+    };
+    this.#listWatch = new ListWatch<T>(options.path, options.watch, list, false, undefined, options.fieldSelector);
+    this.#listWatch.on('error', (error: unknown) => this.#scheduleRestart(error));
+  }
+
+  on(verb: 'add' | 'update' | 'delete', callback: (object: T) => void): void {
+    this.#listWatch.on(verb, callback);
+  }
+
+  get(name: string, namespace?: string): T | undefined {
+    return this.#listWatch.get(name, namespace);
+  }
+
+  /** Call when the watch stream opens: the next failure starts the backoff from the beginning. */
+  resetBackoff(): void {
+    this.#failures = 0;
+  }
+
+  start(): void {
+    this.#stopped = false;
+    void this.#listWatch.start();
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    clearTimeout(this.#restartTimer);
+    this.#restartTimer = undefined;
+    void this.#listWatch.stop();
+  }
+
+  staleSeconds(now = Date.now()): number {
+    return this.#watch.staleSeconds(now);
+  }
+
+  #scheduleRestart(error: unknown): void {
+    if (this.#stopped || this.#restartTimer !== undefined) return;
+    const ceiling = Math.min(this.#backoff.maxMs, this.#backoff.initialMs * 2 ** this.#failures);
+    const delayMs = Math.round(ceiling / 2 + (Math.random() * ceiling) / 2);
+    this.#failures += 1;
+    const reason = describeKubeError(error);
+    this.#log.warn({ watch: this.#name, error: reason, retryInMs: delayMs, failures: this.#failures }, `watch of ${this.#name} failed (${reason}); retrying in ${delayMs} ms`);
+    this.#restartTimer = setTimeout(() => {
+      this.#restartTimer = undefined;
+      if (!this.#stopped) void this.#listWatch.start();
+    }, delayMs);
+    this.#restartTimer.unref();
+  }
+}

@@ -1,0 +1,285 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { after, afterEach, before, beforeEach, describe, it, type TestContext } from 'node:test';
+import { parseServeArgs, startInjector, type RunningInjector } from '../src/commands/serve.js';
+import { FakeApiServer } from './helpers/fake-api-server.js';
+import { httpsCall } from './helpers/https-client.js';
+import { addedImages, addedVolumes, decodeReview, podReview, type DecodedReview } from './helpers/reviews.js';
+import { captureLog, type CapturedLog } from './helpers/server.js';
+
+const NAMESPACE = 'envoy-injector';
+const silentIo = { stdin: Readable.from([]), stdout: { write: () => true }, stderr: { write: () => true } };
+
+function templateConfigMap(data: Record<string, string>) {
+  return { metadata: { name: 'envoy-initializer', namespace: NAMESPACE }, data };
+}
+const envoy = (image: string, volume = 'envoy-conf') =>
+  `containers:\n  - name: envoy\n    image: ${image}\n    volumeMounts: [{name: ${volume}, mountPath: /etc/envoy}]\nvolumes:\n  - name: ${volume}\n    emptyDir: {}\n`;
+
+async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 5_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+interface Harness {
+  readonly fake: FakeApiServer;
+  readonly injector: RunningInjector;
+  readonly log: CapturedLog;
+  readonly url: string;
+  readonly ca: string;
+  review(options: Parameters<typeof podReview>[0]): Promise<DecodedReview>;
+  readiness(): Promise<{ status: number; body: { ready: boolean; staleSeconds?: number; checks: { template: string } } }>;
+}
+
+async function startHarness(fake: FakeApiServer, extraArgs: string[] = []): Promise<Harness> {
+  const certsDir = mkdtempSync(join(tmpdir(), 'ei-cluster-'));
+  const settings = parseServeArgs(
+    ['--kubeconfig', fake.writeKubeconfig(), '--namespace', NAMESPACE, '--host', '127.0.0.1', '--port', '0', '--certs-dir', certsDir, ...extraArgs],
+    {},
+  );
+  assert.ok(settings !== undefined);
+  const log = captureLog();
+  const injector = await startInjector(settings, { io: silentIo, env: {}, log: log.logger, backoff: { initialMs: 20, maxMs: 200 } });
+  const url = `https://127.0.0.1:${injector.server.port}`;
+  const ca = readFileSync(join(certsDir, 'ca.crt'), 'utf8');
+  return {
+    fake,
+    injector,
+    log,
+    url,
+    ca,
+    review: async (options) => {
+      const response = await httpsCall(`${url}/mutate`, { ca, body: JSON.stringify(podReview(options)) });
+      assert.equal(response.status, 200, response.body);
+      return decodeReview(response.body);
+    },
+    readiness: async () => {
+      const response = await httpsCall(`${url}/readyz`, { ca });
+      return { status: response.status, body: JSON.parse(response.body) as Awaited<ReturnType<Harness['readiness']>>['body'] };
+    },
+  };
+}
+
+describe('following the cluster: template ConfigMap and Namespace labels', () => {
+  let fake: FakeApiServer;
+  let harness: Harness;
+  beforeEach(async () => {
+    fake = await FakeApiServer.start();
+    fake.apply('namespaces', { metadata: { name: 'shop' } });
+    fake.apply('namespaces', { metadata: { name: NAMESPACE } });
+  });
+  afterEach(async () => {
+    await harness.injector.stop();
+    await fake.close();
+  });
+
+  it('a ConfigMap created after start: readiness flips to ready and the next review uses it', async () => {
+    harness = await startHarness(fake);
+    const before = await harness.readiness();
+    assert.equal(before.status, 503);
+    assert.equal(before.body.checks.template, 'missing');
+    const unready = await harness.review({ namespace: 'shop', annotations: { 'envoy-injector.io/inject': 'true' } });
+    assert.deepEqual(unready.patch, [], 'no template yet: allowed without a patch');
+    assert.equal(unready.audit['reason'], 'template_not_loaded');
+
+    fake.apply('configmaps', templateConfigMap({ config: envoy('envoyproxy/envoy:v1.0.0') }));
+    await until('ready', async () => ((await harness.readiness()).status === 200 ? true : undefined));
+    const injected = await harness.review({ namespace: 'shop', annotations: { 'envoy-injector.io/inject': 'true' } });
+    assert.deepEqual(addedImages(injected), ['envoyproxy/envoy:v1.0.0']);
+    // The watch asked for that one ConfigMap only, so RBAC can name it.
+    assert.ok(fake.requests.some((r) => r.path === `/api/v1/namespaces/${NAMESPACE}/configmaps` && r.query['watch'] === 'true' && r.query['fieldSelector'] === 'metadata.name=envoy-initializer'));
+  });
+
+  it('a new image reaches the next review well under a second after the event', async (t: TestContext) => {
+    fake.apply('configmaps', templateConfigMap({ config: envoy('envoyproxy/envoy:v1.0.0') }));
+    harness = await startHarness(fake);
+    await until('ready', async () => ((await harness.readiness()).status === 200 ? true : undefined));
+    const delays: number[] = [];
+    for (const version of ['v1.1.0', 'v1.2.0', 'v1.3.0']) {
+      const image = `envoyproxy/envoy:${version}`;
+      const changedAt = performance.now();
+      fake.apply('configmaps', templateConfigMap({ config: envoy(image) }));
+      await until(`image ${image}`, async () => {
+        const review = await harness.review({ namespace: 'shop', annotations: { 'envoy-injector.io/inject': 'true' } });
+        return addedImages(review)[0] === image ? true : undefined;
+      });
+      delays.push(performance.now() - changedAt);
+    }
+    t.diagnostic(`event-to-effect delay: ${delays.map((d) => `${d.toFixed(1)} ms`).join(', ')} (includes one HTTPS review each)`);
+    assert.ok(Math.max(...delays) < 1_000, `delays ${delays.join(', ')} ms`);
+    const reloads = await harness.injector.metrics.registry.getSingleMetricAsString('envoy_injector_template_reloads_total');
+    assert.match(reloads, /result="applied"\} 4/);
+  });
+
+  it('an invalid update keeps the old template, is counted, and its message names the field', async () => {
+    fake.apply('configmaps', templateConfigMap({ config: envoy('envoyproxy/envoy:v1.0.0') }));
+    harness = await startHarness(fake);
+    await until('ready', async () => ((await harness.readiness()).status === 200 ? true : undefined));
+    fake.apply('configmaps', templateConfigMap({ config: 'containers: [{name: envoy, image: "e:2", ports: [{containerPort: 99999}]}]' }));
+    const error = await until('the rejection', () => harness.log.lines.find((line) => line['level'] === 50 && String(line['msg']).startsWith('invalid sidecar template')));
+    assert.match(String(error['msg']), /config: containers\[0\]\.ports\[0\]\.containerPort: must be 1-65535/);
+    assert.deepEqual(error['problems'], ['config: containers[0].ports[0].containerPort: must be 1-65535']);
+    const review = await harness.review({ namespace: 'shop', annotations: { 'envoy-injector.io/inject': 'true' } });
+    assert.deepEqual(addedImages(review), ['envoyproxy/envoy:v1.0.0'], 'the last good template still serves');
+    assert.equal((await harness.readiness()).status, 200);
+    const reloads = await harness.injector.metrics.registry.getSingleMetricAsString('envoy_injector_template_reloads_total');
+    assert.match(reloads, /result="rejected"\} 1/);
+  });
+
+  it('a deleted ConfigMap keeps the last good template, with a warning', async () => {
+    fake.apply('configmaps', templateConfigMap({ config: envoy('envoyproxy/envoy:v1.0.0') }));
+    harness = await startHarness(fake);
+    await until('ready', async () => ((await harness.readiness()).status === 200 ? true : undefined));
+    fake.remove('configmaps', NAMESPACE, 'envoy-initializer');
+    const warning = await until('the warning', () => harness.log.lines.find((line) => line['level'] === 40 && String(line['msg']).includes('was deleted')));
+    assert.match(String(warning['msg']), /ConfigMap envoy-injector\/envoy-initializer was deleted; keeping the last good sidecar templates/);
+    const review = await harness.review({ namespace: 'shop', annotations: { 'envoy-injector.io/inject': 'true' } });
+    assert.deepEqual(addedImages(review), ['envoyproxy/envoy:v1.0.0']);
+    assert.equal((await harness.readiness()).status, 200);
+  });
+
+  it('recovers by itself from a closed watch, 500s and 410 Gone, and picks up a change made meanwhile', async () => {
+    fake.apply('configmaps', templateConfigMap({ config: envoy('envoyproxy/envoy:v1.0.0') }));
+    harness = await startHarness(fake);
+    await until('ready', async () => ((await harness.readiness()).status === 200 ? true : undefined));
+    await until('both watches open', () => (fake.openWatches() === 2 ? true : undefined));
+
+    // The outage: every request fails for a while and the streams are cut.
+    fake.failNext(25, 500);
+    fake.dropWatches();
+    const stale = await until('staleness reported', async () => {
+      const { body } = await harness.readiness();
+      return body.staleSeconds !== undefined && body.staleSeconds > 0 ? body : undefined;
+    });
+    assert.equal(stale.ready, true, 'still ready on the last good state');
+    // A change made during the outage, then history compacted: the re-watch gets 410 and must relist.
+    fake.apply('configmaps', templateConfigMap({ config: envoy('envoyproxy/envoy:v2.0.0') }));
+    fake.compactHistory();
+
+    const review = await until('the change after recovery', async () => {
+      const candidate = await harness.review({ namespace: 'shop', annotations: { 'envoy-injector.io/inject': 'true' } });
+      return addedImages(candidate)[0] === 'envoyproxy/envoy:v2.0.0' ? candidate : undefined;
+    }, 15_000);
+    assert.ok(review);
+    assert.ok(fake.requests.some((r) => r.status === 500), 'the 500s were served');
+    assert.ok(fake.expiredWatches >= 1, 'a re-watch got 410 Gone');
+    assert.ok(fake.requests.filter((r) => r.query['watch'] !== 'true' && r.path.endsWith('/configmaps')).length >= 2, 'relisted');
+    await until('watches reopened', () => (fake.openWatches() === 2 ? true : undefined));
+    await until('staleness back to zero', async () => ((await harness.readiness()).body.staleSeconds === 0 ? true : undefined));
+    assert.ok(harness.log.lines.some((line) => line['level'] === 40 && String(line['msg']).startsWith('watch of ')));
+    const metrics = (await httpsCall(`${harness.url}/metrics`, { ca: harness.ca })).body;
+    assert.match(metrics, /envoy_injector_watch_stale_seconds 0/);
+  });
+
+  it('follows Namespace labels: enabled injects unannotated Pods, disabled or unlabeled does not, annotation false wins', async () => {
+    fake.apply('configmaps', templateConfigMap({ config: envoy('envoyproxy/envoy:v1.0.0') }));
+    harness = await startHarness(fake);
+    await until('ready', async () => ((await harness.readiness()).status === 200 ? true : undefined));
+    assert.equal((await harness.review({ namespace: 'shop' })).audit['reason'], 'namespace_not_enabled');
+
+    fake.apply('namespaces', { metadata: { name: 'shop', labels: { 'envoy-injector.io/inject': 'enabled' } } });
+    const injected = await until('injection in the labeled namespace', async () => {
+      const review = await harness.review({ namespace: 'shop' });
+      return review.audit['reason'] === 'namespace_enabled' ? review : undefined;
+    });
+    assert.deepEqual(addedImages(injected), ['envoyproxy/envoy:v1.0.0']);
+    assert.equal((await harness.review({ namespace: 'shop', annotations: { 'envoy-injector.io/inject': 'false' } })).audit['reason'], 'pod_annotation_false');
+
+    fake.apply('namespaces', { metadata: { name: 'shop', labels: { 'envoy-injector.io/inject': 'disabled' } } });
+    await until('disabled', async () => ((await harness.review({ namespace: 'shop', annotations: { 'envoy-injector.io/inject': 'true' } })).audit['reason'] === 'namespace_disabled' ? true : undefined));
+
+    fake.apply('namespaces', { metadata: { name: 'shop', labels: {} } });
+    await until('unlabeled', async () => ((await harness.review({ namespace: 'shop' })).audit['reason'] === 'namespace_not_enabled' ? true : undefined));
+    // Namespaces are watched as metadata only.
+    assert.ok(fake.requests.some((r) => r.path === '/api/v1/namespaces' && r.query['watch'] === 'true' && r.accept.includes('as=PartialObjectMetadata')));
+  });
+
+  it('a namespace not yet in the cache is read directly; if that fails it counts as not enabled', async () => {
+    fake.apply('configmaps', templateConfigMap({ config: envoy('envoyproxy/envoy:v1.0.0') }));
+    harness = await startHarness(fake);
+    await until('ready', async () => ((await harness.readiness()).status === 200 ? true : undefined));
+    await until('namespace watch open', () => (fake.openWatches('namespaces') === 1 ? true : undefined));
+    // Keep the namespace watch down while a namespace appears, so only a direct GET can see it.
+    fake.failNext(1_000, 503, (path) => path === '/api/v1/namespaces');
+    fake.dropWatches();
+    fake.apply('namespaces', { metadata: { name: 'brand-new', labels: { 'envoy-injector.io/inject': 'enabled' } } });
+    const review = await harness.review({ namespace: 'brand-new' });
+    assert.equal(review.audit['reason'], 'namespace_enabled');
+    assert.ok(fake.requests.some((r) => r.path === '/api/v1/namespaces/brand-new' && r.method === 'GET' && r.status === 200));
+
+    fake.failNext(1_000, 503);
+    const unknown = await harness.review({ namespace: 'another-new' });
+    assert.equal(unknown.audit['reason'], 'namespace_not_enabled');
+    assert.ok(harness.log.lines.some((line) => String(line['msg']).startsWith('labels of namespace "another-new" unknown')));
+    fake.failNext(0);
+  });
+
+  it('requests in flight during template swaps each see one consistent template', async () => {
+    fake.apply('namespaces', { metadata: { name: 'shop', labels: { 'envoy-injector.io/inject': 'enabled' } } });
+    fake.apply('configmaps', templateConfigMap({ config: envoy('proxy:1', 'conf-1') }));
+    harness = await startHarness(fake);
+    await until('ready', async () => ((await harness.readiness()).status === 200 ? true : undefined));
+    let swapping = true;
+    const swaps = (async () => {
+      for (let i = 0; swapping; i++) {
+        const n = (i % 2) + 1;
+        fake.apply('configmaps', templateConfigMap({ config: envoy(`proxy:${n}`, `conf-${n}`) }));
+        await new Promise((resolve) => setTimeout(resolve, 2));
+      }
+    })();
+    const results = await Promise.all(Array.from({ length: 300 }, () => harness.review({ namespace: 'shop' })));
+    swapping = false;
+    await swaps;
+    const pairs = results.map((review) => `${addedImages(review).join()}|${addedVolumes(review).join()}`);
+    for (const pair of pairs) assert.ok(pair === 'proxy:1|conf-1' || pair === 'proxy:2|conf-2', `mixed template: ${pair}`);
+    assert.ok(new Set(pairs).size === 2, 'both templates were served during the swaps');
+  });
+
+  it('stays bounded through a storm of dropped connections', async () => {
+    fake.apply('configmaps', templateConfigMap({ config: envoy('envoyproxy/envoy:v1.0.0') }));
+    harness = await startHarness(fake);
+    await until('both watches open', () => (fake.openWatches() === 2 ? true : undefined));
+    for (let i = 0; i < 40; i++) {
+      fake.dropWatches();
+      await new Promise((resolve) => setTimeout(resolve, 15));
+      assert.ok(fake.openWatches() <= 2, `${fake.openWatches()} watches open at once`);
+    }
+    await until('both watches open again', () => (fake.openWatches() === 2 ? true : undefined), 10_000);
+    const review = await harness.review({ namespace: 'shop', annotations: { 'envoy-injector.io/inject': 'true' } });
+    assert.deepEqual(addedImages(review), ['envoyproxy/envoy:v1.0.0']);
+  });
+});
+
+describe('with --template-file in a cluster', () => {
+  let fake: FakeApiServer;
+  before(async () => {
+    fake = await FakeApiServer.start();
+  });
+  after(async () => {
+    await fake.close();
+  });
+
+  it('uses the file, watches no ConfigMap, still follows Namespace labels', async () => {
+    fake.apply('namespaces', { metadata: { name: 'shop', labels: { 'envoy-injector.io/inject': 'enabled' } } });
+    const harness = await startHarness(fake, ['--template-file', 'examples/envoy-initializer.yaml']);
+    try {
+      assert.equal((await harness.readiness()).status, 200);
+      const review = await until('namespace label seen', async () => {
+        const candidate = await harness.review({ namespace: 'shop' });
+        return candidate.audit['reason'] === 'namespace_enabled' ? candidate : undefined;
+      });
+      assert.deepEqual(addedImages(review), ['lyft/envoy:845747db88f102c0fd262ab234308e9e22f693a1']);
+      assert.ok(!fake.requests.some((r) => r.path.includes('/configmaps')));
+    } finally {
+      await harness.injector.stop();
+    }
+  });
+});

@@ -1,0 +1,386 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:https';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { applyPatch, type Operation } from 'rfc6902';
+import { makeCertificates } from '../../src/server/certificates.js';
+
+/**
+ * A small Kubernetes API server for tests: HTTPS with its own CA, bearer
+ * token auth, LIST and WATCH (newline-delimited events, BOOKMARKs, 410 for an
+ * expired resourceVersion, field selectors on metadata.name, metadata-only
+ * responses), GET/POST/PUT/PATCH/DELETE with optimistic concurrency, /version,
+ * and faults on demand (500s, dropped watches, compacted history).
+ */
+
+type KubeObject = { apiVersion?: string; kind?: string; metadata: Record<string, unknown> & { name: string; namespace?: string | undefined; resourceVersion?: string } } & Record<string, unknown>;
+
+interface Resource {
+  readonly group: string;
+  readonly version: string;
+  readonly kind: string;
+  readonly namespaced: boolean;
+}
+
+const RESOURCES: Readonly<Record<string, Resource>> = {
+  namespaces: { group: '', version: 'v1', kind: 'Namespace', namespaced: false },
+  configmaps: { group: '', version: 'v1', kind: 'ConfigMap', namespaced: true },
+  secrets: { group: '', version: 'v1', kind: 'Secret', namespaced: true },
+  mutatingwebhookconfigurations: { group: 'admissionregistration.k8s.io', version: 'v1', kind: 'MutatingWebhookConfiguration', namespaced: false },
+};
+
+interface StoredEvent {
+  readonly resourceVersion: number;
+  readonly resource: string;
+  readonly type: 'ADDED' | 'MODIFIED' | 'DELETED';
+  readonly object: KubeObject;
+}
+
+interface OpenWatch {
+  readonly resource: string;
+  readonly namespace: string | undefined;
+  readonly name: string | undefined;
+  readonly metadataOnly: boolean;
+  readonly bookmarks: boolean;
+  readonly response: ServerResponse;
+}
+
+export interface RequestRecord {
+  readonly method: string;
+  readonly path: string;
+  readonly query: Record<string, string>;
+  readonly accept: string;
+  readonly status: number;
+}
+
+export class FakeApiServer {
+  readonly token = 'test-token-' + randomUUID();
+  readonly requests: RequestRecord[] = [];
+  /** Watches answered with 410 Gone (an expired resourceVersion). */
+  expiredWatches = 0;
+  /** What GET /version answers. */
+  version = { major: '1', minor: '30', gitVersion: 'v1.30.2' };
+
+  readonly #server: Server;
+  readonly #ca: string;
+  readonly #objects = new Map<string, KubeObject>();
+  readonly #events: StoredEvent[] = [];
+  readonly #watches = new Set<OpenWatch>();
+  readonly #sockets: Set<Socket>;
+  #resourceVersion = 100;
+  /** resourceVersions at or below this are compacted: watching from them gets 410. */
+  #compactedThrough = 0;
+  #failures: { remaining: number; status: number; match: (path: string) => boolean } | undefined;
+
+  private constructor(server: Server, ca: string, sockets: Set<Socket>) {
+    this.#server = server;
+    this.#ca = ca;
+    this.#sockets = sockets;
+  }
+
+  static async start(): Promise<FakeApiServer> {
+    const { ca, serving } = await makeCertificates({ hosts: [] });
+    const sockets = new Set<Socket>();
+    let fake: FakeApiServer | undefined;
+    const server = createServer({ cert: serving.cert, key: serving.key }, (request, response) => fake?.handle(request, response));
+    fake = new FakeApiServer(server, ca.cert, sockets);
+    server.on('connection', (socket: Socket) => {
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return fake;
+  }
+
+  get url(): string {
+    return `https://127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
+  }
+
+  /** A kubeconfig file for this server (the client verifies our CA, as it would a real one). */
+  writeKubeconfig(dir = mkdtempSync(join(tmpdir(), 'ei-kubeconfig-'))): string {
+    const path = join(dir, 'kubeconfig');
+    writeFileSync(
+      path,
+      [
+        'apiVersion: v1',
+        'kind: Config',
+        'clusters:',
+        '- name: fake',
+        '  cluster:',
+        `    server: ${this.url}`,
+        `    certificate-authority-data: ${Buffer.from(this.#ca).toString('base64')}`,
+        'users:',
+        '- name: tester',
+        '  user:',
+        `    token: ${this.token}`,
+        'contexts:',
+        '- name: fake',
+        '  context: {cluster: fake, user: tester, namespace: envoy-injector}',
+        'current-context: fake',
+        '',
+      ].join('\n'),
+    );
+    return path;
+  }
+
+  async close(): Promise<void> {
+    for (const watch of this.#watches) watch.response.destroy();
+    for (const socket of this.#sockets) socket.destroy();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+
+  // ---- the store, as a test drives it ----
+
+  /** Creates or replaces an object, as `kubectl apply` would; returns the stored copy. */
+  apply(resource: string, object: { metadata: { name: string; namespace?: string | undefined } } & Record<string, unknown>): KubeObject {
+    const info = this.#resource(resource);
+    const key = this.#key(resource, object.metadata.namespace, object.metadata.name);
+    const existing = this.#objects.get(key);
+    const stored: KubeObject = {
+      apiVersion: info.group === '' ? info.version : `${info.group}/${info.version}`,
+      kind: info.kind,
+      ...structuredClone(object),
+      metadata: {
+        ...structuredClone(object.metadata),
+        uid: existing?.metadata['uid'] ?? randomUUID(),
+        creationTimestamp: existing?.metadata['creationTimestamp'] ?? new Date().toISOString(),
+        resourceVersion: String(++this.#resourceVersion),
+      },
+    };
+    this.#objects.set(key, stored);
+    this.#emit(resource, existing === undefined ? 'ADDED' : 'MODIFIED', stored);
+    return structuredClone(stored);
+  }
+
+  remove(resource: string, namespace: string | undefined, name: string): void {
+    const key = this.#key(resource, namespace, name);
+    const existing = this.#objects.get(key);
+    if (existing === undefined) return;
+    this.#objects.delete(key);
+    const deleted = { ...existing, metadata: { ...existing.metadata, resourceVersion: String(++this.#resourceVersion) } };
+    this.#emit(resource, 'DELETED', deleted);
+  }
+
+  get(resource: string, namespace: string | undefined, name: string): KubeObject | undefined {
+    const found = this.#objects.get(this.#key(resource, namespace, name));
+    return found === undefined ? undefined : structuredClone(found);
+  }
+
+  // ---- faults ----
+
+  /** The next `count` requests whose path matches answer `status` (a Status body). */
+  failNext(count: number, status = 500, match: (path: string) => boolean = () => true): void {
+    this.#failures = { remaining: count, status, match };
+  }
+
+  /** Closes every open watch stream, as an API server restart or a load balancer would. */
+  dropWatches(): void {
+    for (const watch of this.#watches) watch.response.destroy();
+    this.#watches.clear();
+  }
+
+  /** Forgets all history: a watch from any current resourceVersion now gets 410 Gone. */
+  compactHistory(): void {
+    this.#compactedThrough = this.#resourceVersion;
+    this.#events.length = 0;
+  }
+
+  /** Sends a BOOKMARK with the current resourceVersion to watches that asked for them. */
+  bookmark(): void {
+    for (const watch of this.#watches) {
+      if (!watch.bookmarks) continue;
+      const info = this.#resource(watch.resource);
+      this.#write(watch, {
+        type: 'BOOKMARK',
+        object: { kind: watch.metadataOnly ? 'PartialObjectMetadata' : info.kind, apiVersion: 'v1', metadata: { resourceVersion: String(this.#resourceVersion) } },
+      });
+    }
+  }
+
+  openWatches(resource?: string): number {
+    return [...this.#watches].filter((watch) => resource === undefined || watch.resource === resource).length;
+  }
+
+  // ---- HTTP ----
+
+  private handle(request: IncomingMessage, response: ServerResponse): void {
+    const url = new URL(request.url ?? '/', this.url);
+    const query = Object.fromEntries(url.searchParams);
+    const record = (status: number): void => {
+      this.requests.push({ method: request.method ?? 'GET', path: url.pathname, query, accept: request.headers.accept ?? '', status });
+    };
+    const send = (status: number, body: unknown): void => {
+      record(status);
+      response.writeHead(status, { 'content-type': 'application/json' });
+      response.end(JSON.stringify(body));
+    };
+    if (request.headers.authorization !== `Bearer ${this.token}`) return send(401, status(401, 'Unauthorized', 'Unauthorized'));
+    if (this.#failures !== undefined && this.#failures.remaining > 0 && this.#failures.match(url.pathname)) {
+      this.#failures.remaining -= 1;
+      return send(this.#failures.status, status(this.#failures.status, 'InternalError', 'injected failure'));
+    }
+    if (url.pathname === '/version') return send(200, { ...this.version, platform: 'linux/amd64' });
+
+    const route = parsePath(url.pathname);
+    if (route === undefined || !Object.hasOwn(RESOURCES, route.resource)) return send(404, status(404, 'NotFound', `no route for ${url.pathname}`));
+    const metadataOnly = (request.headers.accept ?? '').includes('as=PartialObjectMetadata');
+    const bodyChunks: Buffer[] = [];
+    request.on('data', (chunk: Buffer) => bodyChunks.push(chunk));
+    request.on('end', () => {
+      const body = bodyChunks.length === 0 ? undefined : (JSON.parse(Buffer.concat(bodyChunks).toString('utf8')) as KubeObject);
+      const method = request.method ?? 'GET';
+      if (method === 'GET' && route.name === undefined) {
+        if (query['watch'] === 'true') {
+          record(200);
+          return this.#watch(route.resource, route.namespace, fieldName(query['fieldSelector']), query, metadataOnly, response);
+        }
+        return send(200, this.#list(route.resource, route.namespace, fieldName(query['fieldSelector']), metadataOnly));
+      }
+      if (method === 'GET') {
+        const found = this.#objects.get(this.#key(route.resource, route.namespace, route.name ?? ''));
+        if (found === undefined) return send(404, status(404, 'NotFound', `${route.resource} "${route.name}" not found`));
+        return send(200, metadataOnly ? partial(found) : found);
+      }
+      if (method === 'POST' && body !== undefined) {
+        if (this.#objects.has(this.#key(route.resource, route.namespace, body.metadata.name))) {
+          return send(409, status(409, 'AlreadyExists', `${route.resource} "${body.metadata.name}" already exists`));
+        }
+        return send(201, this.apply(route.resource, { ...body, metadata: { ...body.metadata, namespace: route.namespace } }));
+      }
+      const key = this.#key(route.resource, route.namespace, route.name ?? '');
+      const existing = this.#objects.get(key);
+      if (existing === undefined) return send(404, status(404, 'NotFound', `${route.resource} "${route.name}" not found`));
+      if (method === 'PUT' && body !== undefined) {
+        if (body.metadata.resourceVersion !== undefined && body.metadata.resourceVersion !== existing.metadata.resourceVersion) {
+          return send(409, status(409, 'Conflict', `Operation cannot be fulfilled on ${route.resource} "${route.name}": the object has been modified; please apply your changes to the latest version and try again`));
+        }
+        return send(200, this.apply(route.resource, { ...body, metadata: { ...body.metadata, namespace: route.namespace } }));
+      }
+      if (method === 'PATCH' && body !== undefined) {
+        const patched = structuredClone(existing);
+        const type = request.headers['content-type'] ?? '';
+        if (type.startsWith('application/json-patch+json')) {
+          const results = applyPatch(patched, body as unknown as Operation[]);
+          if (results.some((result) => result !== null)) return send(422, status(422, 'Invalid', 'the JSON patch does not apply'));
+        } else mergePatch(patched, body);
+        const expected = (body as { metadata?: { resourceVersion?: string } }).metadata?.resourceVersion;
+        if (expected !== undefined && expected !== existing.metadata.resourceVersion) return send(409, status(409, 'Conflict', 'the object has been modified'));
+        return send(200, this.apply(route.resource, patched));
+      }
+      if (method === 'DELETE') {
+        this.remove(route.resource, route.namespace, route.name ?? '');
+        return send(200, status(200, 'Success', 'deleted'));
+      }
+      return send(405, status(405, 'MethodNotAllowed', `${method} not supported`));
+    });
+  }
+
+  #list(resource: string, namespace: string | undefined, name: string | undefined, metadataOnly: boolean): unknown {
+    const info = this.#resource(resource);
+    const items = [...this.#objects.entries()]
+      .filter(([key]) => key.startsWith(`${resource}/`))
+      .map(([, object]) => object)
+      .filter((object) => matches(object, namespace, name));
+    return {
+      kind: metadataOnly ? 'PartialObjectMetadataList' : `${info.kind}List`,
+      apiVersion: metadataOnly ? 'meta.k8s.io/v1' : info.group === '' ? info.version : `${info.group}/${info.version}`,
+      metadata: { resourceVersion: String(this.#resourceVersion) },
+      items: items.map((item) => (metadataOnly ? partial(item) : item)),
+    };
+  }
+
+  #watch(
+    resource: string,
+    namespace: string | undefined,
+    name: string | undefined,
+    query: Record<string, string>,
+    metadataOnly: boolean,
+    response: ServerResponse,
+  ): void {
+    response.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
+    response.flushHeaders();
+    const watch: OpenWatch = { resource, namespace, name, metadataOnly, bookmarks: query['allowWatchBookmarks'] === 'true', response };
+    const from = Number(query['resourceVersion'] ?? '0');
+    if (from > 0 && from < this.#compactedThrough) {
+      this.expiredWatches += 1;
+      this.#write(watch, {
+        type: 'ERROR',
+        object: { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: `too old resource version: ${from} (${this.#compactedThrough})`, reason: 'Expired', code: 410 },
+      });
+      response.end();
+      return;
+    }
+    this.#watches.add(watch);
+    response.on('close', () => this.#watches.delete(watch));
+    for (const event of this.#events) {
+      if (event.resource === resource && event.resourceVersion > from && matches(event.object, namespace, name)) {
+        this.#write(watch, { type: event.type, object: metadataOnly ? partial(event.object) : event.object });
+      }
+    }
+  }
+
+  #emit(resource: string, type: StoredEvent['type'], object: KubeObject): void {
+    const event = { resourceVersion: this.#resourceVersion, resource, type, object: structuredClone(object) };
+    this.#events.push(event);
+    for (const watch of this.#watches) {
+      if (watch.resource === resource && matches(object, watch.namespace, watch.name)) {
+        this.#write(watch, { type, object: watch.metadataOnly ? partial(event.object) : event.object });
+      }
+    }
+  }
+
+  #write(watch: OpenWatch, event: unknown): void {
+    watch.response.write(JSON.stringify(event) + '\n');
+  }
+
+  #resource(resource: string): Resource {
+    const info = RESOURCES[resource];
+    if (info === undefined) throw new Error(`unknown resource ${resource}`);
+    return info;
+  }
+
+  #key(resource: string, namespace: string | undefined, name: string): string {
+    return this.#resource(resource).namespaced ? `${resource}/${namespace ?? ''}/${name}` : `${resource}//${name}`;
+  }
+}
+
+/** `/api/v1/namespaces/ns/configmaps/name`, `/apis/g/v/resource/name`, `/api/v1/namespaces/name`. */
+function parsePath(path: string): { resource: string; namespace: string | undefined; name: string | undefined } | undefined {
+  const parts = path.split('/').filter((part) => part !== '');
+  const rest = parts[0] === 'api' ? parts.slice(2) : parts[0] === 'apis' ? parts.slice(3) : undefined;
+  if (rest === undefined || rest.length === 0) return undefined;
+  if (rest[0] === 'namespaces' && rest.length >= 3) return { resource: rest[2] ?? '', namespace: rest[1], name: rest[3] };
+  return { resource: rest[0] ?? '', namespace: undefined, name: rest[1] };
+}
+
+function fieldName(selector: string | undefined): string | undefined {
+  if (selector === undefined || selector === '') return undefined;
+  const match = /^metadata\.name=(.+)$/.exec(selector);
+  if (match === null) throw new Error(`the fake API server only supports metadata.name field selectors, got ${selector}`);
+  return match[1];
+}
+
+function matches(object: KubeObject, namespace: string | undefined, name: string | undefined): boolean {
+  return (namespace === undefined || object.metadata.namespace === namespace) && (name === undefined || object.metadata.name === name);
+}
+
+function partial(object: KubeObject): unknown {
+  return { kind: 'PartialObjectMetadata', apiVersion: 'meta.k8s.io/v1', metadata: object.metadata };
+}
+
+function status(code: number, reason: string, message: string): unknown {
+  return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: code < 400 ? 'Success' : 'Failure', message, reason, code };
+}
+
+/** RFC 7386 merge patch, enough for the strategic-merge patches our code sends. */
+function mergePatch(target: Record<string, unknown>, patch: Record<string, unknown>): void {
+  for (const [key, value] of Object.entries(patch)) {
+    if (value === null) delete target[key];
+    else if (typeof value === 'object' && !Array.isArray(value) && typeof target[key] === 'object' && target[key] !== null && !Array.isArray(target[key])) {
+      mergePatch(target[key] as Record<string, unknown>, value as Record<string, unknown>);
+    } else target[key] = value;
+  }
+}
