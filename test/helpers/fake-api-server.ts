@@ -135,7 +135,7 @@ export class FakeApiServer {
   // ---- the store, as a test drives it ----
 
   /** Creates or replaces an object, as `kubectl apply` would; returns the stored copy. */
-  apply(resource: string, object: { metadata: { name: string; namespace?: string | undefined } } & Record<string, unknown>): KubeObject {
+  apply(resource: string, object: { metadata: { name: string; namespace?: string | undefined } & Record<string, unknown> } & Record<string, unknown>): KubeObject {
     const info = this.#resource(resource);
     const key = this.#key(resource, object.metadata.namespace, object.metadata.name);
     const existing = this.#objects.get(key);
