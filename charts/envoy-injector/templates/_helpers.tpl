@@ -1,0 +1,229 @@
+{{/*
+Chart name, at most 63 characters: it is a label value and part of DNS names.
+*/}}
+{{- define "envoy-injector.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Fully qualified name of the release's objects, at most 63 characters (the
+Service name is a DNS-1035 label). A release name that already contains the
+chart name is used alone.
+*/}}
+{{- define "envoy-injector.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The fullname plus a suffix, the whole still at most 63 characters:
+include "envoy-injector.suffixedName" (list . "tls")
+*/}}
+{{- define "envoy-injector.suffixedName" -}}
+{{- $root := index . 0 }}
+{{- $suffix := index . 1 }}
+{{- $base := include "envoy-injector.fullname" $root | trunc (int (sub 62 (len $suffix))) | trimSuffix "-" }}
+{{- printf "%s-%s" $base $suffix }}
+{{- end }}
+
+{{/*
+chart label value: name-version, at most 63 characters.
+*/}}
+{{- define "envoy-injector.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Labels of every object of the release.
+*/}}
+{{- define "envoy-injector.labels" -}}
+helm.sh/chart: {{ include "envoy-injector.chart" . }}
+{{ include "envoy-injector.selectorLabels" . }}
+app.kubernetes.io/version: {{ (default .Chart.AppVersion .Values.image.tag) | trunc 63 | trimSuffix "-" | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: envoy-injector
+{{- end }}
+
+{{/*
+Labels that select the injector's Pods (Deployment, PDB, Service, spread).
+*/}}
+{{- define "envoy-injector.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "envoy-injector.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/component: webhook
+{{- end }}
+
+{{/*
+The label every injector Pod carries and that the webhooks' objectSelector
+excludes (DoesNotExist), so no injector, of this release or another, is ever
+sent to a webhook: the webhook can never block its own restart.
+*/}}
+{{- define "envoy-injector.podMarkerKey" -}}
+envoy-injector.io/injector
+{{- end }}
+
+{{- define "envoy-injector.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "envoy-injector.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "envoy-injector.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The TLS Secret: made by the injector (auto), by cert-manager (certManager) or
+given (secret).
+*/}}
+{{- define "envoy-injector.tlsSecretName" -}}
+{{- if .Values.certificates.secretName }}
+{{- .Values.certificates.secretName }}
+{{- else if eq .Values.certificates.mode "secret" }}
+{{- fail "certificates.secretName is required when certificates.mode is secret (an existing kubernetes.io/tls Secret in the release namespace)" }}
+{{- else }}
+{{- include "envoy-injector.suffixedName" (list . "tls") }}
+{{- end }}
+{{- end }}
+
+{{/*
+Names of the MutatingWebhookConfiguration and the Service.
+*/}}
+{{- define "envoy-injector.webhookConfigName" -}}
+{{- include "envoy-injector.fullname" . }}
+{{- end }}
+
+{{- define "envoy-injector.serviceName" -}}
+{{- include "envoy-injector.fullname" . }}
+{{- end }}
+
+{{/*
+Namespaces no webhook ever sees, as a YAML flow list: the control plane's, the
+release's own and the configured ones, without duplicates.
+*/}}
+{{- define "envoy-injector.excludedNamespaces" -}}
+{{- $all := concat (list "kube-system" "kube-public" "kube-node-lease" .Release.Namespace) .Values.excludedNamespaces | uniq }}
+{{- toJson $all }}
+{{- end }}
+
+{{/*
+Where the TLS Secret is mounted in files mode (certManager, secret).
+*/}}
+{{- define "envoy-injector.tlsMountPath" -}}
+/etc/envoy-injector/tls
+{{- end }}
+
+{{/*
+The chart's default sidecar template: a pinned Envoy whose bootstrap is given
+inline, so it needs no object in the injected namespace. Admin listens on
+127.0.0.1 only; a one-route listener on healthPort forwards GET /ready to it
+for the kubelet's readiness probe and answers 404 to anything else.
+*/}}
+{{- define "envoy-injector.defaultTemplate" -}}
+{{- $p := .Values.proxy -}}
+containers:
+  - name: envoy
+    image: {{ printf "%s:%s" $p.image.repository $p.image.tag | quote }}
+    imagePullPolicy: {{ $p.image.pullPolicy }}
+    command: ["/usr/local/bin/envoy"]
+    args:
+      - --config-yaml
+      - |
+{{ include "envoy-injector.envoyBootstrap" . | indent 8 }}
+      - --disable-hot-restart
+      - --concurrency
+      - {{ $p.concurrency | quote }}
+      - --log-level
+      - {{ $p.logLevel | quote }}
+    ports:
+      - name: envoy-health
+        containerPort: {{ $p.healthPort }}
+        protocol: TCP
+    readinessProbe:
+      httpGet:
+        path: /ready
+        port: {{ $p.healthPort }}
+      periodSeconds: 5
+      failureThreshold: 3
+    resources:
+{{ toYaml $p.resources | indent 6 }}
+    securityContext:
+      runAsNonRoot: true
+{{- if not (kindIs "invalid" $p.runAsUser) }}
+      runAsUser: {{ $p.runAsUser }}
+      runAsGroup: {{ $p.runAsUser }}
+{{- end }}
+      allowPrivilegeEscalation: false
+      readOnlyRootFilesystem: true
+      capabilities:
+        drop: ["ALL"]
+      seccompProfile:
+        type: RuntimeDefault
+{{- end }}
+
+{{- define "envoy-injector.envoyBootstrap" -}}
+{{- $p := .Values.proxy -}}
+admin:
+  address:
+    socket_address: {address: 127.0.0.1, port_value: {{ $p.adminPort }}}
+static_resources:
+  listeners:
+    - name: health
+      address:
+        socket_address: {address: 0.0.0.0, port_value: {{ $p.healthPort }}}
+      filter_chains:
+        - filters:
+            - name: envoy.filters.network.http_connection_manager
+              typed_config:
+                "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+                stat_prefix: health
+                route_config:
+                  virtual_hosts:
+                    - name: health
+                      domains: ["*"]
+                      routes:
+                        - match: {path: /ready, headers: [{name: ":method", string_match: {exact: GET}}]}
+                          route: {cluster: admin}
+                        - match: {prefix: /}
+                          direct_response: {status: 404}
+                http_filters:
+                  - name: envoy.filters.http.router
+                    typed_config:
+                      "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+  clusters:
+    - name: admin
+      type: STATIC
+      connect_timeout: 1s
+      load_assignment:
+        cluster_name: admin
+        endpoints:
+          - lb_endpoints:
+              - endpoint:
+                  address:
+                    socket_address: {address: 127.0.0.1, port_value: {{ $p.adminPort }}}
+{{- end }}
+
+{{/*
+A template value as ConfigMap text: YAML text as given, a mapping as YAML.
+*/}}
+{{- define "envoy-injector.templateText" -}}
+{{- if kindIs "string" . }}
+{{- . }}
+{{- else }}
+{{- toYaml . }}
+{{- end }}
+{{- end }}

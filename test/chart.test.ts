@@ -1,0 +1,641 @@
+import assert from 'node:assert/strict';
+import { X509Certificate } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { before, describe, it } from 'node:test';
+import { generate } from 'selfsigned';
+import {
+  decideInjection,
+  injectPod,
+  parseTemplateData,
+  parseYaml,
+  type JsonObject,
+  type TemplateSet,
+} from '../src/injection/index.js';
+import { seedPod } from './helpers/fixtures.js';
+import { CHART_DIR, ensureHelm, helm, KUBE_VERSION, NAMESPACE, only, RELEASE, renderChart, valuesArgs, type Manifest } from './helpers/helm.js';
+import { schemaProblems } from './helpers/kube-schema.js';
+import { evaluateCondition, webhooksCalled, type Webhook } from './helpers/selectors.js';
+
+// ---- what the chart is rendered with -------------------------------------
+
+const CUSTOM_TEMPLATE = `containers:
+  - name: proxy
+    image: registry.example.com/proxy:2.1.0
+    args: ["--listen", ":15001"]
+    resources:
+      requests: {cpu: 10m, memory: 16Mi}
+      limits: {memory: 64Mi}
+`;
+
+async function makeCa(): Promise<string> {
+  const pems = await generate([{ name: 'commonName', value: 'envoy-injector test CA' }], {
+    keyType: 'ec',
+    algorithm: 'sha256',
+    extensions: [{ name: 'basicConstraints', cA: true, critical: true }],
+  });
+  return pems.cert;
+}
+
+interface Scenario {
+  readonly values: Record<string, unknown>;
+}
+
+let caPem = '';
+const scenarios = (): Record<string, Scenario> => ({
+  default: { values: {} },
+  auto: { values: { certificates: { mode: 'auto' } } },
+  certManager: { values: { certificates: { mode: 'certManager' } } },
+  secret: { values: { certificates: { mode: 'secret', secretName: 'my-webhook-tls', caBundle: caPem } } },
+  secretBase64: { values: { certificates: { mode: 'secret', secretName: 'my-webhook-tls', caBundle: Buffer.from(caPem).toString('base64') } } },
+  noMatchConditions: { values: { webhook: { matchConditions: false } } },
+  hpa: { values: { autoscaling: { enabled: true, minReplicas: 3, maxReplicas: 7 } } },
+  excluded: { values: { excludedNamespaces: ['legacy', 'batch-jobs'] } },
+  customTemplate: {
+    values: {
+      templates: {
+        config: CUSTOM_TEMPLATE,
+        named: { debug: { containers: [{ name: 'debug', image: 'busybox:1.37', command: ['sleep', 'infinity'] }] } },
+      },
+    },
+  },
+  metrics: { values: { metrics: { port: 9090 }, priorityClassName: 'system-cluster-critical', podAnnotations: { team: 'platform' } } },
+  longNames: { values: { fullnameOverride: 'a'.repeat(70), nameOverride: 'b'.repeat(63) } },
+});
+
+const rendered = new Map<string, Manifest[]>();
+function manifestsOf(name: string): Manifest[] {
+  const manifests = rendered.get(name);
+  if (manifests === undefined) throw new Error(`scenario ${name} was not rendered`);
+  return manifests;
+}
+
+// ---- helpers over rendered objects ----------------------------------------
+
+type Obj = Record<string, unknown>;
+const at = (value: unknown, ...path: (string | number)[]): unknown =>
+  path.reduce<unknown>((node, key) => (node !== null && typeof node === 'object' ? (node as Obj)[key as string] : undefined), value);
+
+function podSpec(manifests: Manifest[]): Obj {
+  return at(only(manifests, 'Deployment'), 'spec', 'template', 'spec') as Obj;
+}
+function injectorContainer(manifests: Manifest[]): Obj {
+  const containers = podSpec(manifests)['containers'] as Obj[];
+  assert.equal(containers.length, 1);
+  return containers[0] as Obj;
+}
+function envOf(manifests: Manifest[]): Map<string, unknown> {
+  return new Map((injectorContainer(manifests)['env'] as Obj[]).map((entry) => [entry['name'] as string, entry['value'] ?? entry['valueFrom']]));
+}
+function webhooksOf(manifests: Manifest[]): Webhook[] {
+  return only(manifests, 'MutatingWebhookConfiguration')['webhooks'] as Webhook[];
+}
+function templatesOf(manifests: Manifest[]): TemplateSet {
+  return parseTemplateData(only(manifests, 'ConfigMap')['data'] as Record<string, string>);
+}
+
+const FULLNAME = `${RELEASE}-envoy-injector`;
+
+// ---- the tests ------------------------------------------------------------
+
+describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
+  before(async () => {
+    await ensureHelm();
+    caPem = await makeCa();
+    const all = scenarios();
+    await Promise.all(Object.entries(all).map(async ([name, { values }]) => rendered.set(name, await renderChart(values))));
+  });
+
+  it('passes helm lint --strict, with default values and with every scenario', async () => {
+    const results = await Promise.all(
+      Object.entries(scenarios()).map(async ([name, { values }]) => ({
+        name,
+        result: await helm(['lint', '--strict', CHART_DIR, '--namespace', NAMESPACE, '--kube-version', KUBE_VERSION, ...(await valuesArgs(values))]),
+      })),
+    );
+    for (const { name, result } of results) {
+      assert.equal(result.code, 0, `${name}: ${result.stdout}${result.stderr}`);
+      assert.match(result.stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/);
+    }
+  });
+
+  it('declares apiVersion v2, kubeVersion >= 1.25 and refuses older clusters', async () => {
+    const chart = parseYaml(readFileSync(`${CHART_DIR}/Chart.yaml`, 'utf8')) as Obj;
+    assert.equal(chart['apiVersion'], 'v2');
+    assert.equal(chart['kubeVersion'], '>=1.25.0-0');
+    const old = await helm(['template', RELEASE, CHART_DIR, '--kube-version', '1.24.9']);
+    assert.notEqual(old.code, 0);
+    assert.match(old.stderr, /chart requires kubeVersion: >=1\.25\.0-0 which is incompatible with Kubernetes v1\.24\.9/);
+    assert.ok((await renderChart({}, { kubeVersion: '1.25.0' })).length > 0);
+  });
+
+  it('renders every scenario into manifests that validate against the Kubernetes 1.28 schemas (no unknown fields)', () => {
+    for (const [name, manifests] of rendered) {
+      assert.ok(manifests.length >= 9, `${name}: only ${manifests.length} manifests`);
+      const problems = manifests.flatMap(schemaProblems);
+      assert.deepEqual(problems, [], `${name}:\n${problems.join('\n')}`);
+    }
+  });
+
+  it('the schema check itself catches wrong types, unknown fields, post-1.28 fields and bad cert-manager shapes', () => {
+    const deployment = structuredClone(only(manifestsOf('default'), 'Deployment')) as Obj;
+    const spec = at(deployment, 'spec', 'template', 'spec') as Obj;
+    (deployment['spec'] as Obj)['replicas'] = 'two';
+    ((spec['containers'] as Obj[])[0] as Obj)['readinesProbe'] = {};
+    (spec['securityContext'] as Obj)['appArmorProfile'] = { type: 'RuntimeDefault' };
+    const problems = schemaProblems(deployment as unknown as Manifest).join('\n');
+    assert.match(problems, /\/spec\/replicas: must be integer/);
+    assert.match(problems, /\/spec\/template\/spec\/containers\/0\/readinesProbe: unknown field/);
+    assert.match(problems, /appArmorProfile: not in Kubernetes 1\.28 \(added in 1\.30\)/);
+
+    const certificate = structuredClone(only(manifestsOf('certManager'), 'Certificate', `${FULLNAME}-tls`)) as Obj;
+    (certificate['spec'] as Obj)['isCa'] = true;
+    (certificate['spec'] as Obj)['duration'] = '1 year';
+    const certProblems = schemaProblems(certificate as unknown as Manifest).join('\n');
+    assert.match(certProblems, /\/spec\/isCa: unknown field/);
+    assert.match(certProblems, /\/spec\/duration: "1 year" is not a Go duration/);
+  });
+
+  it('puts one resource in each template file', () => {
+    for (const manifests of rendered.values()) {
+      const sources = new Set<string>();
+      for (const manifest of manifests) {
+        const key = `${manifest.kind}/${manifest.metadata.name}`;
+        assert.ok(!sources.has(key), `${key} twice`);
+        sources.add(key);
+      }
+    }
+    const result = readFileSync(`${CHART_DIR}/templates/deployment.yaml`, 'utf8');
+    assert.equal(result.match(/^kind:/gm)?.length, 1);
+  });
+
+  it('names every object with app.kubernetes.io labels, within 63 characters', () => {
+    for (const [name, manifests] of rendered) {
+      for (const manifest of manifests) {
+        const { labels = {} } = manifest.metadata;
+        const where = `${name}: ${manifest.kind}/${manifest.metadata.name}`;
+        assert.ok(manifest.metadata.name.length <= 63, `${where}: name longer than 63`);
+        for (const key of ['app.kubernetes.io/name', 'app.kubernetes.io/instance', 'app.kubernetes.io/version', 'app.kubernetes.io/managed-by', 'helm.sh/chart']) {
+          assert.ok(typeof labels[key] === 'string' && labels[key] !== '', `${where}: no ${key}`);
+        }
+        for (const [key, value] of Object.entries(labels)) assert.ok(value.length <= 63, `${where}: label ${key} longer than 63`);
+        if (manifest.kind !== 'ClusterRole' && manifest.kind !== 'ClusterRoleBinding' && manifest.kind !== 'MutatingWebhookConfiguration') {
+          assert.equal(manifest.metadata.namespace, NAMESPACE, `${where}: not in the release namespace`);
+        }
+      }
+    }
+    const long = manifestsOf('longNames');
+    assert.equal(only(long, 'Deployment').metadata.name, 'a'.repeat(63));
+    assert.equal(only(long, 'Deployment').metadata.labels?.['app.kubernetes.io/name'], 'b'.repeat(63));
+    assert.equal(envOf(long).get('CERT_SECRET'), `${'a'.repeat(59)}-tls`);
+  });
+
+  it('Deployment: 2 replicas spread across nodes, HTTPS probes, restricted securityContext, preStop without a shell', () => {
+    const manifests = manifestsOf('default');
+    const deployment = only(manifests, 'Deployment');
+    assert.equal(at(deployment, 'spec', 'replicas'), 2);
+    assert.deepEqual(at(deployment, 'spec', 'strategy', 'rollingUpdate'), { maxUnavailable: 0, maxSurge: 1 });
+    const spec = podSpec(manifests);
+    const selectorLabels = at(deployment, 'spec', 'selector', 'matchLabels');
+    assert.deepEqual(spec['topologySpreadConstraints'], [
+      { labelSelector: { matchLabels: selectorLabels }, maxSkew: 1, topologyKey: 'kubernetes.io/hostname', whenUnsatisfiable: 'ScheduleAnyway' },
+    ]);
+    assert.equal(spec['enableServiceLinks'], false);
+    assert.equal(spec['serviceAccountName'], FULLNAME);
+    assert.equal(spec['priorityClassName'], undefined);
+    assert.deepEqual(spec['securityContext'], { runAsNonRoot: true, runAsUser: 65532, runAsGroup: 65532, fsGroup: 65532, seccompProfile: { type: 'RuntimeDefault' } });
+
+    const container = injectorContainer(manifests);
+    assert.equal(container['image'], 'envoy-injector:0.1.0');
+    assert.deepEqual(container['ports'], [{ name: 'https', containerPort: 8443, protocol: 'TCP' }]);
+    assert.deepEqual(at(container, 'livenessProbe', 'httpGet'), { scheme: 'HTTPS', path: '/healthz', port: 'https' });
+    assert.deepEqual(at(container, 'readinessProbe', 'httpGet'), { scheme: 'HTTPS', path: '/readyz', port: 'https' });
+    assert.deepEqual(container['securityContext'], {
+      runAsNonRoot: true,
+      runAsUser: 65532,
+      runAsGroup: 65532,
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      privileged: false,
+      capabilities: { drop: ['ALL'] },
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
+    assert.ok(at(container, 'resources', 'requests', 'cpu') !== undefined && at(container, 'resources', 'limits', 'memory') !== undefined);
+    // distroless has no sh or sleep: the image's own node waits.
+    assert.deepEqual(at(container, 'lifecycle', 'preStop', 'exec', 'command'), ['/nodejs/bin/node', '-e', 'setTimeout(() => {}, 5000)']);
+    assert.equal(spec['terminationGracePeriodSeconds'], 30);
+    assert.equal(JSON.stringify(deployment).includes('"sh"'), false);
+
+    // Only the auto mode's injector needs no mounted Secret.
+    assert.deepEqual(container['volumeMounts'], [{ name: 'tmp', mountPath: '/tmp' }]);
+    // The marker label the webhooks' objectSelector keys on.
+    assert.equal(at(deployment, 'spec', 'template', 'metadata', 'labels', 'envoy-injector.io/injector'), FULLNAME);
+  });
+
+  it('Deployment options: HPA instead of replicas, priorityClassName, metrics port and scrape annotations', () => {
+    const hpaManifests = manifestsOf('hpa');
+    assert.equal(at(only(hpaManifests, 'Deployment'), 'spec', 'replicas'), undefined);
+    const hpa = only(hpaManifests, 'HorizontalPodAutoscaler');
+    assert.deepEqual(at(hpa, 'spec', 'scaleTargetRef'), { apiVersion: 'apps/v1', kind: 'Deployment', name: FULLNAME });
+    assert.equal(at(hpa, 'spec', 'minReplicas'), 3);
+    assert.equal(at(hpa, 'spec', 'maxReplicas'), 7);
+    assert.equal(manifestsOf('default').some((manifest) => manifest.kind === 'HorizontalPodAutoscaler'), false);
+
+    const metrics = manifestsOf('metrics');
+    assert.equal(podSpec(metrics)['priorityClassName'], 'system-cluster-critical');
+    assert.equal(envOf(metrics).get('METRICS_PORT'), '9090');
+    assert.deepEqual((injectorContainer(metrics)['ports'] as Obj[]).map((port) => port['name']), ['https', 'metrics']);
+    assert.deepEqual(at(only(metrics, 'Deployment'), 'spec', 'template', 'metadata', 'annotations'), {
+      'prometheus.io/scrape': 'true',
+      'prometheus.io/port': '9090',
+      'prometheus.io/path': '/metrics',
+      team: 'platform',
+    });
+    assert.equal(envOf(manifestsOf('default')).has('METRICS_PORT'), false);
+  });
+
+  it('PodDisruptionBudget minAvailable 1 on by default; Service 443 → the named port https', () => {
+    const manifests = manifestsOf('default');
+    const pdb = only(manifests, 'PodDisruptionBudget');
+    assert.equal(at(pdb, 'spec', 'minAvailable'), 1);
+    assert.deepEqual(at(pdb, 'spec', 'selector', 'matchLabels'), at(only(manifests, 'Deployment'), 'spec', 'selector', 'matchLabels'));
+    const service = only(manifests, 'Service');
+    assert.deepEqual(at(service, 'spec', 'ports'), [{ name: 'https', port: 443, targetPort: 'https', protocol: 'TCP' }]);
+    assert.deepEqual(at(service, 'spec', 'selector'), at(only(manifests, 'Deployment'), 'spec', 'selector', 'matchLabels'));
+    assert.equal(only(manifests, 'ServiceAccount').metadata.name, FULLNAME);
+  });
+
+  it('sets the injector environment for each certificate mode', () => {
+    const common = {
+      PORT: '8443',
+      HOST: '::',
+      LOG_LEVEL: 'info',
+      EXCLUDED_NAMESPACES: '',
+      TEMPLATE_CONFIGMAP: 'envoy-initializer',
+      NATIVE_SIDECAR: 'auto',
+      ALLOWED_OVERRIDES: 'proxy-cpu,proxy-memory,proxy-cpu-limit,proxy-memory-limit',
+      SHUTDOWN_DELAY: '0s',
+      SHUTDOWN_TIMEOUT: '10s',
+      POD_NAMESPACE: { fieldRef: { fieldPath: 'metadata.namespace' } },
+    };
+    const auto = { ...common, CERT_MODE: 'auto', CERT_SECRET: `${FULLNAME}-tls`, WEBHOOK_CONFIG_NAME: FULLNAME, SERVICE_NAME: FULLNAME };
+    assert.deepEqual(Object.fromEntries(envOf(manifestsOf('default'))), auto);
+    assert.deepEqual(Object.fromEntries(envOf(manifestsOf('auto'))), auto);
+    const files = { ...common, CERT_MODE: 'files', TLS_CERT_FILE: '/etc/envoy-injector/tls/tls.crt', TLS_KEY_FILE: '/etc/envoy-injector/tls/tls.key' };
+    for (const [scenario, secretName] of [['certManager', `${FULLNAME}-tls`], ['secret', 'my-webhook-tls']] as const) {
+      const manifests = manifestsOf(scenario);
+      assert.deepEqual(Object.fromEntries(envOf(manifests)), files, scenario);
+      assert.deepEqual(injectorContainer(manifests)['volumeMounts'], [
+        { name: 'tmp', mountPath: '/tmp' },
+        { name: 'tls', mountPath: '/etc/envoy-injector/tls', readOnly: true },
+      ]);
+      assert.deepEqual((podSpec(manifests)['volumes'] as Obj[])[1], { name: 'tls', secret: { secretName, defaultMode: 0o440 } });
+    }
+    assert.equal(envOf(manifestsOf('excluded')).get('EXCLUDED_NAMESPACES'), 'legacy,batch-jobs');
+  });
+
+  it('MutatingWebhookConfiguration: two webhooks with the selectors and matchConditions of issue 5', () => {
+    const webhooks = webhooksOf(manifestsOf('default'));
+    const excluded = ['kube-system', 'kube-public', 'kube-node-lease', NAMESPACE];
+    const common = {
+      admissionReviewVersions: ['v1'],
+      sideEffects: 'None',
+      reinvocationPolicy: 'IfNeeded',
+      matchPolicy: 'Equivalent',
+      timeoutSeconds: 5,
+      failurePolicy: 'Fail',
+      clientConfig: { service: { name: FULLNAME, namespace: NAMESPACE, path: '/mutate', port: 443 } },
+      rules: [{ apiGroups: [''], apiVersions: ['v1'], resources: ['pods'], operations: ['CREATE'], scope: 'Namespaced' }],
+      objectSelector: { matchExpressions: [{ key: 'envoy-injector.io/injector', operator: 'DoesNotExist' }] },
+    };
+    assert.deepEqual(webhooks, [
+      {
+        name: 'enabled-namespaces.envoy-injector.io',
+        ...common,
+        namespaceSelector: {
+          matchExpressions: [
+            { key: 'envoy-injector.io/inject', operator: 'In', values: ['enabled'] },
+            { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: excluded },
+          ],
+        },
+        matchConditions: [
+          {
+            name: 'not-opted-out',
+            expression: "!has(object.metadata.annotations) || !('envoy-injector.io/inject' in object.metadata.annotations) || object.metadata.annotations['envoy-injector.io/inject'] != 'false'",
+          },
+        ],
+      },
+      {
+        name: 'opted-in-pods.envoy-injector.io',
+        ...common,
+        namespaceSelector: {
+          matchExpressions: [
+            { key: 'envoy-injector.io/inject', operator: 'NotIn', values: ['enabled', 'disabled'] },
+            { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: excluded },
+          ],
+        },
+        matchConditions: [
+          {
+            name: 'opted-in',
+            expression:
+              "has(object.metadata.annotations) && (('envoy-injector.io/inject' in object.metadata.annotations && object.metadata.annotations['envoy-injector.io/inject'] == 'true') || ('initializer.kubernetes.io/envoy' in object.metadata.annotations && object.metadata.annotations['initializer.kubernetes.io/envoy'] == 'true'))",
+          },
+        ],
+      },
+    ]);
+    // auto mode: no caBundle in the chart (the injector patches it) and no cert-manager annotation.
+    assert.equal(only(manifestsOf('default'), 'MutatingWebhookConfiguration').metadata.annotations, undefined);
+
+    const custom = webhooksOf(manifestsOf('excluded'));
+    for (const webhook of custom) {
+      assert.deepEqual(webhook.namespaceSelector?.matchExpressions?.[1], {
+        key: 'kubernetes.io/metadata.name',
+        operator: 'NotIn',
+        values: [...excluded, 'legacy', 'batch-jobs'],
+      });
+    }
+    // Installed into kube-system, the list holds it once.
+    return renderChart({}, { namespace: 'kube-system' }).then((manifests) => {
+      for (const webhook of webhooksOf(manifests)) {
+        assert.deepEqual(webhook.namespaceSelector?.matchExpressions?.[1]?.values, ['kube-system', 'kube-public', 'kube-node-lease']);
+      }
+    });
+  });
+
+  it('the CEL matchConditions give the intended answer on sample Pods', () => {
+    const [enabled, optedIn] = webhooksOf(manifestsOf('default')).map((webhook) => webhook.matchConditions?.[0]?.expression ?? '');
+    const pod = (annotations?: Record<string, string>) => ({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'p', ...(annotations === undefined ? {} : { annotations }) },
+      spec: { containers: [{ name: 'app', image: 'nginx' }] },
+    });
+    const cases: [string, ReturnType<typeof pod>, boolean, boolean][] = [
+      ['annotated "true"', pod({ 'envoy-injector.io/inject': 'true' }), true, true],
+      ['annotated "false"', pod({ 'envoy-injector.io/inject': 'false' }), false, false],
+      ['the seed annotation', pod({ 'initializer.kubernetes.io/envoy': 'true' }), true, true],
+      ['the seed annotation "false"', pod({ 'initializer.kubernetes.io/envoy': 'false' }), true, false],
+      ['no annotations key at all', pod(), true, false],
+      ['other annotations only', pod({ 'prometheus.io/scrape': 'true' }), true, false],
+      ['an unusable value', pod({ 'envoy-injector.io/inject': 'yes' }), true, false],
+    ];
+    for (const [what, sample, inEnabledNamespace, elsewhere] of cases) {
+      assert.equal(evaluateCondition(enabled ?? '', sample), inEnabledNamespace, `enabled-namespaces, ${what}`);
+      assert.equal(evaluateCondition(optedIn ?? '', sample), elsewhere, `opted-in-pods, ${what}`);
+    }
+  });
+
+  it('the webhooks never filter out a Pod the injector would inject, never overlap, and never see an injector Pod', async () => {
+    const templates = templatesOf(manifestsOf('default'));
+    for (const scenario of ['default', 'noMatchConditions', 'excluded']) {
+      const webhooks = webhooksOf(manifestsOf(scenario));
+      const namespaces: [string, Record<string, string>][] = [
+        ['apps', { 'envoy-injector.io/inject': 'enabled' }],
+        ['plain', {}],
+        ['off', { 'envoy-injector.io/inject': 'disabled' }],
+        ['kube-system', { 'envoy-injector.io/inject': 'enabled' }],
+        [NAMESPACE, { 'envoy-injector.io/inject': 'enabled' }],
+        ['legacy', { 'envoy-injector.io/inject': 'enabled' }],
+      ];
+      const annotationSets: (Record<string, string> | undefined)[] = [
+        undefined,
+        { 'envoy-injector.io/inject': 'true' },
+        { 'envoy-injector.io/inject': 'false' },
+        { 'initializer.kubernetes.io/envoy': 'true' },
+        { 'envoy-injector.io/inject': 'maybe' },
+      ];
+      for (const [namespace, labels] of namespaces) {
+        const namespaceLabels = { ...labels, 'kubernetes.io/metadata.name': namespace };
+        for (const annotations of annotationSets) {
+          for (const injectorPod of [false, true]) {
+            const pod = {
+              apiVersion: 'v1',
+              kind: 'Pod',
+              metadata: {
+                generateName: 'p-',
+                labels: injectorPod ? { 'envoy-injector.io/injector': 'any-release' } : { app: 'web' },
+                ...(annotations === undefined ? {} : { annotations }),
+              },
+              spec: { containers: [{ name: 'app', image: 'nginx' }] },
+            } as JsonObject;
+            const called = webhooksCalled(webhooks, namespaceLabels, pod);
+            const where = `${scenario}: namespace ${namespace} ${JSON.stringify(labels)}, annotations ${JSON.stringify(annotations)}, injector Pod ${injectorPod}`;
+            assert.ok(called.length <= 1, `${where}: called ${called.join(', ')}`);
+            if (injectorPod) {
+              assert.deepEqual(called, [], where);
+              continue;
+            }
+            const decision = decideInjection({
+              operation: 'CREATE',
+              kind: { group: '', kind: 'Pod' },
+              namespace,
+              namespaceLabels,
+              pod,
+              templates,
+              options: { excludedNamespaces: scenario === 'excluded' ? ['legacy', 'batch-jobs'] : [], injectorNamespace: NAMESPACE },
+            });
+            if (decision.inject) assert.equal(called.length, 1, `${where}: the injector would inject, but no webhook is called`);
+            if (['kube-system', NAMESPACE].includes(namespace) || (scenario === 'excluded' && namespace === 'legacy')) assert.deepEqual(called, [], where);
+            if (namespace === 'off') assert.deepEqual(called, [], where);
+          }
+        }
+      }
+    }
+  });
+
+  it('matchConditions off: no CEL, and the webhook for ordinary namespaces uses failurePolicy Ignore', () => {
+    const webhooks = webhooksOf(manifestsOf('noMatchConditions'));
+    assert.deepEqual(
+      webhooks.map((webhook) => [webhook.name, webhook.failurePolicy, webhook.matchConditions]),
+      [
+        ['enabled-namespaces.envoy-injector.io', 'Fail', undefined],
+        ['opted-in-pods.envoy-injector.io', 'Ignore', undefined],
+      ],
+    );
+    // It then sees every Pod of an ordinary namespace, and the injector decides.
+    assert.deepEqual(webhooksCalled(webhooks, { 'kubernetes.io/metadata.name': 'plain' }, { metadata: {} }), ['opted-in-pods.envoy-injector.io']);
+  });
+
+  it('RBAC grants exactly what the injector needs, per certificate mode', () => {
+    const configMapRule = { apiGroups: [''], resources: ['configmaps'], resourceNames: ['envoy-initializer'], verbs: ['get', 'list', 'watch'] };
+    const namespacesRule = { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] };
+    const expected = {
+      auto: {
+        role: [
+          configMapRule,
+          { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
+          { apiGroups: [''], resources: ['secrets'], resourceNames: [`${FULLNAME}-tls`], verbs: ['get', 'list', 'watch', 'update', 'patch'] },
+        ],
+        clusterRole: [
+          namespacesRule,
+          { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: [FULLNAME], verbs: ['get', 'list', 'watch', 'update', 'patch'] },
+        ],
+      },
+      files: { role: [configMapRule], clusterRole: [namespacesRule] },
+    };
+    for (const scenario of ['default', 'auto', 'certManager', 'secret', 'customTemplate']) {
+      const manifests = manifestsOf(scenario);
+      const want = scenario === 'certManager' || scenario === 'secret' ? expected.files : expected.auto;
+      const role = only(manifests, 'Role');
+      const clusterRole = only(manifests, 'ClusterRole');
+      assert.deepEqual(role['rules'], want.role, `${scenario}: Role`);
+      assert.deepEqual(clusterRole['rules'], want.clusterRole, `${scenario}: ClusterRole`);
+
+      const everything = JSON.stringify([role['rules'], clusterRole['rules']]);
+      assert.equal(everything.includes('"*"'), false, `${scenario}: a wildcard`);
+      assert.equal(JSON.stringify(clusterRole['rules']).includes('secrets'), false, `${scenario}: cluster-wide Secret access`);
+      for (const rule of [...(role['rules'] as Obj[]), ...(clusterRole['rules'] as Obj[])]) {
+        const verbs = rule['verbs'] as string[];
+        const nameable = (rule['resources'] as string[]).some((resource) => resource !== 'namespaces');
+        // create cannot be limited by resourceNames; every other verb on a named object must be.
+        if (nameable && !(verbs.length === 1 && verbs[0] === 'create')) assert.ok(Array.isArray(rule['resourceNames']), `${scenario}: ${JSON.stringify(rule)}`);
+      }
+      const serviceAccount = [{ kind: 'ServiceAccount', name: FULLNAME, namespace: NAMESPACE }];
+      assert.deepEqual(only(manifests, 'RoleBinding')['subjects'], serviceAccount);
+      assert.deepEqual(only(manifests, 'ClusterRoleBinding')['subjects'], serviceAccount);
+      assert.deepEqual(only(manifests, 'RoleBinding')['roleRef'], { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: FULLNAME });
+      assert.deepEqual(only(manifests, 'ClusterRoleBinding')['roleRef'], { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: FULLNAME });
+    }
+  });
+
+  it('certificates.mode=certManager: a self-signed CA chain, a serving Certificate for the Service, inject-ca-from', () => {
+    const manifests = manifestsOf('certManager');
+    const kinds = manifests.filter((manifest) => manifest.apiVersion === 'cert-manager.io/v1').map((manifest) => `${manifest.kind}/${manifest.metadata.name}`);
+    assert.deepEqual(kinds.sort(), [`Certificate/${FULLNAME}-ca`, `Certificate/${FULLNAME}-tls`, `Issuer/${FULLNAME}-ca`, `Issuer/${FULLNAME}-selfsigned`]);
+    assert.deepEqual(at(only(manifests, 'Issuer', `${FULLNAME}-selfsigned`), 'spec'), { selfSigned: {} });
+    const ca = only(manifests, 'Certificate', `${FULLNAME}-ca`);
+    assert.equal(at(ca, 'spec', 'isCA'), true);
+    assert.deepEqual(at(ca, 'spec', 'issuerRef'), { group: 'cert-manager.io', kind: 'Issuer', name: `${FULLNAME}-selfsigned` });
+    assert.deepEqual(at(only(manifests, 'Issuer', `${FULLNAME}-ca`), 'spec'), { ca: { secretName: at(ca, 'spec', 'secretName') } });
+    const serving = only(manifests, 'Certificate', `${FULLNAME}-tls`);
+    assert.deepEqual(at(serving, 'spec', 'dnsNames'), [`${FULLNAME}.${NAMESPACE}.svc`, `${FULLNAME}.${NAMESPACE}.svc.cluster.local`]);
+    assert.equal(at(serving, 'spec', 'secretName'), `${FULLNAME}-tls`);
+    assert.deepEqual(at(serving, 'spec', 'issuerRef'), { group: 'cert-manager.io', kind: 'Issuer', name: `${FULLNAME}-ca` });
+    assert.ok((at(serving, 'spec', 'usages') as string[]).includes('server auth'));
+    const config = only(manifests, 'MutatingWebhookConfiguration');
+    assert.deepEqual(config.metadata.annotations, { 'cert-manager.io/inject-ca-from': `${NAMESPACE}/${FULLNAME}-tls` });
+    for (const webhook of webhooksOf(manifests)) assert.equal(at(webhook, 'clientConfig', 'caBundle'), undefined);
+    assert.equal(manifestsOf('default').some((manifest) => manifest.apiVersion === 'cert-manager.io/v1'), false);
+  });
+
+  it('certificates.mode=secret: the given Secret is mounted and caBundle carries its CA (PEM or base64)', () => {
+    for (const scenario of ['secret', 'secretBase64']) {
+      for (const webhook of webhooksOf(manifestsOf(scenario))) {
+        const bundle = Buffer.from(at(webhook, 'clientConfig', 'caBundle') as string, 'base64').toString('utf8');
+        assert.equal(bundle.trim(), caPem.trim(), scenario);
+        assert.ok(new X509Certificate(bundle).ca);
+      }
+      assert.equal(only(manifestsOf(scenario), 'MutatingWebhookConfiguration').metadata.annotations, undefined);
+    }
+  });
+
+  it('the default sidecar template loads, is self-contained, and injects a runnable Envoy', () => {
+    const manifests = manifestsOf('default');
+    const configMap = only(manifests, 'ConfigMap');
+    assert.equal(configMap.metadata.name, 'envoy-initializer');
+    assert.deepEqual(Object.keys(configMap['data'] as Obj), ['config']);
+    const templates = templatesOf(manifests);
+    const template = templates.defaultTemplate;
+    assert.deepEqual(template.volumes, []);
+    assert.equal(template.containers.length, 1);
+    const envoy = template.containers[0] as Obj;
+    assert.match(envoy['image'] as string, /^envoyproxy\/envoy:v1\.\d+\.\d+$/);
+    assert.deepEqual(envoy['command'], ['/usr/local/bin/envoy']);
+    assert.equal(envoy['volumeMounts'], undefined);
+    const args = envoy['args'] as string[];
+    // One argument per word: the seed's "--concurrency 4" in one string is what not to do.
+    for (const arg of args.filter((entry) => entry.startsWith('--'))) assert.doesNotMatch(arg, /\s/);
+    assert.deepEqual(args.slice(2), ['--disable-hot-restart', '--concurrency', '2', '--log-level', 'warning']);
+    assert.equal(args[0], '--config-yaml');
+    const bootstrap = parseYaml(args[1] as string) as Obj;
+    assert.deepEqual(at(bootstrap, 'admin', 'address', 'socket_address'), { address: '127.0.0.1', port_value: 9901 });
+    const listener = (at(bootstrap, 'static_resources', 'listeners') as Obj[])[0] as Obj;
+    assert.deepEqual(at(listener, 'address', 'socket_address'), { address: '0.0.0.0', port_value: 9902 });
+    const manager = at(listener, 'filter_chains', 0, 'filters', 0) as Obj;
+    assert.equal(manager['name'], 'envoy.filters.network.http_connection_manager');
+    const routes = at(manager, 'typed_config', 'route_config', 'virtual_hosts', 0, 'routes') as Obj[];
+    assert.equal(at(routes[0], 'match', 'path'), '/ready');
+    assert.equal(at(routes[0], 'route', 'cluster'), 'admin');
+    const admin = (at(bootstrap, 'static_resources', 'clusters') as Obj[])[0] as Obj;
+    assert.deepEqual(at(admin, 'load_assignment', 'endpoints', 0, 'lb_endpoints', 0, 'endpoint', 'address', 'socket_address'), { address: '127.0.0.1', port_value: 9901 });
+    // The readiness probe reaches Envoy's /ready through the health listener (admin stays on loopback).
+    assert.deepEqual(at(envoy, 'readinessProbe', 'httpGet'), { path: '/ready', port: 9902 });
+    assert.deepEqual(envoy['ports'], [{ name: 'envoy-health', containerPort: 9902, protocol: 'TCP' }]);
+    assert.deepEqual(envoy['securityContext'], {
+      runAsNonRoot: true,
+      runAsUser: 101,
+      runAsGroup: 101,
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'] },
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
+    assert.deepEqual(envoy['resources'], { requests: { cpu: '50m', memory: '64Mi' }, limits: { cpu: '500m', memory: '256Mi' } });
+
+    // Injected into the seed's Pod, the result is a valid 1.28 Pod.
+    const injected = injectPod(seedPod(), template, { nativeSidecar: false }).pod;
+    assert.deepEqual(((injected['spec'] as Obj)['containers'] as Obj[]).map((container) => container['name']), ['myapp-container', 'envoy']);
+    const pod = injected as unknown as Manifest;
+    assert.deepEqual(schemaProblems(pod), []);
+  });
+
+  it('a custom default template and named templates are rendered from values', () => {
+    const manifests = manifestsOf('customTemplate');
+    const data = only(manifests, 'ConfigMap')['data'] as Record<string, string>;
+    assert.equal(data['config'], CUSTOM_TEMPLATE);
+    const templates = templatesOf(manifests);
+    assert.deepEqual([...templates.templates.keys()].sort(), ['config', 'debug']);
+    assert.equal((templates.defaultTemplate.containers[0] as Obj)['image'], 'registry.example.com/proxy:2.1.0');
+    assert.deepEqual(templates.templates.get('debug')?.containers, [{ name: 'debug', image: 'busybox:1.37', command: ['sleep', 'infinity'] }]);
+  });
+
+  it('values.schema.json rejects wrong types, unknown keys and bad names, with helm saying where', async () => {
+    const wrong: [string, Record<string, unknown>, RegExp][] = [
+      ['a string replica count', { replicaCount: 'two' }, /at '\/replicaCount': got string, want integer/],
+      ['an unknown top-level key', { replicas: 3 }, /additional properties 'replicas' not allowed/],
+      ['a bad certificates.mode', { certificates: { mode: 'vault' } }, /at '\/certificates\/mode': value must be one of 'auto', 'certManager', 'secret'/],
+      ['a bad failurePolicy', { webhook: { failurePolicy: 'Sometimes' } }, /at '\/webhook\/failurePolicy': value must be one of 'Fail', 'Ignore'/],
+      ['timeoutSeconds above 30', { webhook: { timeoutSeconds: 60 } }, /at '\/webhook\/timeoutSeconds': maximum: got 60, want 30/],
+      ['matchConditions as a string', { webhook: { matchConditions: 'no' } }, /at '\/webhook\/matchConditions': got string, want boolean/],
+      ['an unknown nested key', { certificates: { mode: 'auto', mdoe: 'secret' } }, /additional properties 'mdoe' not allowed/],
+      ['a namespace that is no DNS label', { excludedNamespaces: ['Team_A'] }, /at '\/excludedNamespaces\/0': 'Team_A' does not match pattern/],
+      ['an unknown override', { allowedOverrides: ['proxy-env'] }, /at '\/allowedOverrides\/0': value must be one of/],
+      ['a bad nativeSidecar', { nativeSidecar: true }, /at '\/nativeSidecar': got boolean, want string/],
+      ['secret mode without a Secret', { certificates: { mode: 'secret' } }, /at '\/certificates\/secretName': minLength: got 0, want 1/],
+      ['a duration without unit', { certificates: { certManager: { duration: '365d' } } }, /at '\/certificates\/certManager\/duration': '365d' does not match pattern/],
+    ];
+    const results = await Promise.all(
+      wrong.map(async ([what, values, message]) => ({
+        what,
+        message,
+        template: await helm(['template', RELEASE, CHART_DIR, '--kube-version', KUBE_VERSION, ...(await valuesArgs(values))]),
+        lint: await helm(['lint', '--strict', CHART_DIR, ...(await valuesArgs(values))]),
+      })),
+    );
+    for (const { what, message, template, lint } of results) {
+      assert.notEqual(template.code, 0, `${what}: helm template accepted it`);
+      assert.match(template.stderr, /values don't meet the specifications of the schema/, what);
+      assert.match(template.stderr, message, `${what}: ${template.stderr}`);
+      assert.notEqual(lint.code, 0, `${what}: helm lint accepted it`);
+    }
+    // --set goes through the same schema.
+    const set = await helm(['template', RELEASE, CHART_DIR, '--set', 'certificates.mode=letsencrypt']);
+    assert.notEqual(set.code, 0);
+    assert.match(set.stderr, /at '\/certificates\/mode': value must be one of/);
+  });
+
+  it('secret mode fails with a clear message without its caBundle', async () => {
+    const result = await helm(['template', RELEASE, CHART_DIR, ...(await valuesArgs({ certificates: { mode: 'secret', secretName: 'x', caBundle: '' } }))]);
+    assert.notEqual(result.code, 0);
+    assert.match(result.stderr, /caBundle/);
+  });
+
+  it('NOTES.txt tells how to label a namespace, check an injection, and that mounted ConfigMaps must exist everywhere', async () => {
+    const result = await helm(['install', RELEASE, CHART_DIR, '--dry-run=client', '--namespace', NAMESPACE]);
+    assert.equal(result.code, 0, result.stderr);
+    const notes = result.stdout.slice(result.stdout.indexOf('NOTES:'));
+    assert.match(notes, /kubectl label namespace my-namespace envoy-injector\.io\/inject=enabled/);
+    assert.match(notes, /envoy-injector\.io\/status/);
+    assert.match(notes, /mounts a ConfigMap or Secret needs\s+that object in EVERY injected namespace/);
+    assert.match(notes, new RegExp(`kubectl -n ${NAMESPACE} delete secret ${FULLNAME}-tls`));
+  });
+});
