@@ -623,6 +623,42 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     assert.match(set.stderr, /at '\/certificates\/mode': value must be one of/);
   });
 
+  it('documents every value: a comment in values.yaml, a schema entry and a row in the chart README', () => {
+    const schema = JSON.parse(readFileSync(`${CHART_DIR}/values.schema.json`, 'utf8')) as Obj;
+    const values = parseYaml(readFileSync(`${CHART_DIR}/values.yaml`, 'utf8')) as Obj;
+    // A value is a schema property that is not itself a closed object of values.
+    const leaves: string[] = [];
+    const walk = (node: Obj, prefix: string): void => {
+      for (const [key, property] of Object.entries((node['properties'] ?? {}) as Record<string, Obj>)) {
+        const path = prefix === '' ? key : `${prefix}.${key}`;
+        if (property['properties'] !== undefined && property['additionalProperties'] === false) walk(property, path);
+        else if (path !== 'global') leaves.push(path);
+      }
+    };
+    walk(schema, '');
+    assert.ok(leaves.length > 60, `only ${leaves.length} values`);
+    for (const path of leaves) assert.notEqual(at(values, ...path.split('.')), undefined, `${path}: in the schema, not in values.yaml`);
+
+    const lines = readFileSync(`${CHART_DIR}/values.yaml`, 'utf8').split('\n');
+    const stack: { indent: number; key: string }[] = [];
+    const commented = new Set<string>();
+    lines.forEach((line, index) => {
+      const match = /^(\s*)([A-Za-z][\w-]*):/.exec(line);
+      if (match === null) return;
+      const indent = (match[1] ?? '').length;
+      while (stack.length > 0 && (stack.at(-1)?.indent ?? 0) >= indent) stack.pop();
+      stack.push({ indent, key: match[2] ?? '' });
+      const previous = lines.slice(0, index).reverse().find((candidate) => candidate.trim() !== '') ?? '';
+      if (previous.trim().startsWith('#')) commented.add(stack.map((entry) => entry.key).join('.'));
+    });
+    for (const path of leaves) assert.ok(commented.has(path), `values.yaml: ${path} has no comment above it`);
+
+    const readme = readFileSync(`${CHART_DIR}/README.md`, 'utf8').split(/^## /m).find((section) => section.startsWith('Values\n')) ?? '';
+    const rows = new Set([...readme.matchAll(/^\| `([\w.]+)` \|/gm)].map((match) => match[1]));
+    assert.deepEqual([...rows].filter((row) => !leaves.includes(row as string)), [], 'README rows for values that do not exist');
+    assert.deepEqual(leaves.filter((path) => !rows.has(path)), [], 'values missing from the README table');
+  });
+
   it('secret mode fails with a clear message without its caBundle', async () => {
     const result = await helm(['template', RELEASE, CHART_DIR, ...(await valuesArgs({ certificates: { mode: 'secret', secretName: 'x', caBundle: '' } }))]);
     assert.notEqual(result.code, 0);
