@@ -2,7 +2,7 @@
  * Child processes of the bench: our server, the floor server, load workers.
  * Every child is tracked so that an interrupted or failed run leaves none behind.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -114,6 +114,27 @@ export function readMemory(pid: number): MemoryStatus {
     return Number(match[1]) * 1024;
   };
   return { rss: kib('VmRSS'), hwm: kib('VmHWM') };
+}
+
+/** Clock ticks per second of /proc/PID/stat times (USER_HZ: 100 on every Linux we run on). */
+const CLOCK_TICKS = (() => {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
+/**
+ * CPU time (user + system) a live process has used, in seconds. Measured per
+ * round, it gives CPU per request: unlike req/s, hardly moved by other work
+ * on a shared machine.
+ */
+export function readCpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the parenthesised command name (which may hold spaces): state is field 3, utime 14, stime 15.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
 }
 
 /** Samples a process's memory every `intervalMs` until stopped; keeps the highest VmRSS and VmHWM seen. */

@@ -14,9 +14,10 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
+import ts from 'typescript';
 import { httpsRequest } from './https-client.js';
 import type { LoadResult, LoadSpec } from './load.js';
-import { MemorySampler, ROOT, killAllChildren, readMemory, runNode, startServer, type ServerProcess } from './processes.js';
+import { MemorySampler, ROOT, killAllChildren, readCpuSeconds, readMemory, runNode, startServer, type ServerProcess } from './processes.js';
 import { burstReviews, largeReview, seedReview, skippedReview } from './reviews.js';
 
 const MIB = 1024 * 1024;
@@ -26,16 +27,19 @@ const { values: flags } = parseArgs({
     quick: { type: 'boolean', default: false },
     'skip-install': { type: 'boolean', default: false },
     'no-write': { type: 'boolean', default: false },
+    /** Comma-separated scenario names; the memory, cold-start and install figures are then skipped. */
+    only: { type: 'string' },
   },
 });
 const QUICK = flags.quick;
+const ONLY = flags.only?.split(',').map((name) => name.trim());
 
 /** Seconds per timed round, per warm-up, and requests for the memory check; --quick shrinks all. */
 const SETTINGS = {
-  roundSeconds: QUICK ? 2 : 5,
+  roundSeconds: QUICK ? 2 : 3,
   warmupSeconds: QUICK ? 1 : 2,
-  /** Rounds per server, in the order ours, floor, floor, ours, … (ABBA) so that drift on the machine cancels. */
-  rounds: 2,
+  /** Rounds per server, in the order ours, floor, floor, ours, ours, … (ABBA) so that drift on the machine cancels. */
+  rounds: QUICK ? 2 : 4,
   burstSize: 2000,
   memoryRequests: QUICK ? [2_000, 20_000] : [20_000, 200_000],
   coldStarts: QUICK ? 3 : 7,
@@ -57,10 +61,10 @@ interface Scenario {
 
 const compact = (value: unknown): string => JSON.stringify(value);
 const seedBody = compact(seedReview());
-const SCENARIOS: readonly Scenario[] = [
+const ALL_SCENARIOS: readonly Scenario[] = [
   { name: 'seed', description: 'seed Pod, injected', connections: 50, expectPatch: true, bodies: [seedBody] },
   { name: 'skip', description: 'seed Pod annotated inject "false", skipped', connections: 50, expectPatch: false, bodies: [compact(skippedReview())] },
-  { name: 'large', description: '~1 MiB Pod (40 containers, 2,000 env vars), injected', connections: 8, expectPatch: true, bodies: [compact(largeReview())] },
+  { name: 'large', description: '~1 MiB Pod (40 containers, 2,000 env vars), injected', connections: 4, expectPatch: true, bodies: [compact(largeReview())] },
   {
     name: 'burst',
     description: `${SETTINGS.burstSize} reviews of a Deployment scaled 0 → ${SETTINGS.burstSize} (distinct uids, generateName), fresh connections`,
@@ -72,14 +76,25 @@ const SCENARIOS: readonly Scenario[] = [
   },
 ];
 
+const SCENARIOS = ALL_SCENARIOS.filter((scenario) => ONLY === undefined || ONLY.includes(scenario.name));
+if (SCENARIOS.length === 0) throw new Error(`--only: no scenario among ${ALL_SCENARIOS.map((scenario) => scenario.name).join(', ')}`);
+
+/** One load run and the CPU time the server spent on it. */
+interface Round extends LoadResult {
+  readonly serverCpuSeconds: number;
+  readonly cpuUsPerRequest: number;
+}
+
 interface ServerFigures {
   readonly requestsPerSecond: number;
+  /** Server CPU (user + system) per response: robust to other work on the machine. */
+  readonly cpuUsPerRequest: number;
   readonly p50Ms: number;
   readonly p99Ms: number;
   readonly maxMs: number;
   /** non-2xx + socket errors + timeouts, over every run of this server in the scenario (warm-up included). */
   readonly errors: number;
-  readonly rounds: readonly LoadResult[];
+  readonly rounds: readonly Round[];
 }
 
 interface ScenarioResult {
@@ -94,7 +109,9 @@ interface ScenarioResult {
   /** VmHWM of our server process over the scenario (a fresh process per scenario). */
   readonly oursPeakRssBytes: number;
   readonly floorPeakRssBytes: number;
-  readonly ratios: { readonly throughput: number; readonly p99: number };
+  readonly ratios: { readonly throughput: number; readonly p99: number; readonly cpuPerRequest: number };
+  /** /proc/loadavg (1 min) before and after: other work on the machine shows here. */
+  readonly loadAverage: readonly [number, number];
 }
 
 const work = mkdtempSync(join(tmpdir(), 'envoy-injector-bench-'));
@@ -129,11 +146,29 @@ function startOurs(): Promise<ServerProcess> {
   );
 }
 
+/**
+ * The floor server and the load worker run as plain JavaScript, as our
+ * compiled server does: no tsx loader in their process (under tsx the floor
+ * measured ~40% slower and 40 MiB larger). They are compiled next to
+ * node_modules so that `fastify` and `autocannon` resolve to the very
+ * packages our server and package.json use.
+ */
+function compileBenchScript(name: string): string {
+  const dir = join(ROOT, 'node_modules', '.cache', 'envoy-injector-bench');
+  mkdirSync(dir, { recursive: true });
+  const source = readFileSync(join(ROOT, 'bench', `${name}.ts`), 'utf8');
+  const { outputText } = ts.transpileModule(source, {
+    compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022, verbatimModuleSyntax: true },
+  });
+  const file = join(dir, `${name}.mjs`);
+  writeFileSync(file, outputText);
+  return file;
+}
+const FLOOR_SCRIPT = compileBenchScript('floor-server');
+const LOAD_SCRIPT = compileBenchScript('load');
+
 function startFloor(responseFile: string): Promise<ServerProcess> {
-  return startServer(
-    ['--import', 'tsx', 'bench/floor-server.ts', join(certsDir, 'tls.crt'), join(certsDir, 'tls.key'), responseFile],
-    'floor serving https',
-  );
+  return startServer([FLOOR_SCRIPT, join(certsDir, 'tls.crt'), join(certsDir, 'tls.key'), responseFile], 'floor serving https');
 }
 
 function caPem(): string {
@@ -152,8 +187,12 @@ async function load(server: ServerProcess, bodiesFile: string, connections: numb
   const specFile = join(work, `load-${loadCount++}.json`);
   writeFileSync(specFile, JSON.stringify(spec));
   const budgetMs = ('durationSeconds' in run ? run.durationSeconds * 1000 : 120_000) + 60_000;
-  const output = await runNode(['--import', 'tsx', 'bench/load.ts', specFile], budgetMs);
+  const output = await runNode([LOAD_SCRIPT, specFile], budgetMs);
   return JSON.parse(output.trim().split('\n').at(-1) ?? '{}') as LoadResult;
+}
+
+function loadAverage(): number {
+  return Number(readFileSync('/proc/loadavg', 'utf8').split(' ')[0]);
 }
 
 function errorsOf(result: LoadResult): number {
@@ -170,9 +209,10 @@ function median(values: readonly number[]): number {
   return sorted.length % 2 === 1 ? (sorted[middle] ?? NaN) : ((sorted[middle - 1] ?? NaN) + (sorted[middle] ?? NaN)) / 2;
 }
 
-function figures(rounds: readonly LoadResult[], warmups: readonly LoadResult[]): ServerFigures {
+function figures(rounds: readonly Round[], warmups: readonly LoadResult[]): ServerFigures {
   return {
     requestsPerSecond: mean(rounds.map((round) => round.requestsPerSecond)),
+    cpuUsPerRequest: mean(rounds.map((round) => round.cpuUsPerRequest)),
     p50Ms: mean(rounds.map((round) => round.latencyMs.p50)),
     p99Ms: mean(rounds.map((round) => round.latencyMs.p99)),
     maxMs: Math.max(...rounds.map((round) => round.latencyMs.max)),
@@ -219,16 +259,22 @@ async function runScenario(scenario: Scenario, responseFile: string): Promise<Sc
 
     const servers = { ours, floor };
     const warmups: Record<'ours' | 'floor', LoadResult[]> = { ours: [], floor: [] };
-    const rounds: Record<'ours' | 'floor', LoadResult[]> = { ours: [], floor: [] };
+    const rounds: Record<'ours' | 'floor', Round[]> = { ours: [], floor: [] };
+    const loadBefore = loadAverage();
     for (const side of ['ours', 'floor'] as const) {
       warmups[side].push(await load(servers[side], warmupFile, scenario.connections, { durationSeconds: SETTINGS.warmupSeconds }));
     }
     const order = Array.from({ length: SETTINGS.rounds }, (_, i) => (i % 2 === 0 ? (['ours', 'floor'] as const) : (['floor', 'ours'] as const))).flat();
     for (const side of order) {
       const run = scenario.amount === undefined ? { durationSeconds: SETTINGS.roundSeconds } : { amount: scenario.amount };
+      const cpuBefore = readCpuSeconds(servers[side].pid);
       const result = await load(servers[side], bodiesFile, scenario.connections, run);
-      rounds[side].push(result);
-      log(`  ${scenario.name} ${side.padEnd(5)} ${result.requestsPerSecond.toFixed(0).padStart(6)} req/s  p99 ${result.latencyMs.p99.toFixed(2)} ms  errors ${errorsOf(result)}`);
+      const serverCpuSeconds = readCpuSeconds(servers[side].pid) - cpuBefore;
+      rounds[side].push({ ...result, serverCpuSeconds, cpuUsPerRequest: (serverCpuSeconds * 1e6) / result.responses });
+      log(
+        `  ${scenario.name} ${side.padEnd(5)} ${result.requestsPerSecond.toFixed(0).padStart(6)} req/s  p99 ${result.latencyMs.p99.toFixed(2).padStart(7)} ms  ` +
+          `CPU ${((serverCpuSeconds * 1e6) / result.responses).toFixed(0).padStart(5)} µs/req  errors ${errorsOf(result)}`,
+      );
     }
     const oursFigures = figures(rounds.ours, warmups.ours);
     const floorFigures = figures(rounds.floor, warmups.floor);
@@ -246,7 +292,9 @@ async function runScenario(scenario: Scenario, responseFile: string): Promise<Sc
       ratios: {
         throughput: oursFigures.requestsPerSecond / floorFigures.requestsPerSecond,
         p99: oursFigures.p99Ms / floorFigures.p99Ms,
+        cpuPerRequest: oursFigures.cpuUsPerRequest / floorFigures.cpuUsPerRequest,
       },
+      loadAverage: [loadBefore, loadAverage()],
     };
   } finally {
     oursMemory.stop();
@@ -358,6 +406,14 @@ function versionOf(name: string): string {
   return (JSON.parse(readFileSync(join(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
 }
 
+function srcDirty(): boolean | undefined {
+  try {
+    return execFileSync('git', ['status', '--porcelain', '--', 'src'], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim() !== '';
+  } catch {
+    return undefined;
+  }
+}
+
 function gitCommit(): string | undefined {
   try {
     return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
@@ -378,6 +434,59 @@ function table(rows: readonly (readonly string[])[]): string {
   return rows.map((row) => row.map((cell, column) => (column === 0 ? cell.padEnd(widths[column] ?? 0) : cell.padStart(widths[column] ?? 0))).join('  ')).join('\n');
 }
 
+function machineInfo() {
+  return {
+    cpus: cpus().length,
+    cpuModel: cpus()[0]?.model ?? 'unknown',
+    node: process.version,
+    fastify: versionOf('fastify'),
+    autocannon: versionOf('autocannon'),
+    commit: gitCommit(),
+    /** Uncommitted changes under src/ were built into dist/ and measured. */
+    srcDirty: srcDirty(),
+  };
+}
+
+function header(startedAt: Date, machine: ReturnType<typeof machineInfo>): string {
+  return [
+    '',
+    `envoy-injector bench, ${startedAt.toISOString()}, commit ${machine.commit ?? '?'}${machine.srcDirty ? ' + uncommitted src/' : ''}`,
+    `${machine.cpus} × ${machine.cpuModel}, Node ${machine.node}, Fastify ${machine.fastify}, autocannon ${machine.autocannon}${QUICK ? ' (QUICK: short rounds, not comparable)' : ''}`,
+  ].join('\n');
+}
+
+function scenarioTable(scenarios: readonly ScenarioResult[]): string {
+  const rows: string[][] = [
+    ['scenario', 'server', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'max ms', 'errors', 'peak RSS MiB', 'CPU µs/req', 'ours/floor req/s', 'ours/floor p99', 'ours/floor CPU'],
+  ];
+  for (const scenario of scenarios) {
+    for (const side of ['ours', 'floor'] as const) {
+      const figure = scenario[side];
+      rows.push([
+        side === 'ours' ? scenario.name : '',
+        side,
+        String(scenario.connections),
+        fmt.rps(figure.requestsPerSecond),
+        fmt.ms(figure.p50Ms),
+        fmt.ms(figure.p99Ms),
+        fmt.ms(figure.maxMs),
+        String(figure.errors),
+        fmt.mib(side === 'ours' ? scenario.oursPeakRssBytes : scenario.floorPeakRssBytes),
+        figure.cpuUsPerRequest.toFixed(0),
+        side === 'ours' ? fmt.ratio(scenario.ratios.throughput) : '',
+        side === 'ours' ? fmt.ratio(scenario.ratios.p99) : '',
+        side === 'ours' ? fmt.ratio(scenario.ratios.cpuPerRequest) : '',
+      ]);
+    }
+  }
+  return table(rows);
+}
+
+/** --only: the scenarios' table, nothing written. */
+function printScenarios(scenarios: readonly ScenarioResult[], startedAt: Date): void {
+  process.stdout.write(`${header(startedAt, machineInfo())}\n\n${scenarioTable(scenarios)}\n\n`);
+}
+
 async function main(): Promise<void> {
   const startedAt = new Date();
   log(`bench: work dir ${work}`);
@@ -388,6 +497,10 @@ async function main(): Promise<void> {
   for (const scenario of SCENARIOS) {
     log(`bench: scenario ${scenario.name} (${scenario.description}), ${scenario.connections} connections`);
     scenarios.push(await runScenario(scenario, responses.get(scenario.name) ?? ''));
+  }
+  if (ONLY !== undefined) {
+    printScenarios(scenarios, startedAt);
+    return;
   }
   log(`bench: memory flatness, ${SETTINGS.memoryRequests.join(' then ')} seed requests`);
   const memory = await memoryFlatness();
@@ -416,37 +529,8 @@ async function main(): Promise<void> {
     { name: 'cold start < 1 s (median)', value: `${cold.medianMs.toFixed(0)} ms`, limit: '< 1000 ms', pass: cold.medianMs < 1000 },
   ];
 
-  const machine = {
-    cpus: cpus().length,
-    cpuModel: cpus()[0]?.model ?? 'unknown',
-    node: process.version,
-    fastify: versionOf('fastify'),
-    autocannon: versionOf('autocannon'),
-    commit: gitCommit(),
-  };
-
-  const rows: string[][] = [['scenario', 'server', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'max ms', 'errors', 'peak RSS MiB', 'ours/floor req/s', 'ours/floor p99']];
-  for (const scenario of scenarios) {
-    for (const side of ['ours', 'floor'] as const) {
-      const figure = scenario[side];
-      rows.push([
-        side === 'ours' ? scenario.name : '',
-        side,
-        String(scenario.connections),
-        fmt.rps(figure.requestsPerSecond),
-        fmt.ms(figure.p50Ms),
-        fmt.ms(figure.p99Ms),
-        fmt.ms(figure.maxMs),
-        String(figure.errors),
-        fmt.mib(side === 'ours' ? scenario.oursPeakRssBytes : scenario.floorPeakRssBytes),
-        side === 'ours' ? fmt.ratio(scenario.ratios.throughput) : '',
-        side === 'ours' ? fmt.ratio(scenario.ratios.p99) : '',
-      ]);
-    }
-  }
-  const out: string[] = [];
-  out.push('', `envoy-injector bench, ${startedAt.toISOString()}, ${machine.cpus} × ${machine.cpuModel}, Node ${machine.node}, Fastify ${machine.fastify}, autocannon ${machine.autocannon}${QUICK ? ' (QUICK: short rounds, not comparable)' : ''}`, '');
-  out.push(table(rows), '');
+  const machine = machineInfo();
+  const out: string[] = [header(startedAt, machine), '', scenarioTable(scenarios), ''];
   out.push(`memory flatness: RSS ${memory.rssBytes.map((bytes, i) => `${fmt.mib(bytes)} MiB after ${memory.requests[i]}`).join(', ')} (${((memory.ratio - 1) * 100).toFixed(1)}%)`);
   out.push(`cold start to /readyz 200: median ${cold.medianMs.toFixed(0)} ms of ${cold.startsMs.length} (listening after ${cold.listeningMedianMs.toFixed(0)} ms)`);
   if (install !== undefined) {
