@@ -1,72 +1,16 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { Readable } from 'node:stream';
 import { after, afterEach, before, beforeEach, describe, it, type TestContext } from 'node:test';
-import { parseServeArgs, startInjector, type RunningInjector } from '../src/commands/serve.js';
 import { FakeApiServer } from './helpers/fake-api-server.js';
 import { httpsCall } from './helpers/https-client.js';
-import { addedImages, addedVolumes, decodeReview, podReview, type DecodedReview } from './helpers/reviews.js';
-import { captureLog, type CapturedLog } from './helpers/server.js';
+import { NAMESPACE, startHarness, until, type Harness } from './helpers/injector-harness.js';
+import { addedImages, addedVolumes } from './helpers/reviews.js';
 
-const NAMESPACE = 'envoy-injector';
-const silentIo = { stdin: Readable.from([]), stdout: { write: () => true }, stderr: { write: () => true } };
 
 function templateConfigMap(data: Record<string, string>) {
   return { metadata: { name: 'envoy-initializer', namespace: NAMESPACE }, data };
 }
 const envoy = (image: string, volume = 'envoy-conf') =>
   `containers:\n  - name: envoy\n    image: ${image}\n    volumeMounts: [{name: ${volume}, mountPath: /etc/envoy}]\nvolumes:\n  - name: ${volume}\n    emptyDir: {}\n`;
-
-async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 5_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
-
-interface Harness {
-  readonly fake: FakeApiServer;
-  readonly injector: RunningInjector;
-  readonly log: CapturedLog;
-  readonly url: string;
-  readonly ca: string;
-  review(options: Parameters<typeof podReview>[0]): Promise<DecodedReview>;
-  readiness(): Promise<{ status: number; body: { ready: boolean; staleSeconds?: number; checks: { template: string } } }>;
-}
-
-async function startHarness(fake: FakeApiServer, extraArgs: string[] = []): Promise<Harness> {
-  const certsDir = mkdtempSync(join(tmpdir(), 'ei-cluster-'));
-  const settings = parseServeArgs(
-    ['--kubeconfig', fake.writeKubeconfig(), '--namespace', NAMESPACE, '--host', '127.0.0.1', '--port', '0', '--certs-dir', certsDir, ...extraArgs],
-    {},
-  );
-  assert.ok(settings !== undefined);
-  const log = captureLog();
-  const injector = await startInjector(settings, { io: silentIo, env: {}, log: log.logger, backoff: { initialMs: 20, maxMs: 200 } });
-  const url = `https://127.0.0.1:${injector.server.port}`;
-  const ca = readFileSync(join(certsDir, 'ca.crt'), 'utf8');
-  return {
-    fake,
-    injector,
-    log,
-    url,
-    ca,
-    review: async (options) => {
-      const response = await httpsCall(`${url}/mutate`, { ca, body: JSON.stringify(podReview(options)) });
-      assert.equal(response.status, 200, response.body);
-      return decodeReview(response.body);
-    },
-    readiness: async () => {
-      const response = await httpsCall(`${url}/readyz`, { ca });
-      return { status: response.status, body: JSON.parse(response.body) as Awaited<ReturnType<Harness['readiness']>>['body'] };
-    },
-  };
-}
 
 describe('following the cluster: template ConfigMap and Namespace labels', () => {
   let fake: FakeApiServer;

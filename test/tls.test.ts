@@ -78,7 +78,7 @@ describe('client certificates (--client-ca)', () => {
     const certs = await makeTestCertificates();
     const clientCaFile = join(certs.dir, 'client-ca.crt');
     writeFileSync(clientCaFile, clientCa.cert);
-    const server = await startTestServer({ certs, tls: { certFile: certs.certFile, keyFile: certs.keyFile, clientCaFile } });
+    const server = await startTestServer({ certs, tls: { files: { certFile: certs.certFile, keyFile: certs.keyFile, clientCaFile } } });
     try {
       await assert.rejects(httpsCall(`${server.url}/healthz`, { ca: server.ca }), /certificate|socket hang up|ECONNRESET/i);
       const ok = await httpsCall(`${server.url}/healthz`, { ca: server.ca, extra: { cert: client.cert, key: client.private } });

@@ -6,9 +6,11 @@ import { connectToCluster } from '../kube/cluster-connection.js';
 import { startClusterWatches, type ClusterWatches } from '../kube/cluster-watches.js';
 import { DEFAULT_BACKOFF, type Backoff } from '../kube/resilient-informer.js';
 import type { InjectorMetrics } from '../server/metrics.js';
-import { createLogger, createServerState, ensureDevCertificates, startServer, type RunningServer } from '../server/serve.js';
+import { createLogger, createServerState, ensureDevCertificates, startServer, type RunningServer, type ServeOptions } from '../server/serve.js';
 import type { ServerState } from '../server/server-state.js';
-import type { TlsFiles } from '../server/tls-files.js';
+import { readPem, type TlsMaterial } from '../server/tls-files.js';
+import { CertificateManager, DEFAULT_CERTIFICATE_SETTINGS, type CertificateSettings } from '../kube/certificate-manager.js';
+import { retryUntilDone } from '../kube/retry.js';
 import { loadTemplates, type CommandIo } from './io.js';
 
 export const SERVE_HELP = `Usage: envoy-injector serve [options]
@@ -23,6 +25,12 @@ Options:
   --tls-key FILE            TLS_KEY_FILE         its private key (PEM)
   --client-ca FILE          TLS_CLIENT_CA_FILE   require client certificates signed by this CA
   --certs-dir DIR           CERTS_DIR            without --tls-cert: dev certificates here, made if absent (default certs)
+  --cert-mode MODE          CERT_MODE            files (the flags above) | auto (a Secret the injector makes,
+                                                 shares, renews, and whose CA it puts in the webhook's caBundle)
+  --cert-secret NAME        CERT_SECRET          auto: the Secret in --namespace (default envoy-injector-tls)
+  --webhook-config NAME     WEBHOOK_CONFIG_NAME  auto: the MutatingWebhookConfiguration to patch (default envoy-injector)
+  --service-name NAME       SERVICE_NAME         auto: the Service the certificate names (default envoy-injector)
+  --cluster-domain NAME     CLUSTER_DOMAIN       auto: the cluster's DNS domain (default cluster.local)
   --kubeconfig FILE         KUBECONFIG           the cluster to watch; in a Pod, its service account is used
   --configmap NAME          TEMPLATE_CONFIGMAP   the template ConfigMap watched in --namespace (default envoy-initializer)
   --template-file FILE      TEMPLATE_FILE        sidecar templates from a file (ConfigMap or bare template), no
@@ -46,6 +54,11 @@ const OPTIONS = {
   'tls-key': { env: 'TLS_KEY_FILE', default: undefined },
   'client-ca': { env: 'TLS_CLIENT_CA_FILE', default: undefined },
   'certs-dir': { env: 'CERTS_DIR', default: 'certs' },
+  'cert-mode': { env: 'CERT_MODE', default: 'files' },
+  'cert-secret': { env: 'CERT_SECRET', default: 'envoy-injector-tls' },
+  'webhook-config': { env: 'WEBHOOK_CONFIG_NAME', default: 'envoy-injector' },
+  'service-name': { env: 'SERVICE_NAME', default: 'envoy-injector' },
+  'cluster-domain': { env: 'CLUSTER_DOMAIN', default: 'cluster.local' },
   kubeconfig: { env: 'KUBECONFIG', default: undefined },
   configmap: { env: 'TEMPLATE_CONFIGMAP', default: 'envoy-initializer' },
   'template-file': { env: 'TEMPLATE_FILE', default: undefined },
@@ -70,6 +83,10 @@ export interface ServeSettings {
   readonly tls: { readonly certFile: string; readonly keyFile: string } | undefined;
   readonly clientCaFile: string | undefined;
   readonly certsDir: string;
+  /** `auto`: certificates from a Secret the injector manages (see CertificateManager). */
+  readonly certificates:
+    | { readonly mode: 'files' }
+    | { readonly mode: 'auto'; readonly secretName: string; readonly webhookConfigName: string; readonly serviceName: string; readonly clusterDomain: string };
   readonly kubeconfig: string | undefined;
   readonly configMapName: string;
   readonly templateFile: string | undefined;
@@ -102,6 +119,9 @@ export function parseServeArgs(args: readonly string[], env: NodeJS.ProcessEnv):
   const certFile = setting('tls-cert');
   const keyFile = setting('tls-key');
   if ((certFile === undefined) !== (keyFile === undefined)) throw new UsageError('--tls-cert and --tls-key go together');
+  const certMode = setting('cert-mode');
+  if (certMode !== 'files' && certMode !== 'auto') throw new UsageError('--cert-mode: must be files or auto');
+  if (certMode === 'auto' && certFile !== undefined) throw new UsageError('--cert-mode auto makes its own certificate: drop --tls-cert and --tls-key');
   return {
     port: parseInteger(setting('port'), '--port', 0, 65535),
     host: setting('host') ?? '::',
@@ -109,6 +129,16 @@ export function parseServeArgs(args: readonly string[], env: NodeJS.ProcessEnv):
     tls: certFile === undefined || keyFile === undefined ? undefined : { certFile, keyFile },
     clientCaFile: setting('client-ca'),
     certsDir: setting('certs-dir') ?? 'certs',
+    certificates:
+      certMode === 'files'
+        ? { mode: 'files' }
+        : {
+            mode: 'auto',
+            secretName: setting('cert-secret') ?? 'envoy-injector-tls',
+            webhookConfigName: setting('webhook-config') ?? 'envoy-injector',
+            serviceName: setting('service-name') ?? 'envoy-injector',
+            clusterDomain: setting('cluster-domain') ?? 'cluster.local',
+          },
     // KUBECONFIG from the environment is left to client-node, which merges a list of files as kubectl does.
     kubeconfig: values.kubeconfig,
     configMapName: setting('configmap') ?? 'envoy-initializer',
@@ -128,6 +158,8 @@ export interface RunningInjector {
   readonly state: ServerState;
   readonly metrics: InjectorMetrics;
   readonly cluster: ClusterWatches | undefined;
+  /** Present in `--cert-mode auto`. */
+  readonly certificates: CertificateManager | undefined;
   /** Readiness false, drain, close, stop the watches. */
   stop(): Promise<void>;
 }
@@ -135,21 +167,58 @@ export interface RunningInjector {
 /** Wires settings into a running injector: templates, cluster watches, TLS, the HTTPS server. */
 export async function startInjector(
   settings: ServeSettings,
-  context: { io: CommandIo; env: NodeJS.ProcessEnv; log: Logger; backoff?: Backoff },
+  context: {
+    io: CommandIo;
+    env: NodeJS.ProcessEnv;
+    log: Logger;
+    /** Tests shorten these; production uses the defaults. */
+    backoff?: Backoff;
+    certificateSettings?: Partial<CertificateSettings>;
+    now?: () => Date;
+  },
 ): Promise<RunningInjector> {
   const { io, log } = context;
-  const tls: TlsFiles = {
-    ...(settings.tls ?? (await ensureDevCertificates(settings.certsDir, [], log))),
-    clientCaFile: settings.clientCaFile,
-  };
+  const backoff = context.backoff ?? DEFAULT_BACKOFF;
   const connection = connectToCluster({ kubeconfig: settings.kubeconfig, env: context.env });
   const ownNamespace = settings.namespace ?? connection?.contextNamespace;
-  const { state, metrics } = createServerState(
-    log,
+  // A template file, or outside a cluster the bundled one; in a cluster the ConfigMap watch fills the store.
+  const initialTemplates =
     settings.templateFile !== undefined || connection === undefined
       ? { set: await loadTemplates(settings.templateFile, io), source: settings.templateFile ?? 'the bundled seed template' }
-      : undefined,
-  );
+      : undefined;
+  const { state, metrics } = createServerState(log, initialTemplates);
+
+  // TLS: files (polled), or a Secret the certificate manager keeps fresh.
+  let server: RunningServer | undefined;
+  let certificates: CertificateManager | undefined;
+  let tls: ServeOptions['tls'];
+  if (settings.certificates.mode === 'auto') {
+    if (connection === undefined) throw new UsageError('--cert-mode auto needs a cluster (--kubeconfig, or running in a Pod)');
+    const clientCa = settings.clientCaFile === undefined ? undefined : await readPem(settings.clientCaFile);
+    let pending: TlsMaterial | undefined;
+    const manager = new CertificateManager({
+      kubeConfig: connection.kubeConfig,
+      settings: { ...DEFAULT_CERTIFICATE_SETTINGS, ...settings.certificates, namespace: ownNamespace ?? 'default', ...context.certificateSettings },
+      log,
+      backoff,
+      onServingCertificate: (material) => {
+        pending = { ...material, clientCa };
+        server?.setTls(pending);
+      },
+      ...(context.now === undefined ? {} : { now: context.now }),
+    });
+    certificates = manager;
+    const material = await retryUntilDone('preparing the serving certificate', () => manager.start(), backoff, log);
+    // A renewal may have arrived while the server was not up yet.
+    tls = { material: pending ?? { ...material, clientCa } };
+  } else {
+    tls = {
+      files: {
+        ...(settings.tls ?? (await ensureDevCertificates(settings.certsDir, [], log))),
+        clientCaFile: settings.clientCaFile,
+      },
+    };
+  }
   const cluster =
     connection === undefined
       ? undefined
@@ -158,15 +227,15 @@ export async function startInjector(
           namespace: ownNamespace ?? 'default',
           configMapName: settings.templateFile === undefined ? settings.configMapName : undefined,
           store: state.templates,
-          backoff: context.backoff ?? DEFAULT_BACKOFF,
+          backoff,
           namespaceLookupTimeoutMs: 1_000,
           log,
         });
   if (cluster !== undefined) state.staleSeconds = () => cluster.staleSeconds();
 
-  let server: RunningServer;
+  let running: RunningServer;
   try {
-    server = await startServer({
+    running = server = await startServer({
       port: settings.port,
       host: settings.host,
       tls,
@@ -186,9 +255,10 @@ export async function startInjector(
     });
   } catch (error) {
     cluster?.stop();
+    certificates?.stop();
     throw error;
   }
-  if (settings.tls === undefined) {
+  if (settings.tls === undefined && settings.certificates.mode === 'files') {
     const ca = join(settings.certsDir, 'ca.crt');
     io.stderr.write(
       `try it: curl --cacert ${ca} -H Content-Type:application/json --data-binary @examples/admission-review.json https://localhost:${server.port}/mutate\n`,
@@ -199,9 +269,11 @@ export async function startInjector(
     state,
     metrics,
     cluster,
+    certificates,
     stop: async () => {
-      await server.shutdown();
+      await running.shutdown();
       cluster?.stop();
+      certificates?.stop();
     },
   };
 }

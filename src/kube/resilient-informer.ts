@@ -11,6 +11,12 @@ export interface Backoff {
 /** client-go's defaults are close: start fast, cap at half a minute. */
 export const DEFAULT_BACKOFF: Backoff = { initialMs: 250, maxMs: 30_000 };
 
+/** The delay before retry number `failures` (0-based): exponential, capped, with jitter over its upper half. */
+export function backoffDelayMs(backoff: Backoff, failures: number): number {
+  const ceiling = Math.min(backoff.maxMs, backoff.initialMs * 2 ** failures);
+  return Math.round(ceiling / 2 + (Math.random() * ceiling) / 2);
+}
+
 /**
  * client-node's ListWatch (list, then watch from the list's resourceVersion,
  * relist on 410 Gone) made to survive: any other error stops a ListWatch, so
@@ -81,8 +87,7 @@ export class ResilientInformer<T extends KubernetesObject> {
 
   #scheduleRestart(error: unknown): void {
     if (this.#stopped || this.#restartTimer !== undefined) return;
-    const ceiling = Math.min(this.#backoff.maxMs, this.#backoff.initialMs * 2 ** this.#failures);
-    const delayMs = Math.round(ceiling / 2 + (Math.random() * ceiling) / 2);
+    const delayMs = backoffDelayMs(this.#backoff, this.#failures);
     this.#failures += 1;
     const reason = describeKubeError(error);
     this.#log.warn({ watch: this.#name, error: reason, retryInMs: delayMs, failures: this.#failures }, `watch of ${this.#name} failed (${reason}); retrying in ${delayMs} ms`);

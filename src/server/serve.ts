@@ -16,7 +16,8 @@ export interface ServeOptions {
   readonly port: number;
   /** `::` listens on every IPv6 and IPv4 address. */
   readonly host: string;
-  readonly tls: TlsFiles;
+  /** Files (polled every tlsReloadIntervalMs), or material someone else keeps fresh through setTls. */
+  readonly tls: { readonly files: TlsFiles } | { readonly material: TlsMaterial };
   readonly tlsReloadIntervalMs: number;
   /** Live state shared with the cluster watches (see createServerState). */
   readonly state: ServerState;
@@ -82,7 +83,7 @@ export async function writeCertificateFiles(dir: string, hosts: readonly string[
 export async function startServer(options: ServeOptions): Promise<RunningServer> {
   const { log, state, metrics } = options;
 
-  const initialTls = await readTlsFiles(options.tls);
+  const initialTls = 'files' in options.tls ? await readTlsFiles(options.tls.files) : options.tls.material;
   const app = buildApp({
     log,
     state,
@@ -106,16 +107,19 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
   state.tls = initialTls.info;
   metrics.certificateExpiry.set(initialTls.info.notAfter.getTime() / 1000);
 
-  const watcher = new TlsFileWatcher({
-    files: options.tls,
-    initial: initialTls,
-    intervalMs: options.tlsReloadIntervalMs,
-    onChange: setTls,
-    onError: (error) => log.error({ err: error }, `new certificate files rejected, still serving the previous certificate: ${error.message}`),
-  });
+  const watcher =
+    'files' in options.tls
+      ? new TlsFileWatcher({
+          files: options.tls.files,
+          initial: initialTls,
+          intervalMs: options.tlsReloadIntervalMs,
+          onChange: setTls,
+          onError: (error) => log.error({ err: error }, `new certificate files rejected, still serving the previous certificate: ${error.message}`),
+        })
+      : undefined;
 
   await listen(app, options.host, options.port, log);
-  watcher.start();
+  watcher?.start();
   const port = (app.server.address() as AddressInfo).port;
   log.info({ port, host: options.host, serial: initialTls.info.serialNumber }, `envoy-injector serving https on port ${port}`);
 
@@ -128,7 +132,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
       shutdown ??= (async () => {
         state.draining = true;
         log.info({ delayMs: options.shutdownDelayMs }, 'shutting down: readiness is false, draining');
-        watcher.stop();
+        watcher?.stop();
         await sleep(options.shutdownDelayMs);
         const force = setTimeout(() => {
           log.warn({ timeoutMs: options.shutdownTimeoutMs }, 'shutdown timed out: closing open connections');

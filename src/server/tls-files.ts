@@ -21,19 +21,21 @@ export interface TlsMaterial {
 
 /** Reads and checks the files; throws a CertificateError naming the file on any problem. */
 export async function readTlsFiles(files: TlsFiles): Promise<TlsMaterial> {
-  const read = async (path: string): Promise<string> => {
-    try {
-      return await readFile(path, 'utf8');
-    } catch (error) {
-      throw new CertificateError(`cannot read ${path}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`, { cause: error });
-    }
-  };
   const [cert, key, clientCa] = await Promise.all([
-    read(files.certFile),
-    read(files.keyFile),
-    files.clientCaFile === undefined ? undefined : read(files.clientCaFile),
+    readPem(files.certFile),
+    readPem(files.keyFile),
+    files.clientCaFile === undefined ? undefined : readPem(files.clientCaFile),
   ]);
   return checkTlsMaterial(files, { cert, key, clientCa });
+}
+
+/** A PEM file's text; a CertificateError naming the file when it cannot be read. */
+export async function readPem(path: string): Promise<string> {
+  try {
+    return await readFile(path, 'utf8');
+  } catch (error) {
+    throw new CertificateError(`cannot read ${path}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`, { cause: error });
+  }
 }
 
 function checkTlsMaterial(files: TlsFiles, contents: Omit<TlsMaterial, 'info'>): TlsMaterial {

@@ -61,7 +61,7 @@ export async function startTestServer(
   const server = await startServer({
     port: 0,
     host: '127.0.0.1',
-    tls: { certFile: certs.certFile, keyFile: certs.keyFile },
+    tls: { files: { certFile: certs.certFile, keyFile: certs.keyFile } },
     tlsReloadIntervalMs: 50,
     maxConnections: 1024,
     shutdownDelayMs: 0,
