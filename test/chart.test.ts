@@ -58,7 +58,7 @@ const scenarios = (): Record<string, Scenario> => ({
       },
     },
   },
-  metrics: { values: { metrics: { port: 9090 }, priorityClassName: 'system-cluster-critical', podAnnotations: { team: 'platform' } } },
+  metrics: { values: { metrics: { port: 9090 }, priorityClassName: 'system-cluster-critical', podAnnotations: { team: 'platform' }, clusterDomain: 'k8s.example' } },
   longNames: { values: { fullnameOverride: 'a'.repeat(70), nameOverride: 'b'.repeat(63) } },
 });
 
@@ -231,7 +231,7 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     assert.equal(at(deployment, 'spec', 'template', 'metadata', 'labels', 'envoy-injector.io/injector'), FULLNAME);
   });
 
-  it('Deployment options: HPA instead of replicas, priorityClassName, metrics port and scrape annotations', () => {
+  it('Deployment options: HPA instead of replicas, priorityClassName, metrics port and scrape annotations, cluster domain', () => {
     const hpaManifests = manifestsOf('hpa');
     assert.equal(at(only(hpaManifests, 'Deployment'), 'spec', 'replicas'), undefined);
     const hpa = only(hpaManifests, 'HorizontalPodAutoscaler');
@@ -243,6 +243,7 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     const metrics = manifestsOf('metrics');
     assert.equal(podSpec(metrics)['priorityClassName'], 'system-cluster-critical');
     assert.equal(envOf(metrics).get('METRICS_PORT'), '9090');
+    assert.equal(envOf(metrics).get('CLUSTER_DOMAIN'), 'k8s.example');
     assert.deepEqual((injectorContainer(metrics)['ports'] as Obj[]).map((port) => port['name']), ['https', 'metrics']);
     assert.deepEqual(at(only(metrics, 'Deployment'), 'spec', 'template', 'metadata', 'annotations'), {
       'prometheus.io/scrape': 'true',
@@ -277,7 +278,7 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
       SHUTDOWN_TIMEOUT: '10s',
       POD_NAMESPACE: { fieldRef: { fieldPath: 'metadata.namespace' } },
     };
-    const auto = { ...common, CERT_MODE: 'auto', CERT_SECRET: `${FULLNAME}-tls`, WEBHOOK_CONFIG_NAME: FULLNAME, SERVICE_NAME: FULLNAME };
+    const auto = { ...common, CERT_MODE: 'auto', CERT_SECRET: `${FULLNAME}-tls`, WEBHOOK_CONFIG_NAME: FULLNAME, SERVICE_NAME: FULLNAME, CLUSTER_DOMAIN: 'cluster.local' };
     assert.deepEqual(Object.fromEntries(envOf(manifestsOf('default'))), auto);
     assert.deepEqual(Object.fromEntries(envOf(manifestsOf('auto'))), auto);
     const files = { ...common, CERT_MODE: 'files', TLS_CERT_FILE: '/etc/envoy-injector/tls/tls.crt', TLS_KEY_FILE: '/etc/envoy-injector/tls/tls.key' };
