@@ -60,6 +60,15 @@ const scenarios = (): Record<string, Scenario> => ({
   },
   metrics: { values: { metrics: { port: 9090 }, priorityClassName: 'system-cluster-critical', podAnnotations: { team: 'platform' }, clusterDomain: 'k8s.example' } },
   longNames: { values: { fullnameOverride: 'a'.repeat(70), nameOverride: 'b'.repeat(63) } },
+  options: {
+    values: {
+      image: { repository: 'registry.example.com/envoy-injector', digest: `sha256:${'c'.repeat(64)}` },
+      extraEnv: [{ name: 'NODE_OPTIONS', value: '--max-old-space-size=192' }],
+      proxy: { runAsUser: null, image: { tag: 'v1.39.5' } },
+      podDisruptionBudget: { minAvailable: '50%' },
+      shutdown: { preStopDelaySeconds: 0 },
+    },
+  },
 });
 
 const rendered = new Map<string, Manifest[]>();
@@ -252,6 +261,18 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
       team: 'platform',
     });
     assert.equal(envOf(manifestsOf('default')).has('METRICS_PORT'), false);
+  });
+
+  it('image digest, extraEnv, a proxy without a fixed uid, a percentage PDB, no preStop', () => {
+    const manifests = manifestsOf('options');
+    const container = injectorContainer(manifests);
+    assert.equal(container['image'], `registry.example.com/envoy-injector@sha256:${'c'.repeat(64)}`);
+    assert.equal(envOf(manifests).get('NODE_OPTIONS'), '--max-old-space-size=192');
+    assert.equal(container['lifecycle'], undefined);
+    assert.equal(at(only(manifests, 'PodDisruptionBudget'), 'spec', 'minAvailable'), '50%');
+    const envoy = templatesOf(manifests).defaultTemplate.containers[0] as Obj;
+    assert.equal(envoy['image'], 'envoyproxy/envoy:v1.39.5');
+    assert.deepEqual(Object.keys(envoy['securityContext'] as Obj).sort(), ['allowPrivilegeEscalation', 'capabilities', 'readOnlyRootFilesystem', 'runAsNonRoot', 'seccompProfile']);
   });
 
   it('PodDisruptionBudget minAvailable 1 on by default; Service 443 → the named port https', () => {
