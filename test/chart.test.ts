@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { before, describe, it } from 'node:test';
 import { generate } from 'selfsigned';
 import {
@@ -173,8 +173,10 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
         sources.add(key);
       }
     }
-    const result = readFileSync(`${CHART_DIR}/templates/deployment.yaml`, 'utf8');
-    assert.equal(result.match(/^kind:/gm)?.length, 1);
+    for (const file of readdirSync(`${CHART_DIR}/templates`).filter((name) => name.endsWith('.yaml'))) {
+      const kinds = readFileSync(`${CHART_DIR}/templates/${file}`, 'utf8').match(/^kind: /gm) ?? [];
+      assert.equal(kinds.length, 1, `templates/${file} holds ${kinds.length} resources`);
+    }
   });
 
   it('names every object with app.kubernetes.io labels, within 63 characters', () => {
