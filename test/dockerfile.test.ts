@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
-import { access, constants, cp, mkdir, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { access, constants, cp, mkdir, mkdtemp, readFile, rm, stat, statfs } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
@@ -269,10 +269,13 @@ async function scratchDir(): Promise<string> {
   const shm = '/dev/shm';
   try {
     await access(shm, constants.W_OK);
-    return shm;
+    const { bavail, bsize } = await statfs(shm);
+    // node_modules takes ~110 MB; container runtimes often give /dev/shm only 64 MB.
+    if (bavail * bsize > 512 * 1024 * 1024) return shm;
   } catch {
-    return tmpdir();
+    // no tmpfs here
   }
+  return tmpdir();
 }
 
 async function exists(path: string): Promise<boolean> {
