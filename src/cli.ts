@@ -1,4 +1,5 @@
 import { runCerts } from './commands/certs.js';
+import { runExplain } from './commands/explain.js';
 import { runInject } from './commands/inject.js';
 import { reportError, type CommandIo } from './commands/io.js';
 import { runServe } from './commands/serve.js';
@@ -8,6 +9,7 @@ const HELP = `Usage: envoy-injector <command> [options]
 Commands:
   serve      run the admission webhook (HTTPS)
   inject     inject the sidecar into manifests offline
+  explain    show, rule by rule, what the webhook would decide and change for manifests
   certs      make a development CA and serving certificate
 
 Run "envoy-injector <command> --help" for a command's options.
@@ -18,6 +20,7 @@ type Command = (args: readonly string[], io: CommandIo) => Promise<number>;
 const COMMANDS: Readonly<Record<string, Command>> = {
   serve: runServe,
   inject: runInject,
+  explain: runExplain,
   certs: runCerts,
 };
 

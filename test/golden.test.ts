@@ -11,6 +11,7 @@ import {
   type JsonObject,
   type TemplateSet,
 } from '../src/injection/index.js';
+import { runCli } from '../src/cli.js';
 import { ROOT, seedTemplates } from './helpers/fixtures.js';
 import { applyIndependently } from './helpers/patch.js';
 
@@ -39,6 +40,10 @@ const CASES: readonly GoldenCase[] = [
   { input: 'test/golden/mixed-kinds.yaml', golden: 'mixed-kinds.golden.yaml' },
   { input: 'test/golden/named-template.yaml', golden: 'named-template.golden.yaml', templateFile: 'test/golden/templates.yaml' },
 ];
+
+/** explain over six kinds of Pods: opted in, opted out, excluded namespace, by label, conflict, overrides, native. */
+const EXPLAIN_INPUT = 'explain-pods.yaml';
+const EXPLAIN_GOLDEN = { text: 'explain-pods.golden.txt', json: 'explain-pods.golden.json' } as const;
 
 function templatesFor(goldenCase: GoldenCase): TemplateSet {
   return goldenCase.templateFile === undefined
@@ -75,8 +80,35 @@ describe('golden files: inject output for each input manifest', () => {
     });
   }
 
+  for (const format of ['text', 'json'] as const) {
+    it(`explain ${EXPLAIN_INPUT} --output ${format} → ${EXPLAIN_GOLDEN[format]}`, async () => {
+      let stdout = '';
+      const code = await runCli(['explain', '-f', join(ROOT, 'test/golden', EXPLAIN_INPUT), '--namespace-labels', 'envoy-injector.io/inject=enabled', '--output', format], {
+        stdin: process.stdin,
+        stdout: { write: (chunk: string) => (stdout += chunk) },
+        stderr: { write: () => true },
+      });
+      assert.equal(code, 0);
+      const goldenPath = join(GOLDEN_DIR, EXPLAIN_GOLDEN[format]);
+      if (UPDATE) writeFileSync(goldenPath, stdout);
+      assert.equal(stdout, readFileSync(goldenPath, 'utf8'), `${EXPLAIN_GOLDEN[format]} is stale: run UPDATE_GOLDEN=1 npm test and review the diff`);
+      if (format === 'json') {
+        // Each explained patch applies to its Pod (template) and adds what `changes` lists.
+        const pods = parseYamlDocuments(readFileSync(join(ROOT, 'test/golden', EXPLAIN_INPUT), 'utf8')).flatMap(podsOf);
+        const explanations = JSON.parse(stdout) as { patch: unknown[]; changes: { containers: { name: string }[] } }[];
+        assert.equal(explanations.length, pods.length);
+        explanations.forEach((explanation, index) => {
+          const patched = applyIndependently(pods[index], explanation.patch);
+          const names = ((patched?.['spec'] as JsonObject)['containers'] as JsonObject[]).map((c) => c['name']);
+          for (const { name } of explanation.changes.containers) assert.ok(names.includes(name));
+        });
+      }
+    });
+  }
+
   it('has no golden or input file that no case uses', () => {
-    const used = new Set(CASES.flatMap((c) => [c.golden, c.input, c.templateFile].filter((f) => f !== undefined).map((f) => f.replace('test/golden/', ''))));
+    const explainFiles = [EXPLAIN_INPUT, EXPLAIN_GOLDEN.text, EXPLAIN_GOLDEN.json];
+    const used = new Set([...explainFiles, ...CASES.flatMap((c) => [c.golden, c.input, c.templateFile].filter((f) => f !== undefined).map((f) => f.replace('test/golden/', '')))]);
     const unused = readdirSync(GOLDEN_DIR).filter((file) => !used.has(file));
     assert.deepEqual(unused, [], 'remove these files or add a case for them');
   });

@@ -1,13 +1,4 @@
-import {
-  decideInjection,
-  injectPod,
-  isJsonObject,
-  type Decision,
-  type DecisionOptions,
-  type InjectionResult,
-  type Reason,
-  type TemplateSet,
-} from '../injection/index.js';
+import { admitPod, isJsonObject, type AdmitOptions, type Admission, type Reason, type TemplateSet } from '../injection/index.js';
 import { allowed, patched, toReview, type AdmissionReviewResponse } from './responses.js';
 import type { AdmissionRequest } from './review-schema.js';
 
@@ -16,15 +7,13 @@ export interface ReviewContext {
   readonly templates: TemplateSet | undefined;
   /** Labels of `request.namespace`, or undefined when unknown. */
   readonly namespaceLabels: Readonly<Record<string, string>> | undefined;
-  readonly options: DecisionOptions;
+  readonly options: AdmitOptions;
 }
 
-export interface ReviewOutcome {
+export interface ReviewOutcome extends Admission {
   readonly review: AdmissionReviewResponse;
   readonly result: 'injected' | 'skipped';
   readonly reason: Reason;
-  readonly decision: Decision;
-  readonly injection: InjectionResult | undefined;
 }
 
 /**
@@ -33,7 +22,7 @@ export interface ReviewOutcome {
  */
 export function reviewAdmission(request: AdmissionRequest, context: ReviewContext): ReviewOutcome {
   const pod = isJsonObject(request.object) ? request.object : {};
-  const decision = decideInjection({
+  const admission = admitPod({
     operation: request.operation,
     kind: request.kind,
     subResource: request.subResource,
@@ -44,24 +33,18 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
     templates: context.templates,
     options: context.options,
   });
+  const { decision, injection, warnings } = admission;
   const audit: Record<string, string> = {
     decision: decision.inject ? 'injected' : 'skipped',
     reason: decision.reason,
     rule: decision.rule,
   };
-  if (!decision.inject) {
-    return { review: toReview(request.uid, allowed(audit, decision.warnings)), result: 'skipped', reason: decision.reason, decision, injection: undefined };
+  if (!decision.inject || injection === undefined) {
+    return { ...admission, review: toReview(request.uid, allowed(audit, warnings)), result: 'skipped', reason: decision.reason };
   }
-  const injection = injectPod(pod, decision.template, { nativeSidecar: decision.nativeSidecar });
   audit['template'] = `${decision.template.name}@${decision.template.hash}`;
-  const warnings = [...decision.warnings, ...injection.warnings];
-  return {
-    review: toReview(request.uid, patched(injection.patch, audit, warnings)),
-    result: 'injected',
-    reason: decision.reason,
-    decision,
-    injection,
-  };
+  if (admission.overrides.length > 0) audit['overrides'] = admission.overrides.map((override) => override.annotation.replace('envoy-injector.io/', '')).join(',');
+  return { ...admission, review: toReview(request.uid, patched(injection.patch, audit, warnings)), result: 'injected', reason: decision.reason };
 }
 
 /** Semantic checks the schema cannot express; undefined when the request is usable. */

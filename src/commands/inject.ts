@@ -2,6 +2,7 @@ import { parseArgs } from 'node:util';
 import { UsageError } from '../errors.js';
 import { formatManifests, processManifests } from '../injection/index.js';
 import { loadTemplates, readInput, type CommandIo } from './io.js';
+import { parseAllowedOverrides } from './options.js';
 
 export const INJECT_HELP = `Usage: envoy-injector inject -f FILE|- [options]
 
@@ -16,6 +17,7 @@ Options:
       --template-file F   a ConfigMap manifest or a bare template (default: the bundled seed template)
       --template NAME     use this template of the file instead of "config"
       --native-sidecar    inject sidecars as native sidecars (initContainers, restartPolicy: Always)
+      --allowed-overrides L  the proxy-* annotations Pods may use (default: the resource ones; "none")
   -h, --help              show this help
 `;
 
@@ -27,6 +29,7 @@ export async function runInject(args: readonly string[], io: CommandIo): Promise
       'template-file': { type: 'string' },
       template: { type: 'string' },
       'native-sidecar': { type: 'boolean' },
+      'allowed-overrides': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
     strict: true,
@@ -40,12 +43,16 @@ export async function runInject(args: readonly string[], io: CommandIo): Promise
   const input = await readInput(values.filename, io);
   const { objects, reports } = processManifests(input, {
     templates,
-    decision: { offline: true, nativeSidecar: values['native-sidecar'] ?? false },
+    decision: {
+      offline: true,
+      nativeSidecar: values['native-sidecar'] ?? false,
+      ...(values['allowed-overrides'] === undefined ? {} : { allowedOverrides: parseAllowedOverrides(values['allowed-overrides']) }),
+    },
   });
   io.stdout.write(formatManifests(objects));
-  for (const { kind, name, decision, injection } of reports) {
+  for (const { kind, name, decision, warnings } of reports) {
     const what = `${kind}/${name || '(unnamed)'}`;
-    for (const warning of [...decision.warnings, ...(injection?.warnings ?? [])]) io.stderr.write(`warning: ${what}: ${warning}\n`);
+    for (const warning of warnings) io.stderr.write(`warning: ${what}: ${warning}\n`);
     if (!decision.inject) io.stderr.write(`${what}: not injected: ${decision.message}\n`);
   }
   return 0;

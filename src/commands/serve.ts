@@ -2,6 +2,8 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Logger } from 'pino';
 import { UsageError } from '../errors.js';
+import { DEFAULT_ALLOWED_OVERRIDES, type OverrideName } from '../injection/index.js';
+import { ClusterVersionCheck } from '../kube/cluster-version.js';
 import { connectToCluster } from '../kube/cluster-connection.js';
 import { startClusterWatches, type ClusterWatches } from '../kube/cluster-watches.js';
 import { DEFAULT_BACKOFF, type Backoff } from '../kube/resilient-informer.js';
@@ -12,6 +14,7 @@ import { readPem, type TlsMaterial } from '../server/tls-files.js';
 import { CertificateManager, DEFAULT_CERTIFICATE_SETTINGS, type CertificateSettings } from '../kube/certificate-manager.js';
 import { retryUntilDone } from '../kube/retry.js';
 import { loadTemplates, type CommandIo } from './io.js';
+import { parseAllowedOverrides } from './options.js';
 
 export const SERVE_HELP = `Usage: envoy-injector serve [options]
 
@@ -38,7 +41,11 @@ Options:
   --excluded-namespaces L   EXCLUDED_NAMESPACES  comma-separated namespaces never injected (beyond kube-*)
   --namespace NAME          POD_NAMESPACE        the injector's own namespace: never injected, holds the ConfigMap
                                                  (default: the kubeconfig context's or service account's, else default)
-  --native-sidecar MODE     NATIVE_SIDECAR       on | off (default off)
+  --native-sidecar MODE     NATIVE_SIDECAR       auto | on | off (default auto: native sidecars when the
+                                                 API server is 1.29 or later; off outside a cluster)
+  --allowed-overrides LIST  ALLOWED_OVERRIDES    the proxy-* annotations Pods may use (default
+                                                 proxy-cpu,proxy-memory,proxy-cpu-limit,proxy-memory-limit; add
+                                                 proxy-image to let Pods choose the proxy image; "none" for none)
   --log-level LEVEL         LOG_LEVEL            trace | debug | info | warn | error (default info)
   --tls-reload-interval D   TLS_RELOAD_INTERVAL  how often the certificate files are checked (default 2s)
   --shutdown-delay D        SHUTDOWN_DELAY       on SIGTERM, stay up unready this long before closing (default 0s)
@@ -64,7 +71,8 @@ const OPTIONS = {
   'template-file': { env: 'TEMPLATE_FILE', default: undefined },
   'excluded-namespaces': { env: 'EXCLUDED_NAMESPACES', default: '' },
   namespace: { env: 'POD_NAMESPACE', default: undefined },
-  'native-sidecar': { env: 'NATIVE_SIDECAR', default: 'off' },
+  'native-sidecar': { env: 'NATIVE_SIDECAR', default: 'auto' },
+  'allowed-overrides': { env: 'ALLOWED_OVERRIDES', default: DEFAULT_ALLOWED_OVERRIDES.join(',') },
   'log-level': { env: 'LOG_LEVEL', default: 'info' },
   'tls-reload-interval': { env: 'TLS_RELOAD_INTERVAL', default: '2s' },
   'shutdown-delay': { env: 'SHUTDOWN_DELAY', default: '0s' },
@@ -92,7 +100,8 @@ export interface ServeSettings {
   readonly templateFile: string | undefined;
   readonly excludedNamespaces: readonly string[];
   readonly namespace: string | undefined;
-  readonly nativeSidecar: boolean;
+  readonly nativeSidecar: 'auto' | 'on' | 'off';
+  readonly allowedOverrides: readonly OverrideName[];
   readonly tlsReloadIntervalMs: number;
   readonly shutdownDelayMs: number;
   readonly shutdownTimeoutMs: number;
@@ -115,7 +124,7 @@ export function parseServeArgs(args: readonly string[], env: NodeJS.ProcessEnv):
   const logLevel = setting('log-level') ?? 'info';
   if (!LOG_LEVELS.includes(logLevel)) throw new UsageError(`--log-level: must be one of ${LOG_LEVELS.join(', ')}`);
   const nativeSidecar = setting('native-sidecar');
-  if (nativeSidecar !== 'on' && nativeSidecar !== 'off') throw new UsageError('--native-sidecar: must be on or off');
+  if (nativeSidecar !== 'auto' && nativeSidecar !== 'on' && nativeSidecar !== 'off') throw new UsageError('--native-sidecar: must be auto, on or off');
   const certFile = setting('tls-cert');
   const keyFile = setting('tls-key');
   if ((certFile === undefined) !== (keyFile === undefined)) throw new UsageError('--tls-cert and --tls-key go together');
@@ -145,7 +154,8 @@ export function parseServeArgs(args: readonly string[], env: NodeJS.ProcessEnv):
     templateFile: setting('template-file'),
     excludedNamespaces: (setting('excluded-namespaces') ?? '').split(',').map((name) => name.trim()).filter((name) => name !== ''),
     namespace: setting('namespace'),
-    nativeSidecar: nativeSidecar === 'on',
+    nativeSidecar,
+    allowedOverrides: parseAllowedOverrides(setting('allowed-overrides')),
     tlsReloadIntervalMs: parseDuration(setting('tls-reload-interval'), '--tls-reload-interval'),
     shutdownDelayMs: parseDuration(setting('shutdown-delay'), '--shutdown-delay'),
     shutdownTimeoutMs: parseDuration(setting('shutdown-timeout'), '--shutdown-timeout'),
@@ -219,6 +229,12 @@ export async function startInjector(
       },
     };
   }
+  state.nativeSidecar = settings.nativeSidecar === 'on';
+  const versionCheck =
+    settings.nativeSidecar === 'auto' && connection !== undefined
+      ? new ClusterVersionCheck({ kubeConfig: connection.kubeConfig, log, backoff, onNativeSidecar: (native) => (state.nativeSidecar = native) })
+      : undefined;
+  versionCheck?.start();
   const cluster =
     connection === undefined
       ? undefined
@@ -230,6 +246,7 @@ export async function startInjector(
           backoff,
           namespaceLookupTimeoutMs: 1_000,
           log,
+          ...(versionCheck === undefined ? {} : { onWatchConnected: () => void versionCheck.recheck() }),
         });
   if (cluster !== undefined) state.staleSeconds = () => cluster.staleSeconds();
 
@@ -245,7 +262,7 @@ export async function startInjector(
       decisionOptions: {
         excludedNamespaces: settings.excludedNamespaces,
         injectorNamespace: ownNamespace,
-        nativeSidecar: settings.nativeSidecar,
+        allowedOverrides: settings.allowedOverrides,
       },
       ...(cluster === undefined ? {} : { namespaceLabels: (name: string) => cluster.namespaceLabels.labelsOf(name) }),
       maxConnections: settings.maxConnections,
@@ -256,6 +273,7 @@ export async function startInjector(
   } catch (error) {
     cluster?.stop();
     certificates?.stop();
+    versionCheck?.stop();
     throw error;
   }
   if (settings.tls === undefined && settings.certificates.mode === 'files') {
@@ -274,6 +292,7 @@ export async function startInjector(
       await running.shutdown();
       cluster?.stop();
       certificates?.stop();
+      versionCheck?.stop();
     },
   };
 }

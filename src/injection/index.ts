@@ -9,3 +9,5 @@ export * from './inject-pod.js';
 export * from './workloads.js';
 export { BUNDLED_TEMPLATE_DATA } from './bundled-template.js';
 export * from './inject-manifests.js';
+export * from './overrides.js';
+export * from './admit-pod.js';

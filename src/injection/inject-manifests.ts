@@ -1,24 +1,20 @@
 import { ManifestError } from '../errors.js';
-import { decideInjection, type Decision, type DecisionOptions } from './decide-injection.js';
-import { injectPod, type InjectionResult } from './inject-pod.js';
+import { admitPod, type Admission, type AdmitOptions } from './admit-pod.js';
 import { arrayAt, isJsonObject, type JsonObject } from './json.js';
 import type { TemplateSet } from './parse-template.js';
 import { findPodTemplate, replacePodTemplate } from './workloads.js';
 import { formatYaml, parseYamlDocuments, YamlSyntaxError } from './yaml.js';
 
 /** What happened to one Pod or Pod template of a manifest. */
-export interface ManifestReport {
+export interface ManifestReport extends Admission {
   readonly kind: string;
   readonly name: string;
   readonly namespace: string;
-  readonly decision: Decision;
-  /** Present when the Pod was injected. */
-  readonly injection: InjectionResult | undefined;
 }
 
 export interface ManifestSettings {
   readonly templates: TemplateSet;
-  readonly decision: DecisionOptions;
+  readonly decision: AdmitOptions;
   /** Namespace for objects that name none (as kubectl's current namespace). */
   readonly defaultNamespace?: string;
   /** Labels per namespace, for `explain`; undefined means unknown. */
@@ -60,7 +56,7 @@ function processObject(object: JsonObject, settings: ManifestSettings, reports: 
   const location = findPodTemplate(object);
   if (location === undefined) return object;
   const namespace = location.namespace ?? settings.defaultNamespace ?? 'default';
-  const decision = decideInjection({
+  const admission = admitPod({
     operation: 'CREATE',
     kind: { group: '', kind: 'Pod' },
     namespace,
@@ -69,7 +65,6 @@ function processObject(object: JsonObject, settings: ManifestSettings, reports: 
     templates: settings.templates,
     options: settings.decision,
   });
-  const injection = decision.inject ? injectPod(location.pod, decision.template, { nativeSidecar: decision.nativeSidecar }) : undefined;
-  reports.push({ kind: location.kind, name: location.name, namespace, decision, injection });
-  return injection === undefined ? object : replacePodTemplate(object, injection.pod);
+  reports.push({ ...admission, kind: location.kind, name: location.name, namespace });
+  return admission.injection === undefined ? object : replacePodTemplate(object, admission.injection.pod);
 }

@@ -41,8 +41,8 @@ export interface InjectionResult {
 export interface InjectOptions {
   /** Sidecar containers go to initContainers with `restartPolicy: Always` (Kubernetes 1.29+). */
   readonly nativeSidecar: boolean;
-  /** Applied to each sidecar container taken from the template, never to the app's own. */
-  readonly customizeContainer?: (container: JsonObject) => JsonObject;
+  /** Applied to the proxy (the template's first container) when it is injected; never to the app's own. */
+  readonly customizeProxy?: (container: JsonObject) => JsonObject;
 }
 
 /**
@@ -78,9 +78,12 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
   const namesIn = (list: string): Set<string> =>
     new Set((arrayAt(spec, list) ?? []).map(entryName).filter((name) => name !== undefined));
 
-  const customize = options.customizeContainer ?? ((container: JsonObject) => container);
-  const sidecars = pickNew('containers', template.containers, takenContainerNames).map(customize);
-  const templateInits = pickNew('initContainers', template.initContainers, takenContainerNames).map(customize);
+  const proxyName = entryName(template.containers[0]);
+  const customize = options.customizeProxy ?? ((container: JsonObject) => container);
+  const sidecars = pickNew('containers', template.containers, takenContainerNames).map((container) =>
+    entryName(container) === proxyName ? customize(container) : container,
+  );
+  const templateInits = pickNew('initContainers', template.initContainers, takenContainerNames);
   const volumes = pickNew('volumes', template.volumes, namesIn('volumes'));
   const pullSecrets = pickNew('imagePullSecrets', template.imagePullSecrets, namesIn('imagePullSecrets'));
 

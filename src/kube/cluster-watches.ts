@@ -21,6 +21,8 @@ export function startClusterWatches(options: {
   store: TemplateStore;
   backoff: Backoff;
   namespaceLookupTimeoutMs: number;
+  /** Called whenever a watch stream (re)connects. */
+  onWatchConnected?: () => void;
   log: Logger;
 }): ClusterWatches {
   const { connection, log, backoff } = options;
@@ -29,12 +31,21 @@ export function startClusterWatches(options: {
     backoff,
     lookupTimeoutMs: options.namespaceLookupTimeoutMs,
     log,
+    ...(options.onWatchConnected === undefined ? {} : { onWatchConnected: options.onWatchConnected }),
   });
   namespaceLabels.start();
   const templates =
     options.configMapName === undefined
       ? undefined
-      : watchTemplateConfigMap({ kubeConfig: connection.kubeConfig, namespace: options.namespace, name: options.configMapName, store: options.store, backoff, log });
+      : watchTemplateConfigMap({
+          kubeConfig: connection.kubeConfig,
+          namespace: options.namespace,
+          name: options.configMapName,
+          store: options.store,
+          backoff,
+          log,
+          ...(options.onWatchConnected === undefined ? {} : { onWatchConnected: options.onWatchConnected }),
+        });
   log.info(
     { cluster: connection.source, namespace: options.namespace, configMap: options.configMapName },
     `watching ${options.configMapName === undefined ? 'Namespaces' : `ConfigMap ${options.namespace}/${options.configMapName} and Namespaces`} (${connection.source})`,

@@ -21,12 +21,18 @@ export class NamespaceLabels {
   readonly #lookupTimeoutMs: number;
   readonly #log: Logger;
 
-  constructor(options: { kubeConfig: KubeConfig; backoff: Backoff; lookupTimeoutMs: number; log: Logger }) {
+  constructor(options: { kubeConfig: KubeConfig; backoff: Backoff; lookupTimeoutMs: number; log: Logger; onWatchConnected?: () => void }) {
     this.#api = options.kubeConfig.makeApiClient(CoreV1Api);
     this.#lookupTimeoutMs = options.lookupTimeoutMs;
     this.#log = options.log;
     let informer: ResilientInformer<V1Namespace> | undefined;
-    const watch = new TrackedWatch(options.kubeConfig, { accept: METADATA_OBJECT, onConnected: () => informer?.resetBackoff() });
+    const watch = new TrackedWatch(options.kubeConfig, {
+      accept: METADATA_OBJECT,
+      onConnected: () => {
+        informer?.resetBackoff();
+        options.onWatchConnected?.();
+      },
+    });
     informer = new ResilientInformer<V1Namespace>({
       name: 'Namespaces',
       path: '/api/v1/namespaces',

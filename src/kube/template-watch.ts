@@ -16,13 +16,19 @@ export function watchTemplateConfigMap(options: {
   store: TemplateStore;
   backoff: Backoff;
   log: Logger;
+  onWatchConnected?: () => void;
 }): ResilientInformer<V1ConfigMap> {
   const { kubeConfig, namespace, name, store, log } = options;
   const api = kubeConfig.makeApiClient(CoreV1Api);
   const fieldSelector = `metadata.name=${name}`;
   const source = `ConfigMap ${namespace}/${name}`;
   let informer: ResilientInformer<V1ConfigMap> | undefined;
-  const watch = new TrackedWatch(kubeConfig, { onConnected: () => informer?.resetBackoff() });
+  const watch = new TrackedWatch(kubeConfig, {
+    onConnected: () => {
+      informer?.resetBackoff();
+      options.onWatchConnected?.();
+    },
+  });
   informer = new ResilientInformer<V1ConfigMap>({
     name: source,
     path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/configmaps`,

@@ -8,7 +8,7 @@ import {
   reviewAdmission,
   type AdmissionReviewRequest,
 } from '../admission/index.js';
-import { isExcludedNamespace, type DecisionOptions } from '../injection/index.js';
+import { isExcludedNamespace, type AdmitOptions } from '../injection/index.js';
 import { ErrorReason, type InjectorMetrics } from './metrics.js';
 import type { ServerState } from './server-state.js';
 
@@ -36,7 +36,8 @@ export interface AppDependencies {
   readonly log: Logger;
   readonly state: ServerState;
   readonly metrics: InjectorMetrics;
-  readonly decisionOptions: DecisionOptions;
+  /** Decision settings; the native-sidecar default comes from `state` (it may follow the cluster). */
+  readonly decisionOptions: Omit<AdmitOptions, 'nativeSidecar'>;
   /** Labels of a namespace; absent outside a cluster. */
   readonly namespaceLabels?: NamespaceLabelLookup;
   /** TLS and Node server options (the server is HTTPS only). */
@@ -120,7 +121,8 @@ export function buildApp(deps: AppDependencies) {
       !isExcludedNamespace(namespace, deps.decisionOptions)
         ? await deps.namespaceLabels(namespace)
         : undefined;
-    const outcome = reviewAdmission(admission, { templates, namespaceLabels, options: deps.decisionOptions });
+    const options = { ...deps.decisionOptions, nativeSidecar: deps.state.nativeSidecar };
+    const outcome = reviewAdmission(admission, { templates, namespaceLabels, options });
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     deps.metrics.recordAdmission(outcome.result, outcome.reason, seconds);
     if (request.log.isLevelEnabled('debug')) {

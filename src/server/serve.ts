@@ -4,8 +4,8 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { Server as TlsServer } from 'node:tls';
 import { pino, type Logger } from 'pino';
-import type { DecisionOptions, TemplateSet } from '../injection/index.js';
-import { buildApp, DEFAULT_TIMEOUTS, type NamespaceLabelLookup, type ServerTimeouts } from './build-app.js';
+import type { TemplateSet } from '../injection/index.js';
+import { buildApp, DEFAULT_TIMEOUTS, type AppDependencies, type NamespaceLabelLookup, type ServerTimeouts } from './build-app.js';
 import { makeCertificates } from './certificates.js';
 import { InjectorMetrics } from './metrics.js';
 import { ServerState } from './server-state.js';
@@ -22,7 +22,7 @@ export interface ServeOptions {
   /** Live state shared with the cluster watches (see createServerState). */
   readonly state: ServerState;
   readonly metrics: InjectorMetrics;
-  readonly decisionOptions: DecisionOptions;
+  readonly decisionOptions: AppDependencies['decisionOptions'];
   readonly timeouts?: ServerTimeouts;
   readonly maxConnections: number;
   /** Time between readiness going false and the listener closing (endpoints drain meanwhile). */

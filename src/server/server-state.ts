@@ -16,6 +16,8 @@ export interface Readiness {
 export class ServerState {
   draining = false;
   tls: CertificateInfo | undefined;
+  /** The server's native-sidecar default; `--native-sidecar auto` updates it from the cluster version. */
+  nativeSidecar = false;
   /** Replaced by the cluster watches; undefined when not watching. */
   staleSeconds: () => number | undefined = () => undefined;
 

@@ -41,7 +41,8 @@ export async function startHarness(
 ): Promise<Harness> {
   const certsDir = mkdtempSync(join(tmpdir(), 'ei-cluster-'));
   const settings = parseServeArgs(
-    ['--kubeconfig', fake.writeKubeconfig(), '--namespace', NAMESPACE, '--host', '127.0.0.1', '--port', '0', '--certs-dir', certsDir, ...extraArgs],
+    // Classic sidecars unless a test asks otherwise (the fake API server says 1.30); later flags win.
+    ['--kubeconfig', fake.writeKubeconfig(), '--namespace', NAMESPACE, '--host', '127.0.0.1', '--port', '0', '--certs-dir', certsDir, '--native-sidecar', 'off', ...extraArgs],
     {},
   );
   assert.ok(settings !== undefined);

@@ -1,0 +1,184 @@
+import { parseArgs } from 'node:util';
+import { UsageError } from '../errors.js';
+import {
+  Annotations,
+  arrayAt,
+  entryName,
+  isJsonObject,
+  objectAt,
+  processManifests,
+  stringAt,
+  type InjectionResult,
+  type ManifestReport,
+} from '../injection/index.js';
+import { loadTemplates, readInput, type CommandIo } from './io.js';
+import { parseAllowedOverrides } from './options.js';
+
+export const EXPLAIN_HELP = `Usage: envoy-injector explain -f FILE|- [options]
+
+For each Pod and Pod template in FILE, shows what the webhook would decide if
+it were created: every rule looked at and the one that decided, then what
+would change (containers, volumes, annotations, overrides) and the warnings.
+
+Options:
+  -f, --filename FILE         manifest to read ("-" for stdin)
+      --namespace NAME        namespace of objects that name none (default "default")
+      --namespace-labels L    labels of the namespace, as k=v,k2=v2 (default: none)
+      --excluded-namespaces L comma-separated namespaces never injected (beyond kube-*)
+      --template-file F       a ConfigMap manifest or a bare template (default: the bundled seed template)
+      --native-sidecar MODE   on | off: the server's native-sidecar setting (default off)
+      --allowed-overrides L   the proxy-* annotations allowed (default: the resource ones)
+  -o, --output FORMAT         text (default) | json
+  -h, --help
+`;
+
+export interface AddedContainer {
+  readonly name: string;
+  readonly image: string;
+}
+
+/** What `explain --output json` prints for each Pod or Pod template. */
+export interface Explanation {
+  readonly kind: string;
+  readonly name: string;
+  readonly namespace: string;
+  readonly decision: 'injected' | 'skipped';
+  readonly reason: string;
+  readonly rule: string;
+  readonly message: string;
+  readonly template?: string;
+  readonly nativeSidecar?: boolean;
+  readonly trace: readonly { rule: string; outcome: string; detail: string }[];
+  readonly changes: {
+    readonly containers: readonly AddedContainer[];
+    readonly initContainers: readonly AddedContainer[];
+    readonly volumes: readonly string[];
+    readonly imagePullSecrets: readonly string[];
+    readonly annotations: readonly string[];
+  };
+  readonly kept: readonly { list: string; name: string }[];
+  readonly overrides: readonly { annotation: string; value: string; field: string }[];
+  readonly warnings: readonly string[];
+  readonly patch: readonly unknown[];
+}
+
+export async function runExplain(args: readonly string[], io: CommandIo): Promise<number> {
+  const { values } = parseArgs({
+    args: [...args],
+    options: {
+      filename: { type: 'string', short: 'f' },
+      namespace: { type: 'string', default: 'default' },
+      'namespace-labels': { type: 'string', default: '' },
+      'excluded-namespaces': { type: 'string', default: '' },
+      'template-file': { type: 'string' },
+      'native-sidecar': { type: 'string', default: 'off' },
+      'allowed-overrides': { type: 'string' },
+      output: { type: 'string', short: 'o', default: 'text' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    strict: true,
+  });
+  if (values.help) {
+    io.stdout.write(EXPLAIN_HELP);
+    return 0;
+  }
+  if (values.filename === undefined) throw new UsageError('explain: -f FILE is required ("-" reads stdin)');
+  if (values.output !== 'text' && values.output !== 'json') throw new UsageError('--output: must be text or json');
+  if (values['native-sidecar'] !== 'on' && values['native-sidecar'] !== 'off') throw new UsageError('--native-sidecar: must be on or off');
+  const labels = parseLabels(values['namespace-labels']);
+  const templates = await loadTemplates(values['template-file'], io);
+  const input = await readInput(values.filename, io);
+  const { reports } = processManifests(input, {
+    templates,
+    defaultNamespace: values.namespace,
+    namespaceLabels: () => labels,
+    decision: {
+      excludedNamespaces: values['excluded-namespaces'].split(',').map((name) => name.trim()).filter((name) => name !== ''),
+      nativeSidecar: values['native-sidecar'] === 'on',
+      ...(values['allowed-overrides'] === undefined ? {} : { allowedOverrides: parseAllowedOverrides(values['allowed-overrides']) }),
+    },
+  });
+  const explanations = reports.map(toExplanation);
+  io.stdout.write(values.output === 'json' ? JSON.stringify(explanations, null, 2) + '\n' : explanations.map(formatExplanation).join('\n'));
+  return 0;
+}
+
+export function toExplanation(report: ManifestReport): Explanation {
+  const { decision, injection } = report;
+  return {
+    kind: report.kind,
+    name: report.name,
+    namespace: report.namespace,
+    decision: decision.inject ? 'injected' : 'skipped',
+    reason: decision.reason,
+    rule: decision.rule,
+    message: decision.message,
+    ...(decision.inject ? { template: `${decision.template.name}@${decision.template.hash}`, nativeSidecar: decision.nativeSidecar } : {}),
+    trace: decision.trace,
+    changes: {
+      containers: addedContainers(injection, 'containers'),
+      initContainers: addedContainers(injection, 'initContainers'),
+      volumes: injection?.status.volumes ?? [],
+      imagePullSecrets: injection?.status.imagePullSecrets ?? [],
+      annotations: injection === undefined ? [] : [Annotations.status],
+    },
+    kept: injection?.kept ?? [],
+    overrides: report.overrides,
+    warnings: report.warnings,
+    patch: injection?.patch ?? [],
+  };
+}
+
+/** The human-readable form: the decision first, then the rules, then the changes. */
+export function formatExplanation(explanation: Explanation): string {
+  const lines: string[] = [];
+  const where = `${explanation.kind} ${explanation.namespace}/${explanation.name || '(generated name)'}`;
+  const verdict = explanation.decision === 'injected' ? `INJECTED with template ${explanation.template}${explanation.nativeSidecar ? ' (native sidecar)' : ''}` : 'NOT INJECTED';
+  lines.push(`${where}: ${verdict}`);
+  lines.push(`  because: ${explanation.message} [rule ${explanation.rule}, reason ${explanation.reason}]`);
+  lines.push('  rules:');
+  const width = Math.max(...explanation.trace.map((step) => step.rule.length));
+  for (const step of explanation.trace) {
+    const mark = step.outcome === 'continue' ? 'pass  ' : step.outcome === 'inject' ? 'INJECT' : 'SKIP  ';
+    lines.push(`    ${step.rule.padEnd(width)}  ${mark}  ${step.detail}`);
+  }
+  if (explanation.decision === 'injected') {
+    lines.push('  changes:');
+    const { changes } = explanation;
+    for (const { name, image } of changes.containers) lines.push(`    + container ${name} (${image})`);
+    for (const { name, image } of changes.initContainers) lines.push(`    + init container ${name} (${image})`);
+    for (const name of changes.volumes) lines.push(`    + volume ${name}`);
+    for (const name of changes.imagePullSecrets) lines.push(`    + image pull secret ${name}`);
+    for (const name of changes.annotations) lines.push(`    + annotation ${name}`);
+    for (const { list, name } of explanation.kept) lines.push(`    = ${list} ${name} kept from the Pod`);
+  }
+  if (explanation.overrides.length > 0) {
+    lines.push('  overrides:');
+    for (const { annotation, value, field } of explanation.overrides) lines.push(`    ${annotation}: ${value} -> proxy ${field}`);
+  }
+  if (explanation.warnings.length > 0) {
+    lines.push('  warnings:');
+    for (const warning of explanation.warnings) lines.push(`    ! ${warning}`);
+  }
+  return lines.join('\n') + '\n';
+}
+
+/** The containers injection added to a list, with their images (after overrides). */
+function addedContainers(injection: InjectionResult | undefined, list: 'containers' | 'initContainers'): AddedContainer[] {
+  if (injection === undefined) return [];
+  const built = arrayAt(objectAt(injection.pod, 'spec'), list) ?? [];
+  return injection.status[list].map((name) => {
+    const container = built.find((entry) => entryName(entry) === name);
+    return { name, image: (isJsonObject(container) ? stringAt(container, 'image') : undefined) ?? '' };
+  });
+}
+
+function parseLabels(text: string): Record<string, string> {
+  const labels: Record<string, string> = {};
+  for (const pair of text.split(',').map((item) => item.trim()).filter((item) => item !== '')) {
+    const [key, ...rest] = pair.split('=');
+    if (key === undefined || key === '' || rest.length === 0) throw new UsageError(`--namespace-labels: "${pair}" is not key=value`);
+    labels[key] = rest.join('=');
+  }
+  return labels;
+}

@@ -1,0 +1,40 @@
+import { decideInjection, type Decision, type DecisionInput, type DecisionOptions } from './decide-injection.js';
+import { injectPod, type InjectionResult } from './inject-pod.js';
+import { entryName, objectAt } from './json.js';
+import { DEFAULT_ALLOWED_OVERRIDES, resolveOverrides, type AppliedOverride, type OverrideName } from './overrides.js';
+
+export interface AdmitOptions extends DecisionOptions {
+  /** Which `envoy-injector.io/proxy-*` annotations Pods may use. */
+  readonly allowedOverrides?: readonly OverrideName[];
+}
+
+export interface Admission {
+  readonly decision: Decision;
+  /** Present when the Pod is injected. */
+  readonly injection: InjectionResult | undefined;
+  readonly overrides: readonly AppliedOverride[];
+  /** Everything a user should hear: the decision's, the overrides', the merge's. */
+  readonly warnings: readonly string[];
+}
+
+/** The whole pure pipeline for one Pod: decide, resolve overrides, merge. The webhook, the CLI and the tests share it. */
+export function admitPod(input: DecisionInput & { readonly options: AdmitOptions }): Admission {
+  const decision = decideInjection(input);
+  if (!decision.inject) return { decision, injection: undefined, overrides: [], warnings: decision.warnings };
+  const annotations = objectAt(objectAt(input.pod, 'metadata'), 'annotations');
+  const overrides = resolveOverrides(annotations, decision.template.containers[0], input.options.allowedOverrides ?? DEFAULT_ALLOWED_OVERRIDES);
+  const injection = injectPod(input.pod, decision.template, { nativeSidecar: decision.nativeSidecar, customizeProxy: overrides.apply });
+  // The proxy is the template's first container; the Pod may already have its own by that name.
+  const proxyName = entryName(decision.template.containers[0]);
+  const proxyInjected = proxyName !== undefined && !injection.kept.some((kept) => kept.list === 'containers' && kept.name === proxyName);
+  const overrideWarnings =
+    overrides.applied.length > 0 && !proxyInjected
+      ? [`${overrides.applied.map((o) => o.annotation).join(', ')}: not applied, no proxy container was injected`]
+      : [];
+  return {
+    decision,
+    injection,
+    overrides: proxyInjected ? overrides.applied : [],
+    warnings: [...decision.warnings, ...overrides.warnings, ...overrideWarnings, ...injection.warnings],
+  };
+}

@@ -1,0 +1,154 @@
+import { objectAt, own, type JsonObject } from './json.js';
+import { compareQuantities, parseQuantity, quantityProblem, type Quantity } from './quantity.js';
+
+/** The per-Pod overrides of the proxy, by annotation suffix (`envoy-injector.io/<name>`). */
+export const OverrideName = {
+  image: 'proxy-image',
+  cpu: 'proxy-cpu',
+  memory: 'proxy-memory',
+  cpuLimit: 'proxy-cpu-limit',
+  memoryLimit: 'proxy-memory-limit',
+} as const;
+export type OverrideName = (typeof OverrideName)[keyof typeof OverrideName];
+
+export const ALL_OVERRIDES: readonly OverrideName[] = Object.values(OverrideName);
+/** A platform team decides who may swap the proxy: resources yes, image no, unless configured. */
+export const DEFAULT_ALLOWED_OVERRIDES: readonly OverrideName[] = [OverrideName.cpu, OverrideName.memory, OverrideName.cpuLimit, OverrideName.memoryLimit];
+
+const ANNOTATION_PREFIX = 'envoy-injector.io/';
+
+/** Where each resource override lands in the container. */
+const RESOURCE_TARGETS = {
+  [OverrideName.cpu]: { kind: 'requests', resource: 'cpu' },
+  [OverrideName.memory]: { kind: 'requests', resource: 'memory' },
+  [OverrideName.cpuLimit]: { kind: 'limits', resource: 'cpu' },
+  [OverrideName.memoryLimit]: { kind: 'limits', resource: 'memory' },
+} as const;
+
+export interface AppliedOverride {
+  readonly annotation: string;
+  readonly value: string;
+  /** What it changed in the proxy container, e.g. `resources.requests.cpu`. */
+  readonly field: string;
+}
+
+export interface ResolvedOverrides {
+  readonly applied: readonly AppliedOverride[];
+  readonly warnings: readonly string[];
+  /** Applies the accepted overrides to the proxy container (a copy). */
+  readonly apply: (proxy: JsonObject) => JsonObject;
+}
+
+/**
+ * Reads the proxy overrides from a Pod's annotations against the proxy as the
+ * template defines it. Every problem (not allowed, not a quantity, not an
+ * image reference, a request above its limit) becomes a warning and leaves
+ * the template's value in place: an override never blocks a Pod.
+ */
+export function resolveOverrides(
+  annotations: JsonObject | undefined,
+  templateProxy: JsonObject | undefined,
+  allowed: readonly OverrideName[],
+): ResolvedOverrides {
+  const warnings: string[] = [];
+  const accepted = new Map<OverrideName, string>();
+  for (const name of ALL_OVERRIDES) {
+    const annotation = ANNOTATION_PREFIX + name;
+    const value = annotations === undefined ? undefined : own(annotations, annotation);
+    if (value === undefined) continue;
+    const shown = JSON.stringify(value);
+    if (!allowed.includes(name)) {
+      warnings.push(`${annotation}: overriding ${describe(name)} is not allowed by this injector (allowed: ${allowed.map((a) => ANNOTATION_PREFIX + a).join(', ') || 'none'}); the template's value was kept`);
+      continue;
+    }
+    if (typeof value !== 'string') {
+      warnings.push(`${annotation}: ${shown} must be a string; the template's value was kept`);
+      continue;
+    }
+    const problem = name === OverrideName.image ? imageProblem(value) : quantityProblem(value);
+    if (problem !== undefined) {
+      warnings.push(`${annotation}: ${problem}; the template's value was kept`);
+      continue;
+    }
+    accepted.set(name, value);
+  }
+
+  // A request above its limit (after overrides) would make the API server refuse the Pod.
+  const resources = objectAt(templateProxy, 'resources');
+  for (const resource of ['cpu', 'memory'] as const) {
+    const requestName = resource === 'cpu' ? OverrideName.cpu : OverrideName.memory;
+    const limitName = resource === 'cpu' ? OverrideName.cpuLimit : OverrideName.memoryLimit;
+    if (!accepted.has(requestName) && !accepted.has(limitName)) continue;
+    const request = accepted.get(requestName) ?? templateQuantity(resources, 'requests', resource);
+    const limit = accepted.get(limitName) ?? templateQuantity(resources, 'limits', resource);
+    const requestValue = request === undefined ? undefined : parseQuantity(request);
+    const limitValue = limit === undefined ? undefined : parseQuantity(limit);
+    if (requestValue !== undefined && limitValue !== undefined && isAbove(requestValue, limitValue)) {
+      const involved = [requestName, limitName].filter((name) => accepted.has(name));
+      for (const name of involved) accepted.delete(name);
+      warnings.push(
+        `${involved.map((name) => ANNOTATION_PREFIX + name).join(' and ')}: the ${resource} request "${request}" is above the limit "${limit}"; the template's ${resource} values were kept`,
+      );
+    }
+  }
+
+  const applied: AppliedOverride[] = [...accepted].map(([name, value]) => ({
+    annotation: ANNOTATION_PREFIX + name,
+    value,
+    field: name === OverrideName.image ? 'image' : `resources.${RESOURCE_TARGETS[name].kind}.${RESOURCE_TARGETS[name].resource}`,
+  }));
+  return {
+    applied,
+    warnings,
+    apply: (proxy) => {
+      if (accepted.size === 0) return proxy;
+      const result: JsonObject = { ...proxy };
+      let resources: JsonObject | undefined;
+      for (const [name, value] of accepted) {
+        if (name === OverrideName.image) {
+          result['image'] = value;
+          continue;
+        }
+        const { kind, resource } = RESOURCE_TARGETS[name];
+        resources ??= { ...(objectAt(proxy, 'resources') ?? {}) };
+        resources[kind] = { ...(objectAt(resources, kind) ?? {}), [resource]: value };
+      }
+      if (resources !== undefined) result['resources'] = resources;
+      return result;
+    },
+  };
+}
+
+/**
+ * Why `reference` is not an image reference, or undefined when it is:
+ * `[host[:port]/]path[:tag][@digest]` as the distribution/reference grammar has it.
+ */
+export function imageProblem(reference: string): string | undefined {
+  const match = IMAGE_REFERENCE.exec(reference);
+  if (match === null || reference.length > 512) return `"${reference}" is not an image reference (example: "envoyproxy/envoy:v1.31.2")`;
+  const name = match[1] ?? '';
+  if (name.length > 255) return `"${reference}": the repository name is longer than 255 characters`;
+  return undefined;
+}
+
+const DOMAIN_COMPONENT = '(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])';
+const DOMAIN = `(?:${DOMAIN_COMPONENT}(?:\\.${DOMAIN_COMPONENT})*|\\[[0-9a-fA-F:]+\\])(?::[0-9]+)?`;
+const PATH_COMPONENT = '[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*';
+const NAME = `(?:${DOMAIN}/)?${PATH_COMPONENT}(?:/${PATH_COMPONENT})*`;
+const TAG = '[\\w][\\w.-]{0,127}';
+const DIGEST = '[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9A-Fa-f]{32,}';
+const IMAGE_REFERENCE = new RegExp(`^(${NAME})(?::${TAG})?(?:@${DIGEST})?$`);
+
+function describe(name: OverrideName): string {
+  return name === OverrideName.image ? 'the proxy image' : `the proxy's ${RESOURCE_TARGETS[name].kind === 'limits' ? `${RESOURCE_TARGETS[name].resource} limit` : `${RESOURCE_TARGETS[name].resource} request`}`;
+}
+
+function templateQuantity(resources: JsonObject | undefined, kind: 'requests' | 'limits', resource: string): string | undefined {
+  const amounts = objectAt(resources, kind);
+  const value = amounts === undefined ? undefined : own(amounts, resource);
+  return typeof value === 'string' ? value : typeof value === 'number' ? String(value) : undefined;
+}
+
+function isAbove(request: Quantity, limit: Quantity): boolean {
+  return compareQuantities(request, limit) > 0;
+}
