@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { access, chmod, constants, mkdir, mkdtemp, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -92,10 +93,18 @@ export interface Manifest {
   readonly [field: string]: unknown;
 }
 
+let valuesDir: string | undefined;
+let valuesFiles = 0;
+
 /** Writes VALUES to a file (JSON is YAML) and returns helm's `-f FILE` arguments. */
 export async function valuesArgs(values: Record<string, unknown>): Promise<string[]> {
-  const dir = await mkdtemp(join(tmpdir(), 'ei-values-'));
-  const file = join(dir, 'values.json');
+  if (valuesDir === undefined) {
+    const dir = mkdtempSync(join(tmpdir(), 'ei-values-'));
+    process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+    valuesDir = dir;
+  }
+  valuesFiles += 1;
+  const file = join(valuesDir, `values-${valuesFiles}.json`);
   await writeFile(file, JSON.stringify(values));
   return ['-f', file];
 }
