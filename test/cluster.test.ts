@@ -118,7 +118,9 @@ describe('following the cluster: template ConfigMap and Namespace labels', () =>
     assert.ok(fake.requests.filter((r) => r.query['watch'] !== 'true' && r.path.endsWith('/configmaps')).length >= 2, 'relisted');
     await until('watches reopened', () => (fake.openWatches() === 2 ? true : undefined));
     await until('staleness back to zero', async () => ((await harness.readiness()).body.staleSeconds === 0 ? true : undefined));
-    assert.ok(harness.log.lines.some((line) => line['level'] === 40 && String(line['msg']).startsWith('watch of ')));
+    const watchWarning = harness.log.lines.find((line) => line['level'] === 40 && String(line['msg']).startsWith('watch of '));
+    const err = watchWarning?.['err'] as { message?: string; stack?: string } | undefined;
+    assert.ok(err?.message !== undefined && !err.message.includes('\n'), 'the error is logged under err, on one line');
     const metrics = (await httpsCall(`${harness.url}/metrics`, { ca: harness.ca })).body;
     assert.match(metrics, /envoy_injector_watch_stale_seconds 0/);
   });

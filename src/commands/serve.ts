@@ -47,6 +47,7 @@ Options:
                                                  proxy-cpu,proxy-memory,proxy-cpu-limit,proxy-memory-limit; add
                                                  proxy-image to let Pods choose the proxy image; "none" for none)
   --log-level LEVEL         LOG_LEVEL            trace | debug | info | warn | error (default info)
+  --metrics-port N          METRICS_PORT         also serve GET /metrics over plain HTTP on this port (default: none)
   --tls-reload-interval D   TLS_RELOAD_INTERVAL  how often the certificate files are checked (default 2s)
   --shutdown-delay D        SHUTDOWN_DELAY       on SIGTERM, stay up unready this long before closing (default 0s)
   --shutdown-timeout D      SHUTDOWN_TIMEOUT     then cut open connections after this long (default 10s)
@@ -74,6 +75,7 @@ const OPTIONS = {
   'native-sidecar': { env: 'NATIVE_SIDECAR', default: 'auto' },
   'allowed-overrides': { env: 'ALLOWED_OVERRIDES', default: DEFAULT_ALLOWED_OVERRIDES.join(',') },
   'log-level': { env: 'LOG_LEVEL', default: 'info' },
+  'metrics-port': { env: 'METRICS_PORT', default: undefined },
   'tls-reload-interval': { env: 'TLS_RELOAD_INTERVAL', default: '2s' },
   'shutdown-delay': { env: 'SHUTDOWN_DELAY', default: '0s' },
   'shutdown-timeout': { env: 'SHUTDOWN_TIMEOUT', default: '10s' },
@@ -106,6 +108,7 @@ export interface ServeSettings {
   readonly shutdownDelayMs: number;
   readonly shutdownTimeoutMs: number;
   readonly maxConnections: number;
+  readonly metricsPort: number | undefined;
 }
 
 /** Parses flags and environment; undefined when --help was asked for. */
@@ -160,6 +163,8 @@ export function parseServeArgs(args: readonly string[], env: NodeJS.ProcessEnv):
     shutdownDelayMs: parseDuration(setting('shutdown-delay'), '--shutdown-delay'),
     shutdownTimeoutMs: parseDuration(setting('shutdown-timeout'), '--shutdown-timeout'),
     maxConnections: parseInteger(setting('max-connections'), '--max-connections', 1, 1_000_000),
+    // 0 (the chart's "off") and unset both mean no metrics port.
+    metricsPort: setting('metrics-port') === undefined || setting('metrics-port') === '0' ? undefined : parseInteger(setting('metrics-port'), '--metrics-port', 1, 65535),
   };
 }
 
@@ -266,6 +271,7 @@ export async function startInjector(
       },
       ...(cluster === undefined ? {} : { namespaceLabels: (name: string) => cluster.namespaceLabels.labelsOf(name) }),
       maxConnections: settings.maxConnections,
+      metricsPort: settings.metricsPort,
       shutdownDelayMs: settings.shutdownDelayMs,
       shutdownTimeoutMs: settings.shutdownTimeoutMs,
       log,

@@ -12,7 +12,7 @@ import type { Logger } from 'pino';
 import { CertificateError } from '../errors.js';
 import { checkKeyPair, describeCertificate, makeCa, makeServingCertificate, type KeyPair } from '../server/certificates.js';
 import type { TlsMaterial } from '../server/tls-files.js';
-import { describeKubeError, kubeErrorStatus } from './kube-errors.js';
+import { describeKubeError, kubeErrorForLog, kubeErrorStatus } from './kube-errors.js';
 import { ResilientInformer, type Backoff } from './resilient-informer.js';
 import { TrackedWatch } from './tracked-watch.js';
 
@@ -157,7 +157,7 @@ export class CertificateManager {
         this.#serve(stored);
         await this.#ensureCaBundle(undefined);
       } catch (error) {
-        this.#log.error({ error: describeKubeError(error) }, `certificate check failed, will retry: ${describeKubeError(error)}`);
+        this.#log.error({ err: kubeErrorForLog(error) }, `certificate check failed, will retry: ${describeKubeError(error)}`);
       } finally {
         this.#reconciling = undefined;
       }
@@ -280,7 +280,7 @@ export class CertificateManager {
       if (current === undefined) return;
       await this.#patchCaBundle(current, bundle, (existing) => !containsAll(existing, splitPem(bundle)));
     } catch (error) {
-      this.#log.error({ error: describeKubeError(error) }, `cannot update the caBundle of ${this.#settings.webhookConfigName}: ${describeKubeError(error)}`);
+      this.#log.error({ err: kubeErrorForLog(error) }, `cannot update the caBundle of ${this.#settings.webhookConfigName}: ${describeKubeError(error)}`);
     }
   }
 

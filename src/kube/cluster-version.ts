@@ -1,6 +1,6 @@
 import { KubeConfig, VersionApi, type VersionInfo } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { describeKubeError } from './kube-errors.js';
+import { describeKubeError, kubeErrorForLog } from './kube-errors.js';
 import { backoffDelayMs, type Backoff } from './resilient-informer.js';
 
 /** Native sidecars (init containers with restartPolicy Always) are on by default from Kubernetes 1.29. */
@@ -80,7 +80,7 @@ export class ClusterVersionCheck {
     } catch (error) {
       if (this.#stopped) return;
       const delayMs = backoffDelayMs(this.#backoff, failures);
-      this.#log.warn({ error: describeKubeError(error), retryInMs: delayMs }, `cannot read the Kubernetes version (${describeKubeError(error)}); retrying in ${delayMs} ms`);
+      this.#log.warn({ err: kubeErrorForLog(error), retryInMs: delayMs }, `cannot read the Kubernetes version (${describeKubeError(error)}); retrying in ${delayMs} ms`);
       this.#timer = setTimeout(() => void this.#check(failures + 1), delayMs);
       this.#timer.unref();
     }

@@ -27,3 +27,14 @@ export function describeKubeError(error: unknown): string {
   const text = error instanceof Error ? error.message : String(error);
   return `${status === undefined ? '' : `HTTP ${status}: `}${text.split('\n')[0] ?? ''}`;
 }
+
+/**
+ * The error to log under `err`: one line of message (not the whole response
+ * body client-node puts there), the HTTP status as `status`, the stack kept.
+ */
+export function kubeErrorForLog(error: unknown): Error {
+  const logged = new Error(describeKubeError(error));
+  logged.name = error instanceof Error ? error.name : 'Error';
+  if (error instanceof Error && error.stack !== undefined) logged.stack = `${logged.name}: ${logged.message}\n${error.stack.split('\n').filter((line) => line.trimStart().startsWith('at ')).join('\n')}`;
+  return Object.assign(logged, { status: kubeErrorStatus(error) });
+}

@@ -1,6 +1,6 @@
 import { CoreV1Api, KubeConfig, setHeaderOptions, type V1Namespace } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { describeKubeError, kubeErrorStatus } from './kube-errors.js';
+import { describeKubeError, kubeErrorForLog, kubeErrorStatus } from './kube-errors.js';
 import { ResilientInformer, type Backoff } from './resilient-informer.js';
 import { TrackedWatch } from './tracked-watch.js';
 
@@ -71,7 +71,7 @@ export class NamespaceLabels {
       // A namespace that does not exist has no labels; the API server will refuse the Pod anyway.
       if (kubeErrorStatus(error) === 404) return {};
       const reason = describeKubeError(error);
-      this.#log.warn({ namespace, error: reason }, `labels of namespace "${namespace}" unknown (not cached, direct read failed: ${reason}); treating it as not enabled`);
+      this.#log.warn({ namespace, err: kubeErrorForLog(error) }, `labels of namespace "${namespace}" unknown (not cached, direct read failed: ${reason}); treating it as not enabled`);
       return undefined;
     } finally {
       clearTimeout(timer);

@@ -1,6 +1,6 @@
 import { ListWatch, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { describeKubeError } from './kube-errors.js';
+import { describeKubeError, kubeErrorForLog } from './kube-errors.js';
 import type { TrackedWatch } from './tracked-watch.js';
 
 export interface Backoff {
@@ -90,7 +90,7 @@ export class ResilientInformer<T extends KubernetesObject> {
     const delayMs = backoffDelayMs(this.#backoff, this.#failures);
     this.#failures += 1;
     const reason = describeKubeError(error);
-    this.#log.warn({ watch: this.#name, error: reason, retryInMs: delayMs, failures: this.#failures }, `watch of ${this.#name} failed (${reason}); retrying in ${delayMs} ms`);
+    this.#log.warn({ watch: this.#name, err: kubeErrorForLog(error), retryInMs: delayMs, failures: this.#failures }, `watch of ${this.#name} failed (${reason}); retrying in ${delayMs} ms`);
     this.#restartTimer = setTimeout(() => {
       this.#restartTimer = undefined;
       if (!this.#stopped) void this.#listWatch.start();

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { describeKubeError } from './kube-errors.js';
+import { describeKubeError, kubeErrorForLog } from './kube-errors.js';
 import { backoffDelayMs, type Backoff } from './resilient-informer.js';
 
 /** Runs `task` until it succeeds, waiting a capped, jittered, growing delay between attempts. */
@@ -10,7 +10,7 @@ export async function retryUntilDone<T>(what: string, task: () => Promise<T>, ba
     } catch (error) {
       const delayMs = backoffDelayMs(backoff, failures);
       const reason = describeKubeError(error);
-      log.warn({ error: reason, retryInMs: delayMs }, `${what} failed (${reason}); retrying in ${delayMs} ms`);
+      log.warn({ err: kubeErrorForLog(error), retryInMs: delayMs }, `${what} failed (${reason}); retrying in ${delayMs} ms`);
       await new Promise((resolve) => setTimeout(resolve, delayMs));
     }
   }

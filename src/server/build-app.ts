@@ -152,10 +152,8 @@ export function buildApp(deps: AppDependencies) {
   });
 
   app.get('/metrics', async (_request, reply) => {
-    const staleSeconds = deps.state.staleSeconds();
-    deps.metrics.watchStale.set(staleSeconds ?? 0);
-    if (deps.state.tls !== undefined) deps.metrics.certificateExpiry.set(deps.state.tls.notAfter.getTime() / 1000);
-    return reply.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());
+    const { contentType, body } = await deps.metrics.render();
+    return reply.type(contentType).send(body);
   });
 
   return app;

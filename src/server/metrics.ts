@@ -12,6 +12,12 @@ export type ErrorReason = (typeof ErrorReason)[keyof typeof ErrorReason];
 
 export type AdmissionResult = 'injected' | 'skipped' | 'error';
 
+/** Live values read at scrape time, so a scrape never shows a stale copy. */
+export interface MetricSources {
+  staleSeconds(): number;
+  certificateNotAfter(): Date | undefined;
+}
+
 /**
  * The injector's Prometheus metrics, in a registry of their own (no global
  * state, so tests and several apps in one process do not collide).
@@ -55,17 +61,30 @@ export class InjectorMetrics {
     registers: [this.registry],
   });
 
-  readonly watchStale = new Gauge({
+  /** Set by createServerState once the state exists. */
+  sources: MetricSources = { staleSeconds: () => 0, certificateNotAfter: () => undefined };
+
+  readonly watchStale: Gauge = new Gauge({
     name: 'envoy_injector_watch_stale_seconds',
     help: 'Seconds since the cluster watches were last known in sync (0 when in sync or not watching).',
     registers: [this.registry],
+    collect: (): void => this.watchStale.set(this.sources.staleSeconds()),
   });
 
-  readonly certificateExpiry = new Gauge({
+  readonly certificateExpiry: Gauge = new Gauge({
     name: 'envoy_injector_certificate_expiry_timestamp_seconds',
     help: 'Unix time at which the serving certificate expires.',
     registers: [this.registry],
+    collect: (): void => {
+      const notAfter = this.sources.certificateNotAfter();
+      if (notAfter !== undefined) this.certificateExpiry.set(notAfter.getTime() / 1000);
+    },
   });
+
+  /** The Prometheus text exposition, with its content type. */
+  async render(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
 
   constructor(options: { processMetrics?: boolean } = {}) {
     if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry });

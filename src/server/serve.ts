@@ -8,6 +8,7 @@ import type { TemplateSet } from '../injection/index.js';
 import { buildApp, DEFAULT_TIMEOUTS, type AppDependencies, type NamespaceLabelLookup, type ServerTimeouts } from './build-app.js';
 import { makeCertificates } from './certificates.js';
 import { InjectorMetrics } from './metrics.js';
+import { startMetricsServer } from './metrics-server.js';
 import { ServerState } from './server-state.js';
 import { TemplateStore } from './template-store.js';
 import { readTlsFiles, secureContextOptions, TlsFileWatcher, type TlsFiles, type TlsMaterial } from './tls-files.js';
@@ -31,10 +32,14 @@ export interface ServeOptions {
   readonly shutdownTimeoutMs: number;
   readonly log: Logger;
   readonly namespaceLabels?: NamespaceLabelLookup;
+  /** A plain-HTTP port serving only /metrics; undefined for none. */
+  readonly metricsPort?: number | undefined;
 }
 
 export interface RunningServer {
   readonly port: number;
+  /** The plain-HTTP metrics port, when one was asked for. */
+  readonly metricsPort: number | undefined;
   readonly app: ReturnType<typeof buildApp>;
   /** Applies a new serving certificate to new connections (open ones keep theirs). */
   setTls(material: TlsMaterial): void;
@@ -47,7 +52,9 @@ export function createServerState(log: Logger, initial?: { set: TemplateSet; sou
   const metrics = new InjectorMetrics();
   const templates = new TemplateStore(metrics, log);
   if (initial !== undefined) templates.set(initial.set, initial.source);
-  return { state: new ServerState(templates), metrics };
+  const state = new ServerState(templates);
+  metrics.sources = { staleSeconds: () => state.staleSeconds() ?? 0, certificateNotAfter: () => state.tls?.notAfter };
+  return { state, metrics };
 }
 
 export function createLogger(level: string): Logger {
@@ -98,14 +105,12 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
   const setTls = (material: TlsMaterial): void => {
     (app.server as TlsServer).setSecureContext(secureContextOptions(material));
     state.tls = material.info;
-    metrics.certificateExpiry.set(material.info.notAfter.getTime() / 1000);
     log.info(
       { serial: material.info.serialNumber, fingerprint256: material.info.fingerprint256, notAfter: material.info.notAfter },
       'serving certificate loaded',
     );
   };
   state.tls = initialTls.info;
-  metrics.certificateExpiry.set(initialTls.info.notAfter.getTime() / 1000);
 
   const watcher =
     'files' in options.tls
@@ -121,11 +126,14 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
   await listen(app, options.host, options.port, log);
   watcher?.start();
   const port = (app.server.address() as AddressInfo).port;
+  const metricsServer = options.metricsPort === undefined ? undefined : await startMetricsServer(metrics, options.host, options.metricsPort);
+  if (metricsServer !== undefined) log.info({ metricsPort: metricsServer.port }, `metrics over plain HTTP on port ${metricsServer.port}`);
   log.info({ port, host: options.host, serial: initialTls.info.serialNumber }, `envoy-injector serving https on port ${port}`);
 
   let shutdown: Promise<void> | undefined;
   return {
     port,
+    metricsPort: metricsServer?.port,
     app,
     setTls,
     shutdown: () => {
@@ -139,7 +147,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
           app.server.closeAllConnections();
         }, options.shutdownTimeoutMs);
         force.unref();
-        await app.close();
+        await Promise.all([app.close(), metricsServer?.close()]);
         clearTimeout(force);
         log.info('shut down');
       })();
