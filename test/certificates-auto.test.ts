@@ -122,17 +122,21 @@ describe('certificates.mode auto: the injector manages its own certificate', () 
         }
       }
     })();
-    await until('some load', () => (requests > 20 ? true : undefined));
-    clockOffsetMs = 15 * DAY_MS; // now within 30 days of expiry
-    await harness.injector.certificates?.reconcile();
-    const newServing = secretText(fake, 'tls.crt');
-    const newFingerprint = new X509Certificate(newServing).fingerprint256;
-    assert.notEqual(newFingerprint, oldFingerprint);
-    await until('the renewed certificate served', () => (served.has(newFingerprint) ? true : undefined));
-    const after = requests;
-    await until('more load after the switch', () => (requests > after + 20 ? true : undefined));
-    running = false;
-    await load;
+    let newFingerprint: string;
+    try {
+      await until('some load', () => (requests > 20 ? true : undefined));
+      clockOffsetMs = 15 * DAY_MS; // now within 30 days of expiry
+      await harness.injector.certificates?.reconcile();
+      newFingerprint = new X509Certificate(secretText(fake, 'tls.crt')).fingerprint256;
+      assert.notEqual(newFingerprint, oldFingerprint);
+      await until('the renewed certificate served', () => (served.has(newFingerprint) ? true : undefined));
+      const after = requests;
+      await until('more load after the switch', () => (requests > after + 20 ? true : undefined));
+    } finally {
+      // Stop the load even when an assertion failed, or the test process would never end.
+      running = false;
+      await load;
+    }
     assert.equal(failures, 0, `${failures} of ${requests} requests failed during the rotation`);
     const newCa = secretText(fake, 'ca.crt');
     assert.notEqual(newCa.trim(), oldCa.cert.trim(), 'the expiring CA was replaced');

@@ -181,9 +181,13 @@ describe('following the cluster: template ConfigMap and Namespace labels', () =>
         await new Promise((resolve) => setTimeout(resolve, 2));
       }
     })();
-    const results = await Promise.all(Array.from({ length: 300 }, () => harness.review({ namespace: 'shop' })));
-    swapping = false;
-    await swaps;
+    let results: Awaited<ReturnType<Harness['review']>>[];
+    try {
+      results = await Promise.all(Array.from({ length: 300 }, () => harness.review({ namespace: 'shop' })));
+    } finally {
+      swapping = false;
+      await swaps;
+    }
     const pairs = results.map((review) => `${addedImages(review).join()}|${addedVolumes(review).join()}`);
     for (const pair of pairs) assert.ok(pair === 'proxy:1|conf-1' || pair === 'proxy:2|conf-2', `mixed template: ${pair}`);
     assert.ok(new Set(pairs).size === 2, 'both templates were served during the swaps');
