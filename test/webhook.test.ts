@@ -135,6 +135,16 @@ describe('the admission webhook over real HTTPS', () => {
     assert.ok(kept.response.patch !== undefined, 'the volume is still added');
   });
 
+  it('answers at the URL the API server calls (with ?timeout=)', async () => {
+    const response = await httpsCall(`${server.url}/mutate?timeout=5s`, { ca: server.ca, body: JSON.stringify(exampleReview()) });
+    assert.equal(response.status, 200);
+    assert.ok(decodePatch(JSON.parse(response.body) as ReviewResponse).length > 0);
+    const bad = await httpsCall(`${server.url}/mutate?timeout=5s`, { ca: server.ca, body: '[]' });
+    assert.equal(bad.status, 400);
+    const metrics = await server.metrics.registry.getSingleMetricAsString('envoy_injector_admission_requests_total');
+    assert.match(metrics, /result="error",reason="malformed_review"\} [1-9]/);
+  });
+
   it('answers the same without a socket (fastify.inject)', async () => {
     const overSocket = await mutate(exampleReview());
     const injected = await server.app.inject({ method: 'POST', url: '/mutate', payload: exampleReview() });

@@ -94,7 +94,8 @@ export function buildApp(deps: AppDependencies) {
       : status === 415 ? ErrorReason.unsupportedMediaType
       : status >= 500 ? ErrorReason.internalError
       : ErrorReason.malformedReview;
-    if (request.url === '/mutate') deps.metrics.recordAdmission('error', reason, 0);
+    // The route, not the URL: the API server calls `/mutate?timeout=5s`.
+    if (request.routeOptions.url === '/mutate') deps.metrics.recordAdmission('error', reason, 0);
     if (status >= 500) {
       request.log.error({ err: error, url: request.url }, 'request failed');
       return reply.code(status).send({ statusCode: status, error: 'Internal Server Error', message: 'internal error (logged by envoy-injector)' });
