@@ -35,6 +35,8 @@ export interface LoadResult {
   readonly requestsPerSecond: number;
   readonly latencyMs: { readonly p50: number; readonly p90: number; readonly p99: number; readonly max: number; readonly mean: number };
   readonly statusCodes: Record<string, number>;
+  /** CPU this worker process used (user + system, startup included), seconds. */
+  readonly cpuSeconds: number;
 }
 
 function percentile(sorted: Float64Array, p: number): number {
@@ -104,6 +106,7 @@ async function runLoad(spec: LoadSpec): Promise<LoadResult> {
       mean: latencies.length === 0 ? NaN : sum / latencies.length,
     },
     statusCodes,
+    cpuSeconds: (process.cpuUsage().user + process.cpuUsage().system) / 1e6,
   };
 }
 

@@ -137,6 +137,14 @@ export function readCpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
 }
 
+/** CPU time the whole machine spent busy (every core; steal included: other guests count as other work), seconds. */
+export function readMachineBusySeconds(): number {
+  const line = readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '';
+  // cpu user nice system idle iowait irq softirq steal ...
+  const [user, nice, system, , , irq, softirq, steal] = line.trim().split(/\s+/).slice(1).map(Number);
+  return ((user ?? 0) + (nice ?? 0) + (system ?? 0) + (irq ?? 0) + (softirq ?? 0) + (steal ?? 0)) / CLOCK_TICKS;
+}
+
 /** Samples a process's memory every `intervalMs` until stopped; keeps the highest VmRSS and VmHWM seen. */
 export class MemorySampler {
   #peakRss = 0;

@@ -17,7 +17,17 @@ import { parseArgs } from 'node:util';
 import ts from 'typescript';
 import { httpsRequest } from './https-client.js';
 import type { LoadResult, LoadSpec } from './load.js';
-import { MemorySampler, ROOT, killAllChildren, readCpuSeconds, readMemory, runNode, startServer, type ServerProcess } from './processes.js';
+import {
+  MemorySampler,
+  ROOT,
+  killAllChildren,
+  readCpuSeconds,
+  readMachineBusySeconds,
+  readMemory,
+  runNode,
+  startServer,
+  type ServerProcess,
+} from './processes.js';
 import { burstReviews, largeReview, seedReview, skippedReview } from './reviews.js';
 
 const MIB = 1024 * 1024;
@@ -29,10 +39,13 @@ const { values: flags } = parseArgs({
     'no-write': { type: 'boolean', default: false },
     /** Comma-separated parts to run: scenario names (seed, skip, large, burst), memory, coldstart, install. */
     only: { type: 'string' },
+    /** Extra node flags for our server only, e.g. "--max-semi-space-size=4", to try a fix; recorded in the results. */
+    'ours-node-flags': { type: 'string', default: '' },
   },
 });
 const QUICK = flags.quick;
 const ONLY = flags.only?.split(',').map((name) => name.trim());
+const OURS_NODE_FLAGS = flags['ours-node-flags'].split(' ').filter((flag) => flag !== '');
 const selected = (part: string): boolean => ONLY === undefined || ONLY.includes(part);
 
 /** Seconds per timed round, per warm-up, and requests for the memory check; --quick shrinks all. */
@@ -86,6 +99,12 @@ if (unknownParts.length > 0) throw new Error(`--only: unknown ${unknownParts.joi
 interface Round extends LoadResult {
   readonly serverCpuSeconds: number;
   readonly cpuUsPerRequest: number;
+  /**
+   * Share of the machine's CPU (all cores, over the round) used by anything
+   * but the server, the load worker and this harness: other work, which makes
+   * req/s and latency noisy.
+   */
+  readonly otherCpuShare: number;
 }
 
 interface ServerFigures {
@@ -113,8 +132,8 @@ interface ScenarioResult {
   readonly oursPeakRssBytes: number;
   readonly floorPeakRssBytes: number;
   readonly ratios: { readonly throughput: number; readonly p99: number; readonly cpuPerRequest: number };
-  /** /proc/loadavg (1 min) before and after: other work on the machine shows here. */
-  readonly loadAverage: readonly [number, number];
+  /** Mean and highest share of the machine's CPU used by other work during the rounds. */
+  readonly otherCpu: { readonly mean: number; readonly max: number };
 }
 
 const work = mkdtempSync(join(tmpdir(), 'envoy-injector-bench-'));
@@ -144,7 +163,7 @@ function log(line: string): void {
 /** Our compiled server with production settings; it makes dev certificates in `certsDir` on first start. */
 function startOurs(): Promise<ServerProcess> {
   return startServer(
-    ['bin/envoy-injector.js', 'serve', '--host', '127.0.0.1', '--port', '0', '--log-level', 'info', '--certs-dir', certsDir],
+    [...OURS_NODE_FLAGS, 'bin/envoy-injector.js', 'serve', '--host', '127.0.0.1', '--port', '0', '--log-level', 'info', '--certs-dir', certsDir],
     'envoy-injector serving https',
   );
 }
@@ -192,10 +211,6 @@ async function load(server: ServerProcess, bodiesFile: string, connections: numb
   const budgetMs = ('durationSeconds' in run ? run.durationSeconds * 1000 : 120_000) + 60_000;
   const output = await runNode([LOAD_SCRIPT, specFile], budgetMs);
   return JSON.parse(output.trim().split('\n').at(-1) ?? '{}') as LoadResult;
-}
-
-function loadAverage(): number {
-  return Number(readFileSync('/proc/loadavg', 'utf8').split(' ')[0]);
 }
 
 function errorsOf(result: LoadResult): number {
@@ -263,7 +278,6 @@ async function runScenario(scenario: Scenario, responseFile: string): Promise<Sc
     const servers = { ours, floor };
     const warmups: Record<'ours' | 'floor', LoadResult[]> = { ours: [], floor: [] };
     const rounds: Record<'ours' | 'floor', Round[]> = { ours: [], floor: [] };
-    const loadBefore = loadAverage();
     for (const side of ['ours', 'floor'] as const) {
       warmups[side].push(await load(servers[side], warmupFile, scenario.connections, { durationSeconds: SETTINGS.warmupSeconds }));
     }
@@ -271,12 +285,20 @@ async function runScenario(scenario: Scenario, responseFile: string): Promise<Sc
     for (const side of order) {
       const run = scenario.amount === undefined ? { durationSeconds: SETTINGS.roundSeconds } : { amount: scenario.amount };
       const cpuBefore = readCpuSeconds(servers[side].pid);
+      const machineBefore = readMachineBusySeconds();
+      const harnessBefore = process.cpuUsage();
+      const wallBefore = performance.now();
       const result = await load(servers[side], bodiesFile, scenario.connections, run);
+      const wallSeconds = (performance.now() - wallBefore) / 1000;
+      const harness = process.cpuUsage(harnessBefore);
+      const machineBusy = readMachineBusySeconds() - machineBefore;
       const serverCpuSeconds = readCpuSeconds(servers[side].pid) - cpuBefore;
-      rounds[side].push({ ...result, serverCpuSeconds, cpuUsPerRequest: (serverCpuSeconds * 1e6) / result.responses });
+      const otherSeconds = machineBusy - serverCpuSeconds - result.cpuSeconds - (harness.user + harness.system) / 1e6;
+      const otherCpuShare = Math.max(0, otherSeconds / (wallSeconds * cpus().length));
+      rounds[side].push({ ...result, serverCpuSeconds, cpuUsPerRequest: (serverCpuSeconds * 1e6) / result.responses, otherCpuShare });
       log(
         `  ${scenario.name} ${side.padEnd(5)} ${result.requestsPerSecond.toFixed(0).padStart(6)} req/s  p99 ${result.latencyMs.p99.toFixed(2).padStart(7)} ms  ` +
-          `CPU ${((serverCpuSeconds * 1e6) / result.responses).toFixed(0).padStart(5)} µs/req  errors ${errorsOf(result)}`,
+          `CPU ${((serverCpuSeconds * 1e6) / result.responses).toFixed(0).padStart(5)} µs/req  errors ${errorsOf(result)}  other work ${(otherCpuShare * 100).toFixed(0)}%`,
       );
     }
     const oursFigures = figures(rounds.ours, warmups.ours);
@@ -297,7 +319,10 @@ async function runScenario(scenario: Scenario, responseFile: string): Promise<Sc
         p99: oursFigures.p99Ms / floorFigures.p99Ms,
         cpuPerRequest: oursFigures.cpuUsPerRequest / floorFigures.cpuUsPerRequest,
       },
-      loadAverage: [loadBefore, loadAverage()],
+      otherCpu: {
+        mean: mean([...rounds.ours, ...rounds.floor].map((round) => round.otherCpuShare)),
+        max: Math.max(...[...rounds.ours, ...rounds.floor].map((round) => round.otherCpuShare)),
+      },
     };
   } finally {
     oursMemory.stop();
@@ -468,20 +493,22 @@ function machineInfo() {
     commit: gitCommit(),
     /** Uncommitted changes under src/ were built into dist/ and measured. */
     srcDirty: srcDirty(),
+    oursNodeFlags: OURS_NODE_FLAGS,
   };
 }
 
 function header(startedAt: Date, machine: ReturnType<typeof machineInfo>): string {
   return [
     '',
-    `envoy-injector bench, ${startedAt.toISOString()}, commit ${machine.commit ?? '?'}${machine.srcDirty ? ' + uncommitted src/' : ''}`,
+    `envoy-injector bench, ${startedAt.toISOString()}, commit ${machine.commit ?? '?'}${machine.srcDirty ? ' + uncommitted src/' : ''}` +
+      (machine.oursNodeFlags.length > 0 ? `, ours run with ${machine.oursNodeFlags.join(' ')}` : ''),
     `${machine.cpus} × ${machine.cpuModel}, Node ${machine.node}, Fastify ${machine.fastify}, autocannon ${machine.autocannon}${QUICK ? ' (QUICK: short rounds, not comparable)' : ''}`,
   ].join('\n');
 }
 
 function scenarioTable(scenarios: readonly ScenarioResult[]): string {
   const rows: string[][] = [
-    ['scenario', 'server', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'max ms', 'errors', 'peak RSS MiB', 'CPU µs/req', 'ours/floor req/s', 'ours/floor p99', 'ours/floor CPU'],
+    ['scenario', 'server', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'max ms', 'errors', 'peak RSS MiB', 'CPU µs/req', 'ours/floor req/s', 'ours/floor p99', 'ours/floor CPU', 'other work'],
   ];
   for (const scenario of scenarios) {
     for (const side of ['ours', 'floor'] as const) {
@@ -500,6 +527,7 @@ function scenarioTable(scenarios: readonly ScenarioResult[]): string {
         side === 'ours' ? fmt.ratio(scenario.ratios.throughput) : '',
         side === 'ours' ? fmt.ratio(scenario.ratios.p99) : '',
         side === 'ours' ? fmt.ratio(scenario.ratios.cpuPerRequest) : '',
+        side === 'ours' ? `${(scenario.otherCpu.mean * 100).toFixed(0)}%` : '',
       ]);
     }
   }
@@ -539,10 +567,9 @@ async function main(): Promise<void> {
   const out: string[] = [header(startedAt, machine), ''];
   if (scenarios.length > 0) {
     out.push(scenarioTable(scenarios), '');
-    const loads = scenarios.flatMap((scenario) => scenario.loadAverage);
-    // Ours (or the floor) and the load worker keep both cores busy: a 1-min load average near 2 is the bench itself.
-    if (Math.max(...loads) > 3) {
-      out.push(`note: the 1-min load average reached ${Math.max(...loads).toFixed(1)} (the bench alone makes ~2): other work shared the machine, req/s and latency are noisy; CPU µs/req is the steadier figure`, '');
+    const other = Math.max(...scenarios.map((scenario) => scenario.otherCpu.max));
+    if (other > 0.1) {
+      out.push(`note: other work took up to ${(other * 100).toFixed(0)}% of the machine's CPU during a round: req/s and latency are noisy; CPU µs/req is the steadier figure`, '');
     }
   }
   if (memory !== undefined) {
@@ -610,7 +637,7 @@ function markdownSummary(
   lines.push(
     `Run of ${startedAt.toISOString().slice(0, 16).replace('T', ' ')} UTC, commit \`${machine.commit ?? '?'}\`${machine.srcDirty ? ' plus uncommitted changes under src/' : ''}; ` +
       `${machine.cpus} × ${machine.cpuModel}, Node ${machine.node}, Fastify ${machine.fastify}, autocannon ${machine.autocannon}. ` +
-      `1-min load average during the scenarios: ${Math.min(...scenarios.flatMap((scenario) => scenario.loadAverage)).toFixed(1)}–${Math.max(...scenarios.flatMap((scenario) => scenario.loadAverage)).toFixed(1)} (the bench alone makes ~2).`,
+      `Other work on the machine during the rounds: ${(mean(scenarios.map((scenario) => scenario.otherCpu.mean)) * 100).toFixed(0)}% of its CPU on average, up to ${(Math.max(...scenarios.map((scenario) => scenario.otherCpu.max)) * 100).toFixed(0)}% in a round.`,
     '',
     '| scenario | conns | ours req/s | floor req/s | ours/floor req/s | ours p50 / p99 / max ms | floor p50 / p99 / max ms | ours/floor p99 | CPU µs/req ours / floor | errors | ours peak RSS |',
     '|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
