@@ -1,0 +1,81 @@
+import { connect, createServer, type Server, type Socket } from 'node:net';
+
+/**
+ * A round-robin TCP balancer on 127.0.0.1, like a Service's ClusterIP: each
+ * new client connection is joined to one backend for its whole life (TLS
+ * passes through untouched), so keep-alive connections stay on the replica
+ * they were opened to. A backend that refuses the connect is skipped and the
+ * next one tried (nothing was sent yet, so that is always safe).
+ */
+export interface TcpBalancer {
+  readonly port: number;
+  /** Client connections joined to a backend, per backend port. */
+  readonly joined: Map<number, number>;
+  /** Connects refused by a backend and retried on the next one. */
+  refusedRetries: number;
+  /** Client connections closed because no backend would take them. */
+  unserved: number;
+  close(): Promise<void>;
+}
+
+export async function startTcpBalancer(backends: () => readonly number[]): Promise<TcpBalancer> {
+  const sockets = new Set<Socket>();
+  let next = 0;
+  const balancer: TcpBalancer = {
+    port: 0,
+    joined: new Map(),
+    refusedRetries: 0,
+    unserved: 0,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+  const track = (socket: Socket): void => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  };
+
+  const server: Server = createServer({ pauseOnConnect: true }, (client) => {
+    track(client);
+    client.once('error', () => client.destroy());
+    // Round robin: each connection starts at the next backend and tries each one at most once.
+    const all = backends();
+    const start = next++;
+    const ports = all.map((_, index) => all[(start + index) % all.length] as number);
+    const tryBackend = (attempt: number): void => {
+      if (client.destroyed) return;
+      const port = ports[attempt];
+      if (port === undefined) {
+        balancer.unserved += 1;
+        client.destroy();
+        return;
+      }
+      const upstream = connect({ host: '127.0.0.1', port });
+      track(upstream);
+      upstream.once('error', (error: NodeJS.ErrnoException) => {
+        if (error.code === 'ECONNREFUSED') {
+          balancer.refusedRetries += 1;
+          tryBackend(attempt + 1);
+        } else client.destroy();
+      });
+      upstream.once('connect', () => {
+        balancer.joined.set(port, (balancer.joined.get(port) ?? 0) + 1);
+        upstream.removeAllListeners('error');
+        // A reset on either side resets the other; a clean close ends it (pipe ends it after the last bytes).
+        upstream.on('error', () => client.destroy());
+        client.on('error', () => upstream.destroy());
+        upstream.on('close', (hadError) => (hadError ? client.destroy() : client.end()));
+        client.on('close', (hadError) => (hadError ? upstream.destroy() : upstream.end()));
+        client.pipe(upstream);
+        upstream.pipe(client);
+        client.resume();
+      });
+    };
+    tryBackend(0);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  return Object.assign(balancer, { port: typeof address === 'object' && address !== null ? address.port : 0 });
+}
