@@ -297,7 +297,7 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
       TEMPLATE_CONFIGMAP: 'envoy-initializer',
       NATIVE_SIDECAR: 'auto',
       ALLOWED_OVERRIDES: 'proxy-cpu,proxy-memory,proxy-cpu-limit,proxy-memory-limit',
-      SHUTDOWN_DELAY: '0s',
+      SHUTDOWN_DELAY: '2s',
       SHUTDOWN_TIMEOUT: '10s',
       POD_NAMESPACE: { fieldRef: { fieldPath: 'metadata.namespace' } },
     };

@@ -463,3 +463,42 @@ describe('a replica killed and restarted under load', () => {
     for (const o of outcomes.filter((o) => o.answer !== undefined)) assert.equal(uidOf(o.answer as PostAnswer), o.uid);
   });
 });
+
+// ---------------------------------------------------------------------------------------------
+// Weaknesses these fault tests found, fixed in src/; kept as regressions.
+
+describe('regressions: weaknesses found by the fault tests', () => {
+  it('a TCP connection that never starts TLS is closed within the headers timeout, plus one check interval and slack', async () => {
+    const server = await startTestServer();
+    try {
+      const started = performance.now();
+      const socket = netConnect({ host: '127.0.0.1', port: server.port });
+      socket.on('error', () => {});
+      const closed = new Promise<number>((resolve) => socket.once('close', () => resolve(performance.now() - started)));
+      const limit = HEADERS_TIMEOUT_MS + CHECK_INTERVAL_MS + 1_500;
+      const heldMs = await Promise.race([closed, sleep(limit).then(() => Number.POSITIVE_INFINITY)]);
+      socket.destroy();
+      assert.ok(heldMs <= limit, `still open after ${ms(limit)} (Node's TLS handshakeTimeout defaults to 120 s)`);
+    } finally {
+      await server.shutdown();
+    }
+  });
+
+  it('while draining (--shutdown-delay), answers tell keep-alive clients to close, so none is reusing a connection when idle ones are closed', async () => {
+    const server = await startTestServer({ shutdownDelayMs: 1_000 });
+    const agent = keepAliveAgent(server.ca, 1);
+    try {
+      const before = await postBody(`${server.url}/mutate`, reviewBody('drain').body, { agent });
+      assert.equal(before.headers['connection'], 'keep-alive');
+      const stopping = server.shutdown();
+      const during = await postBody(`${server.url}/mutate`, reviewBody('drain').body, { agent });
+      assert.equal(during.status, 200);
+      assert.equal(during.reusedSocket, true);
+      assert.equal(during.headers['connection'], 'close', 'a draining server answers with Connection: close');
+      await stopping;
+    } finally {
+      agent.destroy();
+      await server.shutdown();
+    }
+  });
+});

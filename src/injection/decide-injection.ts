@@ -1,4 +1,4 @@
-import { objectAt, own, stringAt, type JsonObject } from './json.js';
+import { describeValue, objectAt, own, stringAt, type JsonObject } from './json.js';
 import { ALWAYS_EXCLUDED_NAMESPACES, Annotations, NamespaceLabel } from './names.js';
 import type { SidecarTemplate, TemplateSet } from './parse-template.js';
 
@@ -191,8 +191,8 @@ export function decideInjection(input: DecisionInput): Decision {
   const template = templateName === undefined ? templates.defaultTemplate : templates.templates.get(templateName);
   if (template === undefined) {
     const known = [...templates.templates.keys()].map((name) => `"${name}"`).join(', ');
-    warnings.push(`${Annotations.template}: no template named "${templateName}" (known: ${known}); the Pod was not injected`);
-    return skip(Rule.template, Reason.unknownTemplate, `no template named "${templateName}"`);
+    warnings.push(`${Annotations.template}: no template named ${describeValue(templateName)} (known: ${known}); the Pod was not injected`);
+    return skip(Rule.template, Reason.unknownTemplate, `no template named ${describeValue(templateName)}`);
   }
   pass(Rule.template, `template "${template.name}" (${template.hash})`);
 
@@ -216,6 +216,6 @@ function readBooleanAnnotation(annotations: JsonObject | undefined, key: string,
   if (value === undefined) return undefined;
   if (value === 'true') return true;
   if (value === 'false') return false;
-  warnings.push(`${key}: ${JSON.stringify(value)} is not "true" or "false"; ignored`);
+  warnings.push(`${key}: ${describeValue(value)} is not "true" or "false"; ignored`);
   return undefined;
 }

@@ -38,3 +38,16 @@ export function own(object: JsonObject, key: string): JsonValue | undefined {
 export function entryName(entry: JsonValue | undefined): string | undefined {
   return isJsonObject(entry) ? stringAt(entry, 'name') : undefined;
 }
+
+/**
+ * A value from a Pod for a message: a quoted string cut to `maxLength`, or its
+ * kind. Never throws (JSON.stringify does on deep nesting) and never copies an
+ * unbounded value into a warning.
+ */
+export function describeValue(value: unknown, maxLength = 64): string {
+  if (typeof value === 'string') return JSON.stringify(value.length > maxLength ? `${value.slice(0, maxLength)}...` : value);
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'a list';
+  if (typeof value === 'object') return 'a mapping';
+  return String(value);
+}

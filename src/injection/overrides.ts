@@ -1,4 +1,4 @@
-import { objectAt, own, type JsonObject } from './json.js';
+import { describeValue, objectAt, own, type JsonObject } from './json.js';
 import { compareQuantities, parseQuantity, quantityProblem, type Quantity } from './quantity.js';
 
 /** The per-Pod overrides of the proxy, by annotation suffix (`envoy-injector.io/<name>`). */
@@ -56,13 +56,12 @@ export function resolveOverrides(
     const annotation = ANNOTATION_PREFIX + name;
     const value = annotations === undefined ? undefined : own(annotations, annotation);
     if (value === undefined) continue;
-    const shown = JSON.stringify(value);
     if (!allowed.includes(name)) {
       warnings.push(`${annotation}: overriding ${describe(name)} is not allowed by this injector (allowed: ${allowed.map((a) => ANNOTATION_PREFIX + a).join(', ') || 'none'}); the template's value was kept`);
       continue;
     }
     if (typeof value !== 'string') {
-      warnings.push(`${annotation}: ${shown} must be a string; the template's value was kept`);
+      warnings.push(`${annotation}: ${describeValue(value)} must be a string; the template's value was kept`);
       continue;
     }
     const problem = name === OverrideName.image ? imageProblem(value) : quantityProblem(value);
@@ -124,10 +123,11 @@ export function resolveOverrides(
  * `[host[:port]/]path[:tag][@digest]` as the distribution/reference grammar has it.
  */
 export function imageProblem(reference: string): string | undefined {
-  const match = IMAGE_REFERENCE.exec(reference);
-  if (match === null || reference.length > 512) return `"${reference}" is not an image reference (example: "envoyproxy/envoy:v1.31.2")`;
+  // The length bound first: it also keeps the regular expression's work small.
+  const match = reference.length > 512 ? null : IMAGE_REFERENCE.exec(reference);
+  if (match === null) return `${describeValue(reference)} is not an image reference (example: "envoyproxy/envoy:v1.31.2")`;
   const name = match[1] ?? '';
-  if (name.length > 255) return `"${reference}": the repository name is longer than 255 characters`;
+  if (name.length > 255) return `${describeValue(reference)}: the repository name is longer than 255 characters`;
   return undefined;
 }
 

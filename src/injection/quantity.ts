@@ -1,3 +1,5 @@
+import { describeValue } from './json.js';
+
 /**
  * Kubernetes resource quantities (`250m`, `1.5`, `128Mi`, `1G`, `2e3`), parsed
  * exactly as rationals so that `1.5` and `1500m` compare equal.
@@ -9,6 +11,7 @@ export interface Quantity {
   readonly denominator: bigint;
 }
 
+const MAX_QUANTITY_LENGTH = 64;
 const QUANTITY = /^([+-]?)(\d+(?:\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?\d+)?$/;
 
 const BINARY_POWER: Readonly<Record<string, number>> = { Ki: 10, Mi: 20, Gi: 30, Ti: 40, Pi: 50, Ei: 60 };
@@ -16,7 +19,10 @@ const DECIMAL_POWER: Readonly<Record<string, number>> = { m: -3, k: 3, M: 6, G: 
 
 /** The parsed quantity, or undefined when `text` is not one. */
 export function parseQuantity(text: string | number): Quantity | undefined {
-  const match = QUANTITY.exec(typeof text === 'number' ? numberToText(text) : text);
+  const source = typeof text === 'number' ? numberToText(text) : text;
+  // No real quantity is this long; the bound keeps BigInt parsing cheap on hostile input.
+  if (source.length > MAX_QUANTITY_LENGTH) return undefined;
+  const match = QUANTITY.exec(source);
   if (match === null) return undefined;
   const [, sign = '', number = '', suffix = ''] = match;
   const [whole = '', fraction = ''] = number.split('.');
@@ -51,8 +57,8 @@ export function compareQuantities(a: Quantity, b: Quantity): -1 | 0 | 1 {
 export function quantityProblem(value: unknown): string | undefined {
   if (typeof value !== 'string' && typeof value !== 'number') return 'must be a quantity such as "250m", "1.5" or "128Mi"';
   const quantity = parseQuantity(value);
-  if (quantity === undefined) return `"${String(value)}" is not a quantity (examples: "250m", "1.5", "128Mi", "1G")`;
-  if (quantity.numerator < 0n) return `"${String(value)}" must not be negative`;
+  if (quantity === undefined) return `${describeValue(String(value))} is not a quantity (examples: "250m", "1.5", "128Mi", "1G")`;
+  if (quantity.numerator < 0n) return `${describeValue(String(value))} must not be negative`;
   return undefined;
 }
 

@@ -68,10 +68,18 @@ export function buildApp(deps: AppDependencies) {
       requestTimeout: timeouts.requestMs,
       // How often Node checks the two timeouts above (its default is 30 s).
       connectionsCheckingInterval: 1_000,
+      // A connection that never completes TLS would otherwise hold a connection slot for 120 s.
+      handshakeTimeout: timeouts.headersMs,
     },
   });
 
   if (deps.maxConnections !== undefined) app.server.maxConnections = deps.maxConnections;
+
+  // While draining, every answer asks the client to close its connection, so that
+  // keep-alive connections are gone before the listener closes and none is reset mid-request.
+  app.addHook('onSend', async (_request, reply) => {
+    if (deps.state.draining) reply.header('connection', 'close');
+  });
 
   // JSON only (anything else is 415), with our own parser: invalid UTF-8 is an error, not silently replaced.
   app.removeAllContentTypeParsers();
@@ -100,7 +108,11 @@ export function buildApp(deps: AppDependencies) {
       request.log.error({ err: error, url: request.url }, 'request failed');
       return reply.code(status).send({ statusCode: status, error: 'Internal Server Error', message: 'internal error (logged by envoy-injector)' });
     }
-    const message = status === 413 ? `body larger than ${BODY_LIMIT_BYTES} bytes` : status === 415 ? `content type ${JSON.stringify(request.headers['content-type'] ?? '')} is not application/json` : error.message;
+    const message = oneLine(
+      status === 413 ? `body larger than ${BODY_LIMIT_BYTES} bytes`
+      : status === 415 ? `content type ${JSON.stringify(request.headers['content-type'] ?? '')} is not application/json`
+      : error.message,
+    );
     request.log.warn({ status, reason, url: request.url }, message);
     return reply.code(status).send({ statusCode: status, error: reasonPhrase(status), message });
   });
@@ -158,6 +170,12 @@ export function buildApp(deps: AppDependencies) {
   });
 
   return app;
+}
+
+/** Messages may quote the body (JSON.parse does): escape line breaks and control characters, keep it short. */
+function oneLine(message: string): string {
+  const escaped = message.replace(/[\u0000-\u001f\u007f\u2028\u2029]/g, (character) => `\\u${character.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return escaped.length > 300 ? `${escaped.slice(0, 300)}...` : escaped;
 }
 
 function httpError(statusCode: number, message: string): Error & { statusCode: number } {
