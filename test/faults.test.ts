@@ -390,8 +390,8 @@ describe('a replica killed and restarted under load', () => {
     assert.ok((byProcess[2] ?? 0) > 0, 'the restarted replica is back in rotation');
   });
 
-  it('connection balancing (a ClusterIP-like TCP balancer, blind to readiness), --shutdown-delay 0s as the chart sets it: no accepted request lost; refused connects retried; close races counted', async (t) => {
-    const replicas = await Promise.all([spawnReplica(certs, '0s'), spawnReplica(certs, '0s')]);
+  it('connection balancing (a ClusterIP-like TCP balancer, blind to readiness), --shutdown-delay 2s as the chart sets it: no accepted request lost; refused connects retried; close races counted', async (t) => {
+    const replicas = await Promise.all([spawnReplica(certs, '2s'), spawnReplica(certs, '2s')]);
     let [a, b] = replicas as [ServerProcess, ServerProcess];
     const aPort = a.port;
     const processes = [a, b];
