@@ -151,12 +151,16 @@ describe('the merge and its patch (DESIGN §3)', () => {
     assert.ok(patch.some((op) => op.path === '/spec/volumes'));
   });
 
-  it('does not share objects with the template: the built Pod can be changed freely', () => {
+  it('shares the template\'s frozen entries instead of copying them, so no Pod can change the template', () => {
     const { pod: built } = injectChecked(seedPod());
     const envoy = ((built['spec'] as JsonObject)['containers'] as JsonObject[])[1] as JsonObject;
-    assert.equal(Object.isFrozen(envoy), false);
-    envoy['image'] = 'changed';
-    assert.notEqual(seed.containers[0]?.['image'], 'changed');
+    assert.equal(envoy, seed.containers[0], 'the same object: no copy per request');
+    assert.ok(Object.isFrozen(envoy) && Object.isFrozen(envoy['resources']));
+    assert.throws(() => {
+      'use strict';
+      envoy['image'] = 'changed';
+    }, TypeError);
+    assert.equal(seed.containers[0]?.['image'], 'lyft/envoy:845747db88f102c0fd262ab234308e9e22f693a1');
   });
 });
 

@@ -1,4 +1,4 @@
-import type { PatchOperation } from '../injection/index.js';
+import type { JsonValue, PatchOperation } from '../injection/index.js';
 
 /** admission.k8s.io/v1 AdmissionResponse; we never deny, only patch or allow. */
 export interface AdmissionResponse {
@@ -34,8 +34,31 @@ export function patched(
   return {
     ...allowed(auditAnnotations, warnings),
     patchType: 'JSONPatch',
-    patch: Buffer.from(JSON.stringify(patch)).toString('base64'),
+    patch: Buffer.from(encodePatch(patch)).toString('base64'),
   };
+}
+
+/**
+ * JSON.stringify(patch), with the JSON of frozen values (the template's
+ * entries, shared by every Pod injected from it) computed once: most of a
+ * patch is the same sidecar, request after request.
+ */
+export function encodePatch(patch: readonly PatchOperation[]): string {
+  return `[${patch.map((operation) => `{"op":"add","path":${JSON.stringify(operation.path)},"value":${encodeValue(operation.value)}}`).join(',')}]`;
+}
+
+const frozenJson = new WeakMap<object, string>();
+
+function encodeValue(value: JsonValue): string {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value);
+  if (Array.isArray(value) && !Object.isFrozen(value)) return `[${value.map(encodeValue).join(',')}]`;
+  if (!Object.isFrozen(value)) return JSON.stringify(value);
+  let json = frozenJson.get(value);
+  if (json === undefined) {
+    json = JSON.stringify(value);
+    frozenJson.set(value, json);
+  }
+  return json;
 }
 
 /** The one place the request's uid and version are echoed. */

@@ -3,16 +3,13 @@ import { parseArgs } from 'node:util';
 import type { Logger } from 'pino';
 import { UsageError } from '../errors.js';
 import { DEFAULT_ALLOWED_OVERRIDES, type OverrideName } from '../injection/index.js';
-import { ClusterVersionCheck } from '../kube/cluster-version.js';
-import { connectToCluster } from '../kube/cluster-connection.js';
-import { startClusterWatches, type ClusterWatches } from '../kube/cluster-watches.js';
-import { DEFAULT_BACKOFF, type Backoff } from '../kube/resilient-informer.js';
+import { DEFAULT_BACKOFF, type Backoff } from '../kube/backoff.js';
+import { clusterRequested } from '../kube/cluster-request.js';
+import type { CertificateManager, CertificateSettings, ClusterVersionCheck, ClusterWatches } from '../kube/index.js';
 import type { InjectorMetrics } from '../server/metrics.js';
 import { createLogger, createServerState, ensureDevCertificates, startServer, type RunningServer, type ServeOptions } from '../server/serve.js';
 import type { ServerState } from '../server/server-state.js';
 import { readPem, type TlsMaterial } from '../server/tls-files.js';
-import { CertificateManager, DEFAULT_CERTIFICATE_SETTINGS, type CertificateSettings } from '../kube/certificate-manager.js';
-import { retryUntilDone } from '../kube/retry.js';
 import { loadTemplates, type CommandIo } from './io.js';
 import { parseAllowedOverrides } from './options.js';
 
@@ -194,7 +191,9 @@ export async function startInjector(
 ): Promise<RunningInjector> {
   const { io, log } = context;
   const backoff = context.backoff ?? DEFAULT_BACKOFF;
-  const connection = connectToCluster({ kubeconfig: settings.kubeconfig, env: context.env });
+  // Outside a cluster, @kubernetes/client-node is never loaded (memory and start-up time).
+  const kube = clusterRequested({ kubeconfig: settings.kubeconfig, env: context.env }) === undefined ? undefined : await import('../kube/index.js');
+  const connection = kube?.connectToCluster({ kubeconfig: settings.kubeconfig, env: context.env });
   const ownNamespace = settings.namespace ?? connection?.contextNamespace;
   // A template file, or outside a cluster the bundled one; in a cluster the ConfigMap watch fills the store.
   const initialTemplates =
@@ -208,12 +207,12 @@ export async function startInjector(
   let certificates: CertificateManager | undefined;
   let tls: ServeOptions['tls'];
   if (settings.certificates.mode === 'auto') {
-    if (connection === undefined) throw new UsageError('--cert-mode auto needs a cluster (--kubeconfig, or running in a Pod)');
+    if (kube === undefined || connection === undefined) throw new UsageError('--cert-mode auto needs a cluster (--kubeconfig, or running in a Pod)');
     const clientCa = settings.clientCaFile === undefined ? undefined : await readPem(settings.clientCaFile);
     let pending: TlsMaterial | undefined;
-    const manager = new CertificateManager({
+    const manager = new kube.CertificateManager({
       kubeConfig: connection.kubeConfig,
-      settings: { ...DEFAULT_CERTIFICATE_SETTINGS, ...settings.certificates, namespace: ownNamespace ?? 'default', ...context.certificateSettings },
+      settings: { ...kube.DEFAULT_CERTIFICATE_SETTINGS, ...settings.certificates, namespace: ownNamespace ?? 'default', ...context.certificateSettings },
       log,
       backoff,
       onServingCertificate: (material) => {
@@ -223,7 +222,7 @@ export async function startInjector(
       ...(context.now === undefined ? {} : { now: context.now }),
     });
     certificates = manager;
-    const material = await retryUntilDone('preparing the serving certificate', () => manager.start(), backoff, log);
+    const material = await kube.retryUntilDone('preparing the serving certificate', () => manager.start(), backoff, log);
     // A renewal may have arrived while the server was not up yet.
     tls = { material: pending ?? { ...material, clientCa } };
   } else {
@@ -235,15 +234,15 @@ export async function startInjector(
     };
   }
   state.nativeSidecar = settings.nativeSidecar === 'on';
-  const versionCheck =
-    settings.nativeSidecar === 'auto' && connection !== undefined
-      ? new ClusterVersionCheck({ kubeConfig: connection.kubeConfig, log, backoff, onNativeSidecar: (native) => (state.nativeSidecar = native) })
+  const versionCheck: ClusterVersionCheck | undefined =
+    settings.nativeSidecar === 'auto' && kube !== undefined && connection !== undefined
+      ? new kube.ClusterVersionCheck({ kubeConfig: connection.kubeConfig, log, backoff, onNativeSidecar: (native) => (state.nativeSidecar = native) })
       : undefined;
   versionCheck?.start();
-  const cluster =
-    connection === undefined
+  const cluster: ClusterWatches | undefined =
+    kube === undefined || connection === undefined
       ? undefined
-      : startClusterWatches({
+      : kube.startClusterWatches({
           connection,
           namespace: ownNamespace ?? 'default',
           configMapName: settings.templateFile === undefined ? settings.configMapName : undefined,

@@ -29,7 +29,10 @@ export interface KeptEntry {
 }
 
 export interface InjectionResult {
-  /** The built Pod. Shares unchanged subtrees with the input, which is never mutated. */
+  /**
+   * The built Pod. Shares unchanged subtrees with the input (never mutated) and
+   * the template's entries (deeply frozen): copy before changing it.
+   */
   readonly pod: JsonObject;
   /** Turns the input into `pod`; empty when nothing changes. */
   readonly patch: readonly PatchOperation[];
@@ -70,7 +73,8 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
       if (taken.has(name)) kept.push({ list, name });
       else {
         taken.add(name);
-        picked.push(structuredClone(entry));
+        // Template entries are deeply frozen: shared, never copied, never changed.
+        picked.push(entry);
       }
     }
     return picked;

@@ -1,5 +1,6 @@
 /** RFC 6901: `~` becomes `~0` first, then `/` becomes `~1`; the order matters. */
 export function escapePointerToken(token: string): string {
+  if (!token.includes('~') && !token.includes('/')) return token;
   return token.replaceAll('~', '~0').replaceAll('/', '~1');
 }
 

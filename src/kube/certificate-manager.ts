@@ -13,7 +13,8 @@ import { CertificateError } from '../errors.js';
 import { checkKeyPair, describeCertificate, makeCa, makeServingCertificate, type KeyPair } from '../server/certificates.js';
 import type { TlsMaterial } from '../server/tls-files.js';
 import { describeKubeError, kubeErrorForLog, kubeErrorStatus } from './kube-errors.js';
-import { ResilientInformer, type Backoff } from './resilient-informer.js';
+import type { Backoff } from './backoff.js';
+import { ResilientInformer } from './resilient-informer.js';
 import { TrackedWatch } from './tracked-watch.js';
 
 const DAY_MS = 24 * 60 * 60 * 1000;

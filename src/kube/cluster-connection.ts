@@ -1,8 +1,6 @@
-import { existsSync } from 'node:fs';
 import { KubeConfig } from '@kubernetes/client-node';
 import { UsageError } from '../errors.js';
-
-const SERVICE_ACCOUNT_TOKEN = '/var/run/secrets/kubernetes.io/serviceaccount/token';
+import { clusterRequested } from './cluster-request.js';
 
 export interface ClusterConnection {
   readonly kubeConfig: KubeConfig;
@@ -19,9 +17,11 @@ export interface ClusterConnection {
  * asked.
  */
 export function connectToCluster(options: { kubeconfig: string | undefined; env: NodeJS.ProcessEnv }): ClusterConnection | undefined {
+  const request = clusterRequested(options);
+  if (request === undefined) return undefined;
   const kubeConfig = new KubeConfig();
-  const path = options.kubeconfig ?? options.env['KUBECONFIG'];
-  if (path !== undefined && path !== '') {
+  if (request.kind === 'kubeconfig') {
+    const { path } = request;
     try {
       if (options.kubeconfig !== undefined) kubeConfig.loadFromFile(path);
       // KUBECONFIG may list several files; client-node merges them as kubectl does.
@@ -32,11 +32,8 @@ export function connectToCluster(options: { kubeconfig: string | undefined; env:
     if (kubeConfig.getCurrentCluster() === null) throw new UsageError(`kubeconfig ${path}: no current context with a cluster`);
     return { kubeConfig, source: `kubeconfig ${path}`, contextNamespace: contextNamespace(kubeConfig) };
   }
-  if (options.env['KUBERNETES_SERVICE_HOST'] !== undefined && existsSync(SERVICE_ACCOUNT_TOKEN)) {
-    kubeConfig.loadFromCluster();
-    return { kubeConfig, source: 'in-cluster service account', contextNamespace: contextNamespace(kubeConfig) };
-  }
-  return undefined;
+  kubeConfig.loadFromCluster();
+  return { kubeConfig, source: 'in-cluster service account', contextNamespace: contextNamespace(kubeConfig) };
 }
 
 function contextNamespace(kubeConfig: KubeConfig): string | undefined {

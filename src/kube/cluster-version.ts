@@ -1,7 +1,7 @@
 import { KubeConfig, VersionApi, type VersionInfo } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { describeKubeError, kubeErrorForLog } from './kube-errors.js';
-import { backoffDelayMs, type Backoff } from './resilient-informer.js';
+import { backoffDelayMs, type Backoff } from './backoff.js';
 
 /** Native sidecars (init containers with restartPolicy Always) are on by default from Kubernetes 1.29. */
 const NATIVE_SIDECAR_MINOR = 29;

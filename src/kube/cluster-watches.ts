@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { TemplateStore } from '../server/template-store.js';
 import type { ClusterConnection } from './cluster-connection.js';
 import { NamespaceLabels } from './namespace-labels.js';
-import type { Backoff } from './resilient-informer.js';
+import type { Backoff } from './backoff.js';
 import { watchTemplateConfigMap } from './template-watch.js';
 
 export interface ClusterWatches {

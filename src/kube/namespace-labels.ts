@@ -1,7 +1,8 @@
 import { CoreV1Api, KubeConfig, setHeaderOptions, type V1Namespace } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { describeKubeError, kubeErrorForLog, kubeErrorStatus } from './kube-errors.js';
-import { ResilientInformer, type Backoff } from './resilient-informer.js';
+import type { Backoff } from './backoff.js';
+import { ResilientInformer } from './resilient-informer.js';
 import { TrackedWatch } from './tracked-watch.js';
 
 /** Ask for metadata only: labels are all we need, and this keeps the cache small. */

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { describeKubeError, kubeErrorForLog } from './kube-errors.js';
-import { backoffDelayMs, type Backoff } from './resilient-informer.js';
+import { backoffDelayMs, type Backoff } from './backoff.js';
 
 /** Runs `task` until it succeeds, waiting a capped, jittered, growing delay between attempts. */
 export async function retryUntilDone<T>(what: string, task: () => Promise<T>, backoff: Backoff, log: Logger): Promise<T> {

@@ -1,7 +1,8 @@
 import { CoreV1Api, KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { TemplateStore } from '../server/template-store.js';
-import { ResilientInformer, type Backoff } from './resilient-informer.js';
+import type { Backoff } from './backoff.js';
+import { ResilientInformer } from './resilient-informer.js';
 import { TrackedWatch } from './tracked-watch.js';
 
 /**

@@ -54,6 +54,8 @@ export function buildApp(deps: AppDependencies) {
     loggerInstance: deps.log,
     // One line per admission is ours to write (at debug); Fastify's two per request would flood info.
     logController: new LogController({ disableRequestLogging: true }),
+    // No per-request child logger: our admission line carries the uid, and a child per request costs.
+    childLoggerFactory: (logger) => logger,
     bodyLimit: BODY_LIMIT_BYTES,
     requestTimeout: timeouts.requestMs,
     keepAliveTimeout: timeouts.keepAliveMs,

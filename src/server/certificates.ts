@@ -1,6 +1,5 @@
 import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { isIP } from 'node:net';
-import { generate } from 'selfsigned';
 import { CertificateError } from '../errors.js';
 
 export interface KeyPair {
@@ -23,6 +22,12 @@ export interface CertificateInfo {
 }
 
 const DAY_MS = 24 * 60 * 60 * 1000;
+
+/** selfsigned (and the X.509 library under it) loads only when a certificate is made: not on every start. */
+async function generate(...args: Parameters<typeof import('selfsigned').generate>): ReturnType<typeof import('selfsigned').generate> {
+  const selfsigned = await import('selfsigned');
+  return selfsigned.generate(...args);
+}
 /** Certificates start an hour early so that a node whose clock lags still accepts a new one. */
 const BACKDATE_MS = 60 * 60 * 1000;
 

@@ -90,9 +90,24 @@ export class InjectorMetrics {
     if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry });
   }
 
+  // Label children by key: resolving labels on every admission is measurable at thousands per second.
+  readonly #requestCounters = new Map<string, Counter.Internal>();
+  readonly #durationHistograms = new Map<string, Histogram.Internal<'result'>>();
+
   recordAdmission(result: AdmissionResult, reason: Reason | ErrorReason, seconds: number): void {
-    this.admissionRequests.labels(result, reason).inc();
-    this.admissionDuration.labels(result).observe(seconds);
+    const key = `${result}/${reason}`;
+    let counter = this.#requestCounters.get(key);
+    if (counter === undefined) {
+      counter = this.admissionRequests.labels(result, reason);
+      this.#requestCounters.set(key, counter);
+    }
+    counter.inc();
+    let histogram = this.#durationHistograms.get(result);
+    if (histogram === undefined) {
+      histogram = this.admissionDuration.labels(result);
+      this.#durationHistograms.set(result, histogram);
+    }
+    histogram.observe(seconds);
   }
 
   /** Replaces the template_info series: old hashes must not linger. */
