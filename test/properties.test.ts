@@ -9,7 +9,7 @@ import {
   type JsonValue,
   type SidecarTemplate,
 } from '../src/injection/index.js';
-import { applyIndependently } from './helpers/patch.js';
+import { applyIndependently, applyWithFastJsonPatch } from './helpers/patch.js';
 
 /** At least 1,000 generated cases per property (the floor). */
 const RUNS = { numRuns: 1000 };
@@ -88,6 +88,8 @@ describe('properties of injection over generated Pods and templates', () => {
       fc.property(scenario, ({ pod, template, nativeSidecar }) => {
         const result = injectPod(pod, template, { nativeSidecar });
         assert.deepEqual(applyIndependently(pod, result.patch), result.pod);
+        // And with a second conforming implementation.
+        assert.deepEqual(applyWithFastJsonPatch(pod, result.patch), result.pod);
       }),
       RUNS,
     );

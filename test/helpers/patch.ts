@@ -1,3 +1,4 @@
+import jsonpatch from 'fast-json-patch';
 import { applyPatch, type Operation } from 'rfc6902';
 
 /**
@@ -11,4 +12,17 @@ export function applyIndependently<T>(document: T, patch: readonly unknown[]): T
     if (result !== null) throw new Error(`patch operation ${index} (${JSON.stringify(patch[index])}) failed: ${result.name}: ${result.message}`);
   });
   return copy;
+}
+
+/**
+ * The same with fast-json-patch, a second conforming implementation (through
+ * its default export: its named exports fail at run time under Node ESM).
+ */
+export function applyWithFastJsonPatch<T>(document: T, patch: readonly unknown[]): T {
+  const { applyPatch: apply, validate } = jsonpatch;
+  const operations = structuredClone(patch) as jsonpatch.Operation[];
+  const copy = structuredClone(document);
+  const error = validate(operations, copy);
+  if (error !== undefined) throw new Error(`fast-json-patch rejects the patch: ${error.name}: ${error.message}`);
+  return apply(copy, operations, true, true).newDocument;
 }
