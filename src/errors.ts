@@ -30,13 +30,6 @@ export class ManifestError extends InjectorError {
   }
 }
 
-/** An AdmissionReview that is not what the API server sends. */
-export class ReviewError extends InjectorError {
-  constructor(message: string) {
-    super('EI_REVIEW_INVALID', message);
-  }
-}
-
 /** Bad command-line or environment settings. */
 export class UsageError extends InjectorError {
   constructor(message: string) {

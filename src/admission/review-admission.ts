@@ -1,4 +1,4 @@
-import { admitPod, isJsonObject, type AdmitOptions, type Admission, type Reason, type TemplateSet } from '../injection/index.js';
+import { admitPod, isJsonObject, OVERRIDE_ANNOTATION_PREFIX, type AdmitOptions, type Admission, type Reason, type TemplateSet } from '../injection/index.js';
 import { allowed, patched, toReview, type AdmissionReviewResponse } from './responses.js';
 import type { AdmissionRequest } from './review-schema.js';
 
@@ -43,7 +43,7 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
     return { ...admission, review: toReview(request.uid, allowed(audit, warnings)), result: 'skipped', reason: decision.reason };
   }
   audit['template'] = `${decision.template.name}@${decision.template.hash}`;
-  if (admission.overrides.length > 0) audit['overrides'] = admission.overrides.map((override) => override.annotation.replace('envoy-injector.io/', '')).join(',');
+  if (admission.overrides.length > 0) audit['overrides'] = admission.overrides.map((override) => override.annotation.slice(OVERRIDE_ANNOTATION_PREFIX.length)).join(',');
   return { ...admission, review: toReview(request.uid, patched(injection.patch, audit, warnings)), result: 'injected', reason: decision.reason };
 }
 

@@ -15,7 +15,8 @@ export const ALL_OVERRIDES: readonly OverrideName[] = Object.values(OverrideName
 /** A platform team decides who may swap the proxy: resources yes, image no, unless configured. */
 export const DEFAULT_ALLOWED_OVERRIDES: readonly OverrideName[] = [OverrideName.cpu, OverrideName.memory, OverrideName.cpuLimit, OverrideName.memoryLimit];
 
-const ANNOTATION_PREFIX = 'envoy-injector.io/';
+/** Each override is the annotation `envoy-injector.io/<name>`. */
+export const OVERRIDE_ANNOTATION_PREFIX = 'envoy-injector.io/';
 
 /** Where each resource override lands in the container. */
 const RESOURCE_TARGETS = {
@@ -53,11 +54,11 @@ export function resolveOverrides(
   const warnings: string[] = [];
   const accepted = new Map<OverrideName, string>();
   for (const name of ALL_OVERRIDES) {
-    const annotation = ANNOTATION_PREFIX + name;
+    const annotation = OVERRIDE_ANNOTATION_PREFIX + name;
     const value = annotations === undefined ? undefined : own(annotations, annotation);
     if (value === undefined) continue;
     if (!allowed.includes(name)) {
-      warnings.push(`${annotation}: overriding ${describe(name)} is not allowed by this injector (allowed: ${allowed.map((a) => ANNOTATION_PREFIX + a).join(', ') || 'none'}); the template's value was kept`);
+      warnings.push(`${annotation}: overriding ${describe(name)} is not allowed by this injector (allowed: ${allowed.map((a) => OVERRIDE_ANNOTATION_PREFIX + a).join(', ') || 'none'}); the template's value was kept`);
       continue;
     }
     if (typeof value !== 'string') {
@@ -86,13 +87,13 @@ export function resolveOverrides(
       const involved = [requestName, limitName].filter((name) => accepted.has(name));
       for (const name of involved) accepted.delete(name);
       warnings.push(
-        `${involved.map((name) => ANNOTATION_PREFIX + name).join(' and ')}: the ${resource} request "${request}" is above the limit "${limit}"; the template's ${resource} values were kept`,
+        `${involved.map((name) => OVERRIDE_ANNOTATION_PREFIX + name).join(' and ')}: the ${resource} request "${request}" is above the limit "${limit}"; the template's ${resource} values were kept`,
       );
     }
   }
 
   const applied: AppliedOverride[] = [...accepted].map(([name, value]) => ({
-    annotation: ANNOTATION_PREFIX + name,
+    annotation: OVERRIDE_ANNOTATION_PREFIX + name,
     value,
     field: name === OverrideName.image ? 'image' : `resources.${RESOURCE_TARGETS[name].kind}.${RESOURCE_TARGETS[name].resource}`,
   }));
