@@ -8,7 +8,7 @@ import { connect, createServer as createTlsServer, type SecureVersion } from 'no
 import { after, before, describe, it } from 'node:test';
 import { generate } from 'selfsigned';
 import { runCli } from '../src/cli.js';
-import { makeCa, makeCertificates, makeServingCertificate } from '../src/server/certificates.js';
+import { makeCa, makeCertificates, makeServingCertificate } from '../src/tls/certificates.js';
 import { httpsCall } from './helpers/https-client.js';
 import { makeTestCertificates, startTestServer, type TestServer } from './helpers/server.js';
 

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { TemplateError } from '../errors.js';
 import { parseTemplateData, type TemplateSet } from '../injection/index.js';
-import type { InjectorMetrics } from './metrics.js';
+import type { InjectorMetrics } from '../server/metrics.js';
 
 /**
  * The live template set. A valid update replaces it as a whole (a request
