@@ -22,7 +22,7 @@ const RANK: Readonly<Record<string, number>> = {
 };
 
 // Packages and Node modules a room may import. Rooms not listed may import any.
-const PURE = ['node:crypto', 'js-yaml'];
+const PURE = ['node:crypto', 'js-yaml', 'fast-json-patch'];
 const ALLOWED_PACKAGES: Readonly<Record<string, readonly string[]>> = {
   injection: PURE,
   policy: PURE,
