@@ -27,7 +27,7 @@ describe('JSON Pointer escaping (RFC 6901)', () => {
   });
 });
 
-describe('the merge and its patch (DESIGN §3)', () => {
+describe('the merge and its patch (docs/design.md §5)', () => {
   it('adds the envoy container and envoy-conf volume to the seed Pod, app container untouched', () => {
     const pod = seedPod();
     const { pod: built, status } = injectChecked(pod);
