@@ -41,6 +41,13 @@ function hookExit(): void {
   }
 }
 
+/** Adds a child started elsewhere to those killed by PID at exit. */
+export function trackChild(child: ChildProcess): void {
+  hookExit();
+  running.add(child);
+  child.once('exit', () => running.delete(child));
+}
+
 export function startProcess(name: string, bin: string, args: readonly string[], logFile: string): ManagedProcess {
   hookExit();
   const log: WriteStream = createWriteStream(logFile);
