@@ -51,8 +51,8 @@ export async function deploymentEnv(plane: ControlPlane, release: Release): Prom
   if (podSpec === undefined || container === undefined) throw new Error(`Deployment ${release.namespace}/${deployment.metadata.name} has no envoy-injector container`);
   const env: Record<string, string> = {};
   for (const variable of container.env ?? ([] as V1EnvVar[])) {
-    if (variable.value !== undefined) env[variable.name] = variable.value;
-    else if (variable.valueFrom?.fieldRef?.fieldPath === 'metadata.namespace') env[variable.name] = release.namespace;
+    if (variable.valueFrom === undefined) env[variable.name] = variable.value ?? ''; // the API server drops empty values
+    else if (variable.valueFrom.fieldRef?.fieldPath === 'metadata.namespace') env[variable.name] = release.namespace;
     else throw new Error(`Deployment env ${variable.name}: only literal values and metadata.namespace are supported by this test helper`);
   }
   return { env, serviceAccount: podSpec.serviceAccountName ?? 'default' };

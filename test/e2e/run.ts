@@ -6,7 +6,8 @@
  *   node --import tsx test/e2e/run.ts              missing binaries: one line naming KUBE_ASSETS, exit 1
  *   node --import tsx test/e2e/run.ts --optional   missing binaries: one "skipped: ..." line, exit 0 (npm test)
  *
- * Extra arguments go to `node --test` (e.g. --test-name-pattern=...);
+ * Test files given as arguments run instead of all; other arguments go to
+ * `node --test` (e.g. --test-name-pattern=...);
  * E2E_KUBE_VERSIONS=1.34 runs one version.
  */
 import { spawn } from 'node:child_process';
@@ -18,7 +19,8 @@ import { missingAssets } from './kube-binaries.js';
 
 const args = process.argv.slice(2);
 const optional = args.includes('--optional');
-const testArgs = args.filter((arg) => arg !== '--optional');
+const testArgs = args.filter((arg) => arg !== '--optional' && !arg.endsWith('.test.ts'));
+const chosenFiles = args.filter((arg) => arg.endsWith('.test.ts'));
 
 const problem = missingAssets();
 if (problem !== undefined) {
@@ -40,7 +42,7 @@ try {
   const failed = results.find((result): result is PromiseRejectedResult => result.status === 'rejected');
   if (failed !== undefined) throw failed.reason;
   process.stdout.write(`control planes ready in ${((Date.now() - started) / 1000).toFixed(1)} s: ${planes.map((plane) => `${plane.version} at ${plane.server}`).join(', ')}\n`);
-  const files = readdirSync(join(ROOT, 'test', 'e2e'))
+  const files = chosenFiles.length > 0 ? chosenFiles : readdirSync(join(ROOT, 'test', 'e2e'))
     .filter((name) => name.endsWith('.test.ts'))
     .sort()
     .map((name) => join('test', 'e2e', name));
