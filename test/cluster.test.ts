@@ -47,6 +47,8 @@ describe('following the cluster: template ConfigMap and Namespace labels', () =>
     harness = await startHarness(fake);
     await until('ready', async () => ((await harness.readiness()).status === 200 ? true : undefined));
     const delays: number[] = [];
+    // Ready means a template was listed; the watch may open just after.
+    await until('the ConfigMap watch open', () => (fake.openWatches('configmaps') === 1 ? true : undefined));
     const configMapRequests = () => fake.requests.filter((r) => r.path.endsWith('/configmaps')).length;
     const requestsBefore = configMapRequests();
     for (const version of ['v1.1.0', 'v1.2.0', 'v1.3.0']) {
