@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import fc from 'fast-check';
 import { join } from 'node:path';
 import { findPodTemplate, isJsonObject, parseYamlDocuments, type JsonObject } from '../../src/injection/index.js';
 import { ROOT } from '../helpers/fixtures.js';
@@ -148,13 +149,19 @@ function handWritten(): ParityCase[] {
     {
       title: 'a 1 MiB Pod (CEL cost)',
       namespace: 'enabled',
-      pod: (() => {
-        const big = largePod();
-        const metadata = isJsonObject(big['metadata']) ? big['metadata'] : {};
-        return { ...big, metadata: { labels: metadata['labels'] ?? {}, annotations: { [override('proxy-cpu')]: '150m' } } };
-      })(),
+      pod: bigPod(largePod(), { [override('proxy-cpu')]: '150m' }),
+    },
+    {
+      title: 'a 1 MiB Pod of 300 containers and 600 volumes, native (CEL cost)',
+      namespace: 'enabled',
+      pod: bigPod(largePod({ containers: 300, envVars: 3000, volumes: 600 }), { [NATIVE]: 'true', [override('proxy-memory')]: '100Mi' }),
     },
   ];
+}
+
+function bigPod(big: JsonObject, annotations: Record<string, string>): JsonObject {
+  const metadata = isJsonObject(big['metadata']) ? big['metadata'] : {};
+  return { ...big, metadata: { labels: metadata['labels'] ?? {}, annotations } };
 }
 
 /**
@@ -192,6 +199,61 @@ function combinations(): ParityCase[] {
   return cases;
 }
 
-export function parityCases(): ParityCase[] {
-  return [...goldenCorpus(), ...handWritten(), ...combinations()];
+/**
+ * Random Pods (a fixed seed, so a failure can be replayed): names drawn from
+ * a small set so the Pod's own entries often meet the template's, valid and
+ * invalid overrides, any namespace kind.
+ */
+function randomPods(count: number, seed: number): ParityCase[] {
+  const name = fc.constantFrom('envoy', 'config-reloader', 'envoy-init', 'app', 'web', 'log');
+  // Names unique across both lists, as the API server wants them: a case refused on both paths says little.
+  const containerLists = fc
+    .uniqueArray(fc.record({ name, init: fc.boolean() }), { selector: (entry) => entry.name, maxLength: 4 })
+    .map((entries) => ({
+      containers: entries.filter((entry) => !entry.init).map((entry) => ({ name: entry.name, image: `registry.example/${entry.name}:1` })),
+      initContainers: entries.filter((entry) => entry.init).map((entry) => ({ name: entry.name, image: `registry.example/${entry.name}:1` })),
+    }));
+  const volumes = fc.uniqueArray(fc.constantFrom('envoy-conf', 'envoy-cache', 'data', 'tmp'), { maxLength: 3 }).map((names) => names.map((n) => ({ name: n, emptyDir: {} })));
+  const secrets = fc.uniqueArray(fc.constantFrom('registry', 'other'), { maxLength: 2 }).map((names) => names.map((n) => ({ name: n })));
+  const quantity = fc.constantFrom('10m', '250m', '1', '1.5', '2Gi', '64Mi', '100M', '-1', 'x', '1n', '', '1e3', '0');
+  const annotation = fc.record(
+    {
+      [INJECT]: fc.constantFrom('true', 'false', 'yes'),
+      [LEGACY]: fc.constantFrom('true', 'false'),
+      [TEMPLATE]: fc.constantFrom('config', 'debug', 'native', 'limits-only', 'nope'),
+      [NATIVE]: fc.constantFrom('true', 'false', 'maybe'),
+      [override('proxy-cpu')]: quantity,
+      [override('proxy-memory')]: quantity,
+      [override('proxy-cpu-limit')]: quantity,
+      [override('proxy-memory-limit')]: quantity,
+      [override('proxy-image')]: fc.constantFrom('envoyproxy/envoy:v1.32.1', 'bad image', 'localhost:5000/envoy'),
+      'example.com/other': fc.constantFrom('a/b', '~', '~1'),
+    },
+    { requiredKeys: [] },
+  );
+  const arbitrary = fc.record({
+    namespace: fc.constantFrom<NamespaceKind>('enabled', 'enabled', 'plain', 'disabled', 'excluded'),
+    annotations: fc.option(annotation, { nil: undefined }),
+    lists: containerLists,
+    volumes: fc.option(volumes, { nil: undefined }),
+    imagePullSecrets: fc.option(secrets, { nil: undefined }),
+    hostNetwork: fc.integer({ min: 0, max: 4 }).map((draw) => draw === 0),
+  });
+  return fc.sample(arbitrary, { seed, numRuns: count }).map((drawn, index) => {
+    const spec: JsonObject = { containers: [{ name: 'main', image: 'registry.example/main:1' }, ...drawn.lists.containers] };
+    if (drawn.lists.initContainers.length > 0) spec['initContainers'] = drawn.lists.initContainers;
+    if (drawn.volumes !== undefined) spec['volumes'] = drawn.volumes;
+    if (drawn.imagePullSecrets !== undefined) spec['imagePullSecrets'] = drawn.imagePullSecrets;
+    if (drawn.hostNetwork) spec['hostNetwork'] = true;
+    const annotations: Record<string, string> | undefined =
+      drawn.annotations === undefined ? undefined : Object.fromEntries(Object.entries(drawn.annotations).flatMap(([key, value]) => (value === undefined ? [] : [[key, String(value)]])));
+    const metadata: JsonObject = annotations === undefined ? {} : { annotations };
+    return { title: `random ${index} (seed ${seed})`, namespace: drawn.namespace, pod: { apiVersion: 'v1', kind: 'Pod', metadata, spec } };
+  });
+}
+
+export const RANDOM_SEED = 12;
+
+export function parityCases(randomCount = 40): ParityCase[] {
+  return [...goldenCorpus(), ...handWritten(), ...combinations(), ...randomPods(randomCount, RANDOM_SEED)];
 }

@@ -93,6 +93,8 @@ export interface ParityReport {
   /** How many of them the webhook injected, and the policy. */
   readonly injected: number;
   readonly policyInjected: number;
+  /** Refused by the API server on the webhook path (the policy path must refuse them alike). */
+  readonly refused: number;
   readonly differences: readonly ParityDifference[];
 }
 
@@ -200,6 +202,7 @@ export class ParityRun {
     const differences: ParityDifference[] = [];
     let injected = 0;
     let policyInjected = 0;
+    let refused = 0;
     for (const [index, parityCase] of cases.entries()) {
       const name = `case-${index}`;
       const results = await Promise.all(
@@ -213,9 +216,10 @@ export class ParityRun {
       const [webhook, policy] = results;
       if (JSON.stringify(webhook) !== JSON.stringify(policy)) differences.push({ title: `${name}: ${parityCase.title}`, webhook, policy });
       if (isInjected(webhook)) injected += 1;
+      if ((webhook as JsonObject)['refused'] !== undefined) refused += 1;
       if (isInjected(policy)) policyInjected += 1;
     }
-    return { compared: cases.length, injected, policyInjected, differences };
+    return { compared: cases.length, injected, policyInjected, refused, differences };
   }
 
   /** The stored Pod (or the refusal) without what differs by nature: names, uids, versions, times, the token volume's suffix. */
