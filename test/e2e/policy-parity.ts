@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
@@ -9,8 +10,8 @@ import { compilePolicy, type CompiledPolicy } from '../../src/policy/compile-pol
 import { makeCa, makeServingCertificate } from '../../src/server/certificates.js';
 import { ROOT } from '../helpers/fixtures.js';
 import { spawnServer, type ServerProcess } from '../helpers/process.js';
+import { trackChild } from './child-processes.js';
 import { NamespaceKind, type ParityCase } from './policy-parity-cases.js';
-import { readFileSync } from 'node:fs';
 
 /**
  * Parity of the two modes on a real API server: each case's Pod is created
@@ -160,6 +161,7 @@ export class ParityRun {
       '--tls-cert', cert,
       '--tls-key', key,
     ]);
+    trackChild(this.#injector.child);
 
     await mustCall(this.#access, 'POST', '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations', {
       apiVersion: 'admissionregistration.k8s.io/v1',
