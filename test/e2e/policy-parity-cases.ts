@@ -145,6 +145,9 @@ function handWritten(): ParityCase[] {
     c('proxy-image: a valid reference', 'enabled', { annotations: { [override('proxy-image')]: 'registry.example:5000/mesh/envoy:v1.32.0' } }),
     c('proxy-image: not a reference', 'enabled', { annotations: { [override('proxy-image')]: 'Not An Image' } }),
     c('proxy-image: a digest', 'enabled', { annotations: { [override('proxy-image')]: `envoyproxy/envoy@sha256:${'a'.repeat(64)}` } }),
+    c('overrides of 100 KiB each: refused by the length bounds, cheaply', 'enabled', {
+      annotations: { [override('proxy-cpu')]: '1'.repeat(100 * 1024), [override('proxy-image')]: `registry.example/${'a'.repeat(100 * 1024)}:1` },
+    }),
     c('a Pod without volumes, pull secrets or annotations', 'plain', { annotations: { [INJECT]: 'true' }, spec: { restartPolicy: 'Never' } }),
     {
       title: 'a 1 MiB Pod (CEL cost)',
