@@ -70,7 +70,7 @@ export function compilePolicy(templates: TemplateSet, settings: PolicySettings =
   const policy: JsonObject = {
     apiVersion: POLICY_API_VERSION,
     kind: 'MutatingAdmissionPolicy',
-    metadata: metadata({ [TEMPLATES_ANNOTATION]: entries.map((template) => `${template.name}=${template.hash}`).join(',') }),
+    metadata: metadata({ [TEMPLATES_ANNOTATION]: templatesFingerprint(templates) }),
     spec: {
       failurePolicy: settings.failurePolicy ?? 'Fail',
       // As the webhook: run again when a later mutation changed the Pod; the status annotation makes that a no-op.
@@ -102,6 +102,11 @@ export function compilePolicy(templates: TemplateSet, settings: PolicySettings =
     },
   };
   return { policy, binding };
+}
+
+/** The templates' names and hashes, as the policy's TEMPLATES_ANNOTATION holds them. */
+export function templatesFingerprint(templates: TemplateSet): string {
+  return [...templates.templates.values()].map((template) => `${template.name}=${template.hash}`).join(',');
 }
 
 /** `object.metadata.annotations[key]`, or `fallback` when there is none. */

@@ -12,6 +12,7 @@ export class TemplateStore {
   #current: TemplateSet | undefined;
   readonly #metrics: InjectorMetrics;
   readonly #log: Logger;
+  readonly #listeners: ((templates: TemplateSet) => void)[] = [];
 
   constructor(metrics: InjectorMetrics, log: Logger) {
     this.#metrics = metrics;
@@ -40,9 +41,15 @@ export class TemplateStore {
     return true;
   }
 
+  /** Calls `listener` with every set applied from now on (policy mode compiles each one). */
+  onApplied(listener: (templates: TemplateSet) => void): void {
+    this.#listeners.push(listener);
+  }
+
   /** Applies an already validated set (a template file, the bundled default). */
   set(templates: TemplateSet, source: string): void {
     this.#current = templates;
+    for (const listener of this.#listeners) listener(templates);
     this.#metrics.templateReloads.labels('applied').inc();
     this.#metrics.templateLastReload.setToCurrentTime();
     this.#metrics.setTemplates(templates.templates.values());
