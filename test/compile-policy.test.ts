@@ -161,6 +161,17 @@ describe('envoy-injector policy', () => {
     }
   });
 
+  it('explain refuses an unknown --mode', async () => {
+    let stderr = '';
+    const code = await runCli(['explain', '-f', join(ROOT, 'examples/myapp-pod.yaml'), '--mode', 'sideways'], {
+      stdin: process.stdin,
+      stdout: { write: () => true },
+      stderr: { write: (chunk: string) => (stderr += chunk) },
+    });
+    assert.equal(code, 2);
+    assert.match(stderr, /--mode: must be webhook or policy/);
+  });
+
   it('refuses an invalid template file with its problems, and exit 1', async () => {
     const { code, stdout, stderr } = await cli(['--template-file', join(ROOT, 'test/golden/annotation-keys.yaml')]);
     assert.equal(code, 1);

@@ -53,7 +53,7 @@ const POLICY_CASES: readonly { readonly golden: string; readonly args: readonly 
 
 /** explain over six kinds of Pods: opted in, opted out, excluded namespace, by label, conflict, overrides, native. */
 const EXPLAIN_INPUT = 'explain-pods.yaml';
-const EXPLAIN_GOLDEN = { text: 'explain-pods.golden.txt', json: 'explain-pods.golden.json' } as const;
+const EXPLAIN_GOLDEN = { text: 'explain-pods.golden.txt', json: 'explain-pods.golden.json', policy: 'explain-pods.policy.golden.txt' } as const;
 
 function templatesFor(goldenCase: GoldenCase): TemplateSet {
   return goldenCase.templateFile === undefined
@@ -90,10 +90,11 @@ describe('golden files: inject output for each input manifest', () => {
     });
   }
 
-  for (const format of ['text', 'json'] as const) {
-    it(`explain ${EXPLAIN_INPUT} --output ${format} → ${EXPLAIN_GOLDEN[format]}`, async () => {
+  for (const format of ['text', 'json', 'policy'] as const) {
+    const args = format === 'policy' ? ['--mode', 'policy'] : ['--output', format];
+    it(`explain ${EXPLAIN_INPUT} ${args.join(' ')} → ${EXPLAIN_GOLDEN[format]}`, async () => {
       let stdout = '';
-      const code = await runCli(['explain', '-f', join(ROOT, 'test/golden', EXPLAIN_INPUT), '--namespace-labels', 'envoy-injector.io/inject=enabled', '--output', format], {
+      const code = await runCli(['explain', '-f', join(ROOT, 'test/golden', EXPLAIN_INPUT), '--namespace-labels', 'envoy-injector.io/inject=enabled', ...args], {
         stdin: process.stdin,
         stdout: { write: (chunk: string) => (stdout += chunk) },
         stderr: { write: () => true },
@@ -136,7 +137,7 @@ describe('golden files: inject output for each input manifest', () => {
   }
 
   it('has no golden or input file that no case uses', () => {
-    const explainFiles = [EXPLAIN_INPUT, EXPLAIN_GOLDEN.text, EXPLAIN_GOLDEN.json, ...POLICY_CASES.map((c) => c.golden)];
+    const explainFiles = [EXPLAIN_INPUT, ...Object.values(EXPLAIN_GOLDEN), ...POLICY_CASES.map((c) => c.golden)];
     const used = new Set([...explainFiles, ...CASES.flatMap((c) => [c.golden, c.input, c.templateFile].filter((f) => f !== undefined).map((f) => f.replace('test/golden/', '')))]);
     const unused = readdirSync(GOLDEN_DIR).filter((file) => !used.has(file));
     assert.deepEqual(unused, [], 'remove these files or add a case for them');

@@ -13,6 +13,7 @@ import {
   own,
   QUANTITY_PATTERN,
   RESOURCE_TARGETS,
+  Rule,
   type JsonObject,
   type SidecarTemplate,
   type TemplateSet,
@@ -103,6 +104,18 @@ export function compilePolicy(templates: TemplateSet, settings: PolicySettings =
   };
   return { policy, binding };
 }
+
+/** Where each rule of DESIGN §2 lives in the compiled objects (for `explain --mode policy`). */
+export const POLICY_RULE_PLACES: Readonly<Record<Rule, string>> = {
+  [Rule.kind]: 'policy matchConstraints: Pods, CREATE',
+  [Rule.excludedNamespace]: 'binding namespaceSelector: kubernetes.io/metadata.name NotIn',
+  [Rule.namespaceDisabled]: `binding namespaceSelector: ${NamespaceLabel.key} NotIn ${NamespaceLabel.disabled}`,
+  [Rule.podAnnotation]: 'matchCondition not-opted-out; the mutation\'s explicit request',
+  [Rule.namespaceEnabled]: 'the mutation: namespaceObject labels',
+  [Rule.hostNetwork]: 'matchCondition not-host-network',
+  [Rule.alreadyInjected]: 'matchCondition not-injected',
+  [Rule.template]: 'matchCondition known-template; the mutation\'s branch per template',
+};
 
 /** The templates' names and hashes, as the policy's TEMPLATES_ANNOTATION holds them. */
 export function templatesFingerprint(templates: TemplateSet): string {
