@@ -96,6 +96,18 @@ export function plainPod(name: string, metadata: { annotations?: Record<string, 
   };
 }
 
+/** Where the chart's Envoy went in a Pod read back from the API server. */
+export function sidecar(pod: V1Pod): 'native' | 'classic' | 'none' {
+  const first = pod.spec?.initContainers?.[0];
+  if (first?.name === 'envoy' && first.restartPolicy === 'Always') return 'native';
+  if (pod.spec?.containers.some((container) => container.name === 'envoy')) return 'classic';
+  return 'none';
+}
+
+export function envoyImage(pod: V1Pod): string | undefined {
+  return [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].find((container) => container.name === 'envoy')?.image;
+}
+
 /** The API error's message and code (client-node's ApiException carries the Status as its body). */
 export function apiError(error: unknown): { code: number | undefined; message: string } {
   const failure = error as { code?: number; body?: unknown; message?: string };

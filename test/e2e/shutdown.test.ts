@@ -1,0 +1,96 @@
+import assert from 'node:assert/strict';
+import { after, before, it, type TestContext } from 'node:test';
+import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
+import { parseDuration } from '../../src/commands/serve.js';
+import { startTcpBalancer } from '../helpers/tcp-balancer.js';
+import { forEachKubeVersion } from './control-plane.js';
+import { apiError, createNamespace, deleteNamespaces, eventually, helmInstall, helmUninstall, plainPod, sidecar, uniqueName, type Release } from './cluster.js';
+import { serviceAddress, startChartInjector, type ChartInjector } from './injector-process.js';
+
+/**
+ * Shutdown with the API server as the client (issue 10): its Go HTTP client
+ * dials spare connections when several webhook calls arrive at once, and
+ * those may never carry a request. The chart's settings (SHUTDOWN_DELAY 2s,
+ * SHUTDOWN_TIMEOUT 10s) come from the installed Deployment.
+ */
+forEachKubeVersion('shutdown with the API server as the client', (plane) => {
+  let release: Release | undefined;
+  const namespace = uniqueName('shutdown');
+  const injectors: ChartInjector[] = [];
+  const core = () => plane().kubeConfig.makeApiClient(CoreV1Api);
+  let podCount = 0;
+  const createPod = (): Promise<V1Pod> => core().createNamespacedPod({ namespace, body: plainPod(`pod-${++podCount}`) });
+
+  before(async () => {
+    release = await helmInstall(plane(), { name: uniqueName('shut'), namespace: uniqueName('shut-system') });
+    await createNamespace(plane(), namespace, { 'envoy-injector.io/inject': 'enabled' });
+  });
+  after(async () => {
+    for (const injector of injectors) await injector.stop().catch(() => undefined);
+    if (release !== undefined) await helmUninstall(plane(), release).catch(() => undefined);
+    await deleteNamespaces(plane(), [namespace]);
+  });
+
+  it('after 8 Pods created at once, SIGTERM exits with 0 within SHUTDOWN_DELAY + 1 s', async (t: TestContext) => {
+    assert.ok(release !== undefined);
+    const injector = await startChartInjector(plane(), release);
+    injectors.push(injector);
+    const delayMs = parseDuration(injector.env['SHUTDOWN_DELAY'], 'SHUTDOWN_DELAY');
+    assert.equal(delayMs, 2_000, 'the chart\'s shutdown delay');
+    await eventually('a first Pod injected', async () => (sidecar(await createPod()) === 'none' ? undefined : true), 30_000, 200);
+    for (let round = 1; round <= 3; round += 1) {
+      const pods = await Promise.all(Array.from({ length: 8 }, () => createPod()));
+      assert.ok(pods.every((pod) => sidecar(pod) !== 'none'), `round ${round}: every Pod injected`);
+    }
+    const signalled = performance.now();
+    const code = await injector.stop(20_000);
+    const elapsed = performance.now() - signalled;
+    t.diagnostic(`exit ${code} after ${elapsed.toFixed(0)} ms (delay ${delayMs} ms)`);
+    assert.equal(code, 0);
+    assert.ok(elapsed <= delayMs + 1_000, `SIGTERM to exit took ${elapsed.toFixed(0)} ms; log: ${JSON.stringify(injector.logs.slice(-3))}`);
+  });
+
+  it('a rolling restart of two injectors behind the Service refuses 0 Pods created continuously', async (t: TestContext) => {
+    assert.ok(release !== undefined);
+    // As kube-proxy would: the Service's ClusterIP and port, spread over the replicas.
+    const service = await serviceAddress(plane(), release);
+    const replicas: ChartInjector[] = [];
+    const balancer = await startTcpBalancer(() => replicas.filter((replica) => replica.child.exitCode === null).map((replica) => replica.port), { host: service.clusterIP, port: service.port });
+    try {
+      const old = await startChartInjector(plane(), release, { listen: { host: '127.0.0.1', port: 0 } });
+      injectors.push(old);
+      replicas.push(old);
+      await eventually('a first Pod injected through the balancer', async () => (sidecar(await createPod()) === 'none' ? undefined : true), 30_000, 200);
+
+      const refused: string[] = [];
+      const created: V1Pod[] = [];
+      let stopping = false;
+      // Two creators back to back, so calls overlap as they do in a cluster.
+      const creators = Array.from({ length: 2 }, async () => {
+        while (!stopping) {
+          await createPod().then(
+            (pod) => void created.push(pod),
+            (error: unknown) => void refused.push(apiError(error).message),
+          );
+        }
+      });
+      await eventually('Pods flowing', async () => (created.length >= 5 ? true : undefined), 20_000);
+      const next = await startChartInjector(plane(), release, { listen: { host: '127.0.0.1', port: 0 } });
+      injectors.push(next);
+      replicas.push(next);
+      const atStart = created.length;
+      await eventually('Pods answered while both replicas run', async () => (created.length >= atStart + 5 ? true : undefined), 20_000);
+      const code = await old.stop(20_000);
+      const afterStop = created.length;
+      await eventually('Pods answered by the new replica alone', async () => (created.length >= afterStop + 5 ? true : undefined), 20_000);
+      stopping = true;
+      await Promise.all(creators);
+      t.diagnostic(`${created.length} Pods created, ${refused.length} refused; balancer: ${JSON.stringify([...balancer.joined])}, ${balancer.refusedRetries} refused connects retried`);
+      assert.equal(code, 0, 'the old replica exited cleanly');
+      assert.deepEqual(refused, [], 'no Pod refused');
+      assert.ok(created.every((pod) => sidecar(pod) !== 'none'), 'every Pod injected');
+    } finally {
+      await balancer.close();
+    }
+  });
+});
