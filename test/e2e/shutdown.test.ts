@@ -4,7 +4,7 @@ import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { parseDuration } from '../../src/commands/serve.js';
 import { startTcpBalancer } from '../helpers/tcp-balancer.js';
 import { forEachKubeVersion } from './control-plane.js';
-import { apiError, createNamespace, deleteNamespaces, eventually, helmInstall, helmUninstall, plainPod, sidecar, uniqueName, type Release } from './cluster.js';
+import { createNamespace, createPodsContinuously, deleteNamespaces, eventually, helmInstall, helmUninstall, plainPod, sidecar, uniqueName, type Release } from './cluster.js';
 import { serviceAddress, startChartInjector, type ChartInjector } from './injector-process.js';
 
 /**
@@ -62,29 +62,22 @@ forEachKubeVersion('shutdown with the API server as the client', (plane) => {
       replicas.push(old);
       await eventually('a first Pod injected through the balancer', async () => (sidecar(await createPod()) === 'none' ? undefined : true), 30_000, 200);
 
-      const refused: string[] = [];
-      const created: V1Pod[] = [];
-      let stopping = false;
-      // Two creators back to back, so calls overlap as they do in a cluster.
-      const creators = Array.from({ length: 2 }, async () => {
-        while (!stopping) {
-          await createPod().then(
-            (pod) => void created.push(pod),
-            (error: unknown) => void refused.push(apiError(error).message),
-          );
-        }
-      });
-      await eventually('Pods flowing', async () => (created.length >= 5 ? true : undefined), 20_000);
-      const next = await startChartInjector(plane(), release, { listen: { host: '127.0.0.1', port: 0 } });
-      injectors.push(next);
-      replicas.push(next);
-      const atStart = created.length;
-      await eventually('Pods answered while both replicas run', async () => (created.length >= atStart + 5 ? true : undefined), 20_000);
-      const code = await old.stop(20_000);
-      const afterStop = created.length;
-      await eventually('Pods answered by the new replica alone', async () => (created.length >= afterStop + 5 ? true : undefined), 20_000);
-      stopping = true;
-      await Promise.all(creators);
+      const stream = createPodsContinuously(createPod);
+      const { created, refused } = stream;
+      let code: number | null;
+      try {
+        await eventually('Pods flowing', async () => (created.length >= 5 ? true : undefined), 20_000);
+        const next = await startChartInjector(plane(), release, { listen: { host: '127.0.0.1', port: 0 } });
+        injectors.push(next);
+        replicas.push(next);
+        const atStart = created.length;
+        await eventually('Pods answered while both replicas run', async () => (created.length >= atStart + 5 ? true : undefined), 20_000);
+        code = await old.stop(20_000);
+        const afterStop = created.length;
+        await eventually('Pods answered by the new replica alone', async () => (created.length >= afterStop + 5 ? true : undefined), 20_000);
+      } finally {
+        await stream.stop();
+      }
       t.diagnostic(`${created.length} Pods created, ${refused.length} refused; balancer: ${JSON.stringify([...balancer.joined])}, ${balancer.refusedRetries} refused connects retried`);
       assert.equal(code, 0, 'the old replica exited cleanly');
       assert.deepEqual(refused, [], 'no Pod refused');
