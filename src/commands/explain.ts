@@ -8,7 +8,6 @@ import {
   objectAt,
   processManifests,
   stringAt,
-  type InjectionResult,
   type ManifestReport,
 } from '../injection/index.js';
 import { POLICY_RULE_PLACES } from '../policy/compile-policy.js';
@@ -125,8 +124,8 @@ export function toExplanation(report: ManifestReport, mode: 'webhook' | 'policy'
     ...(decision.inject ? { template: `${decision.template.name}@${decision.template.hash}`, nativeSidecar: decision.nativeSidecar } : {}),
     trace: mode === 'policy' ? decision.trace.map((step) => ({ ...step, where: POLICY_RULE_PLACES[step.rule] })) : decision.trace,
     changes: {
-      containers: addedContainers(injection, 'containers'),
-      initContainers: addedContainers(injection, 'initContainers'),
+      containers: addedContainers(report, 'containers'),
+      initContainers: addedContainers(report, 'initContainers'),
       volumes: injection?.status.volumes ?? [],
       imagePullSecrets: injection?.status.imagePullSecrets ?? [],
       annotations: injection === undefined ? [] : [Annotations.status],
@@ -178,9 +177,9 @@ export function formatExplanation(explanation: Explanation): string {
 }
 
 /** The containers injection added to a list, with their images (after overrides). */
-function addedContainers(injection: InjectionResult | undefined, list: 'containers' | 'initContainers'): AddedContainer[] {
+function addedContainers({ injection, injected }: ManifestReport, list: 'containers' | 'initContainers'): AddedContainer[] {
   if (injection === undefined) return [];
-  const built = arrayAt(objectAt(injection.pod, 'spec'), list) ?? [];
+  const built = arrayAt(objectAt(injected, 'spec'), list) ?? [];
   return injection.status[list].map((name) => {
     const container = built.find((entry) => entryName(entry) === name);
     return { name, image: (isJsonObject(container) ? stringAt(container, 'image') : undefined) ?? '' };

@@ -9,7 +9,7 @@ import type { CertificateManager, CertificateSettings, ClusterVersionCheck, Clus
 import type { InjectorMetrics } from '../server/metrics.js';
 import { createLogger, createServerState, ensureDevCertificates, startServer, type RunningServer, type ServeOptions } from '../server/serve.js';
 import type { ServerState } from '../server/server-state.js';
-import { readPem, type TlsMaterial } from '../server/tls-files.js';
+import { readPem, type TlsMaterial } from '../tls/tls-files.js';
 import { loadTemplates, type CommandIo } from './io.js';
 import { parseAllowedOverrides } from './options.js';
 import { startPolicyController } from './policy-controller.js';
@@ -56,6 +56,8 @@ Options:
   --shutdown-delay D        SHUTDOWN_DELAY       on SIGTERM, stay up unready this long before closing (default 0s)
   --shutdown-timeout D      SHUTDOWN_TIMEOUT     then cut open connections after this long (default 10s)
   --max-connections N       MAX_CONNECTIONS      bound on open connections (default 1024)
+  --test-cert-validity D    TEST_CERT_VALIDITY   FOR TESTS ONLY, auto: serving certificates valid this long
+                                                 (e.g. 20s) instead of a year, renewed when half is left
   -h, --help
 `;
 
@@ -87,6 +89,7 @@ const OPTIONS = {
   'shutdown-delay': { env: 'SHUTDOWN_DELAY', default: '0s' },
   'shutdown-timeout': { env: 'SHUTDOWN_TIMEOUT', default: '10s' },
   'max-connections': { env: 'MAX_CONNECTIONS', default: '1024' },
+  'test-cert-validity': { env: 'TEST_CERT_VALIDITY', default: undefined },
 } as const satisfies Record<string, { env: string; default: string | undefined }>;
 
 type OptionName = keyof typeof OPTIONS;
@@ -119,6 +122,8 @@ export interface ServeSettings {
   readonly shutdownTimeoutMs: number;
   readonly maxConnections: number;
   readonly metricsPort: number | undefined;
+  /** Tests only: serving certificates of auto mode valid this long (see shortLivedCertificateSettings). */
+  readonly testCertValidityMs: number | undefined;
 }
 
 /** Parses flags and environment; undefined when --help was asked for. */
@@ -144,6 +149,8 @@ export function parseServeArgs(args: readonly string[], env: NodeJS.ProcessEnv):
   const certMode = setting('cert-mode');
   if (certMode !== 'files' && certMode !== 'auto') throw new UsageError('--cert-mode: must be files or auto');
   if (certMode === 'auto' && certFile !== undefined) throw new UsageError('--cert-mode auto makes its own certificate: drop --tls-cert and --tls-key');
+  const testCertValidity = setting('test-cert-validity');
+  if (testCertValidity !== undefined && certMode !== 'auto') throw new UsageError('--test-cert-validity applies to --cert-mode auto only');
   const mode = setting('mode');
   if (mode !== 'webhook' && mode !== 'policy') throw new UsageError('--mode: must be webhook or policy');
   const failurePolicy = setting('failure-policy');
@@ -181,6 +188,7 @@ export function parseServeArgs(args: readonly string[], env: NodeJS.ProcessEnv):
     maxConnections: parseInteger(setting('max-connections'), '--max-connections', 1, 1_000_000),
     // 0 (the chart's "off") and unset both mean no metrics port.
     metricsPort: setting('metrics-port') === undefined || setting('metrics-port') === '0' ? undefined : parseInteger(setting('metrics-port'), '--metrics-port', 1, 65535),
+    testCertValidityMs: testCertValidity === undefined ? undefined : parseTestCertValidity(testCertValidity),
   };
 }
 
@@ -231,7 +239,13 @@ export async function startInjector(
     let pending: TlsMaterial | undefined;
     const manager = new kube.CertificateManager({
       kubeConfig: connection.kubeConfig,
-      settings: { ...kube.DEFAULT_CERTIFICATE_SETTINGS, ...settings.certificates, namespace: ownNamespace ?? 'default', ...context.certificateSettings },
+      settings: {
+        ...kube.DEFAULT_CERTIFICATE_SETTINGS,
+        ...(settings.testCertValidityMs === undefined ? {} : kube.shortLivedCertificateSettings(settings.testCertValidityMs)),
+        ...settings.certificates,
+        namespace: ownNamespace ?? 'default',
+        ...context.certificateSettings,
+      },
       log,
       backoff,
       onServingCertificate: (material) => {
@@ -354,6 +368,13 @@ function parseInteger(value: string | undefined, flag: string, min: number, max:
   const number = Number(value);
   if (value === undefined || !/^\d+$/.test(value) || number < min || number > max) throw new UsageError(`${flag}: must be an integer from ${min} to ${max}`);
   return number;
+}
+
+function parseTestCertValidity(value: string): number {
+  const ms = parseDuration(value, '--test-cert-validity');
+  // Shorter than a second, a renewal would be due before the certificate is served.
+  if (ms < 1000) throw new UsageError('--test-cert-validity: must be at least 1s');
+  return ms;
 }
 
 /** `500ms`, `5s`, or a bare number of milliseconds. */

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseTemplateFile, type JsonObject, type OverrideName } from '../../src/injection/index.js';
 import { compilePolicy, type CompiledPolicy } from '../../src/policy/compile-policy.js';
-import { makeCa, makeServingCertificate } from '../../src/server/certificates.js';
+import { makeCa, makeServingCertificate } from '../../src/tls/certificates.js';
 import { ROOT } from '../helpers/fixtures.js';
 import { spawnServer, type ServerProcess } from '../helpers/process.js';
 import { trackChild } from './child-processes.js';
