@@ -51,7 +51,7 @@ export interface CompiledPolicy {
 /**
  * Compiles a validated template set and the webhook's settings into a
  * MutatingAdmissionPolicy and its binding whose JSON Patch has, on every Pod,
- * the effect of the webhook's patch (DESIGN §2-§3). The split:
+ * the effect of the webhook's patch (docs/design.md §4-§5). The split:
  * - the binding's namespaceSelector: excluded namespaces and the `disabled` label;
  * - matchConditions: what the Pod alone decides (opted out, hostNetwork,
  *   already injected, an unknown template);
@@ -105,7 +105,7 @@ export function compilePolicy(templates: TemplateSet, settings: PolicySettings =
   return { policy, binding };
 }
 
-/** Where each rule of DESIGN §2 lives in the compiled objects (for `explain --mode policy`). */
+/** Where each rule of docs/design.md §4 lives in the compiled objects (for `explain --mode policy`). */
 export const POLICY_RULE_PLACES: Readonly<Record<Rule, string>> = {
   [Rule.kind]: 'policy matchConstraints: Pods, CREATE',
   [Rule.excludedNamespace]: 'binding namespaceSelector: kubernetes.io/metadata.name NotIn',
