@@ -3,6 +3,7 @@ import { runExplain } from './commands/explain.js';
 import { runInject } from './commands/inject.js';
 import { reportError, type CommandIo } from './commands/io.js';
 import { runServe } from './commands/serve.js';
+import { runStatus } from './commands/status.js';
 
 const HELP = `Usage: envoy-injector <command> [options]
 
@@ -10,6 +11,7 @@ Commands:
   serve      run the admission webhook (HTTPS)
   inject     inject the sidecar into manifests offline
   explain    show, rule by rule, what the webhook would decide and change for manifests
+  status     which workloads run Pods injected with an outdated template; --restart rolls them
   certs      make a development CA and serving certificate
 
 Run "envoy-injector <command> --help" for a command's options.
@@ -21,6 +23,7 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   serve: runServe,
   inject: runInject,
   explain: runExplain,
+  status: runStatus,
   certs: runCerts,
 };
 
