@@ -17,7 +17,7 @@ Commands:
 Run "envoy-injector <command> --help" for a command's options.
 `;
 
-type Command = (args: readonly string[], io: CommandIo) => Promise<number>;
+type Command = (args: readonly string[], io: CommandIo, env: NodeJS.ProcessEnv) => Promise<number>;
 
 const COMMANDS: Readonly<Record<string, Command>> = {
   serve: runServe,
@@ -28,7 +28,7 @@ const COMMANDS: Readonly<Record<string, Command>> = {
 };
 
 /** Runs one command; resolves to the process exit code. */
-export async function runCli(argv: readonly string[], io: CommandIo): Promise<number> {
+export async function runCli(argv: readonly string[], io: CommandIo, env: NodeJS.ProcessEnv = process.env): Promise<number> {
   const [name, ...args] = argv;
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     io.stdout.write(HELP);
@@ -40,7 +40,7 @@ export async function runCli(argv: readonly string[], io: CommandIo): Promise<nu
     return 2;
   }
   try {
-    return await command(args, io);
+    return await command(args, io, env);
   } catch (error) {
     if (error instanceof TypeError && 'code' in error && String(error.code).startsWith('ERR_PARSE_ARGS')) {
       io.stderr.write(`envoy-injector ${name}: ${error.message}\n`);

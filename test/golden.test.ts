@@ -12,6 +12,8 @@ import {
   type TemplateSet,
 } from '../src/injection/index.js';
 import { runCli } from '../src/cli.js';
+import { FakeApiServer } from './helpers/fake-api-server.js';
+import { runStatusCli, seedFleet } from './helpers/fleet-fixture.js';
 import { ROOT, seedTemplates } from './helpers/fixtures.js';
 import { applyIndependently } from './helpers/patch.js';
 
@@ -44,6 +46,9 @@ const CASES: readonly GoldenCase[] = [
 /** explain over six kinds of Pods: opted in, opted out, excluded namespace, by label, conflict, overrides, native. */
 const EXPLAIN_INPUT = 'explain-pods.yaml';
 const EXPLAIN_GOLDEN = { text: 'explain-pods.golden.txt', json: 'explain-pods.golden.json' } as const;
+
+/** status over the fleet of helpers/fleet-fixture.ts, served by the fake API server. */
+const STATUS_GOLDEN = { table: 'status.golden.txt', json: 'status.golden.json' } as const;
 
 function templatesFor(goldenCase: GoldenCase): TemplateSet {
   return goldenCase.templateFile === undefined
@@ -106,8 +111,24 @@ describe('golden files: inject output for each input manifest', () => {
     });
   }
 
+  for (const format of ['table', 'json'] as const) {
+    it(`status --output ${format} over the fleet fixture → ${STATUS_GOLDEN[format]}`, async () => {
+      const fake = await FakeApiServer.start();
+      try {
+        seedFleet(fake);
+        const { code, stdout, stderr } = await runStatusCli(['--kubeconfig', fake.writeKubeconfig(), '--output', format]);
+        assert.equal(code, 3, stderr);
+        const goldenPath = join(GOLDEN_DIR, STATUS_GOLDEN[format]);
+        if (UPDATE) writeFileSync(goldenPath, stdout);
+        assert.equal(stdout, readFileSync(goldenPath, 'utf8'), `${STATUS_GOLDEN[format]} is stale: run UPDATE_GOLDEN=1 npm test and review the diff`);
+      } finally {
+        await fake.close();
+      }
+    });
+  }
+
   it('has no golden or input file that no case uses', () => {
-    const explainFiles = [EXPLAIN_INPUT, EXPLAIN_GOLDEN.text, EXPLAIN_GOLDEN.json];
+    const explainFiles = [EXPLAIN_INPUT, EXPLAIN_GOLDEN.text, EXPLAIN_GOLDEN.json, STATUS_GOLDEN.table, STATUS_GOLDEN.json];
     const used = new Set([...explainFiles, ...CASES.flatMap((c) => [c.golden, c.input, c.templateFile].filter((f) => f !== undefined).map((f) => f.replace('test/golden/', '')))]);
     const unused = readdirSync(GOLDEN_DIR).filter((file) => !used.has(file));
     assert.deepEqual(unused, [], 'remove these files or add a case for them');

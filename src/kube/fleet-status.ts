@@ -23,7 +23,7 @@ export interface FleetQuery {
 /** Everything the report is built from, read in a handful of list calls. */
 export interface FleetSnapshot {
   readonly templates: TemplateSet;
-  /** `ConfigMap ns/name (resourceVersion N)`. */
+  /** `ConfigMap ns/name`. */
   readonly templateSource: string;
   readonly pods: readonly PodRecord[];
   readonly owners: ReadonlyMap<string, OwnerRef>;
@@ -128,17 +128,14 @@ export async function restartWorkload(kubeConfig: KubeConfig, workload: Workload
 async function readTemplates(core: CoreV1Api, query: FleetQuery): Promise<{ templates: TemplateSet; templateSource: string }> {
   const where = `ConfigMap ${query.injectorNamespace}/${query.configMapName}`;
   let data: Record<string, string>;
-  let resourceVersion: string | undefined;
   try {
-    const configMap = await core.readNamespacedConfigMap({ name: query.configMapName, namespace: query.injectorNamespace });
-    data = configMap.data ?? {};
-    resourceVersion = configMap.metadata?.resourceVersion;
+    data = (await core.readNamespacedConfigMap({ name: query.configMapName, namespace: query.injectorNamespace })).data ?? {};
   } catch (error) {
     const hint = kubeErrorStatus(error) === 404 ? ' (is the injector installed there? see --injector-namespace and --configmap)' : '';
     throw new ClusterError(`reading the templates, ${where}: ${describeKubeError(error)}${hint}`, { cause: error });
   }
   try {
-    return { templates: parseTemplateData(data), templateSource: `${where} (resourceVersion ${resourceVersion ?? '?'})` };
+    return { templates: parseTemplateData(data), templateSource: where };
   } catch (error) {
     // The injector keeps serving its last good set meanwhile, but which one is not for us to guess.
     if (error instanceof TemplateError) throw new TemplateError(error.problems.map((problem) => `${where}: ${problem}`));
