@@ -63,19 +63,17 @@ export async function readFleet(kubeConfig: KubeConfig, query: FleetQuery): Prom
     if (meta?.name !== undefined && owner !== undefined) owners.set(ownerKey(meta.namespace ?? '', kind, meta.name), owner);
   };
   const metadataOnly = setHeaderOptions('Accept', METADATA_LIST);
-  if (ownerKinds.has('ReplicaSet')) {
-    await listPaged(`listing ReplicaSets in ${scope}`, (page) =>
-      namespace === undefined
-        ? apps.listReplicaSetForAllNamespaces({ limit: pageSize, ...page }, metadataOnly)
-        : apps.listNamespacedReplicaSet({ namespace, limit: pageSize, ...page }, metadataOnly),
-    addOwners('ReplicaSet'));
-  }
-  if (ownerKinds.has('Job')) {
-    await listPaged(`listing Jobs in ${scope}`, (page) =>
-      namespace === undefined
-        ? batch.listJobForAllNamespaces({ limit: pageSize, ...page }, metadataOnly)
-        : batch.listNamespacedJob({ namespace, limit: pageSize, ...page }, metadataOnly),
-    addOwners('Job'));
+  // Listed only when some Pod is owned by one.
+  const ownerLists: [string, (page: Page) => Promise<{ items: { metadata?: V1ObjectMeta }[]; metadata?: Page }>][] = [
+    ['ReplicaSet', (page) => namespace === undefined
+      ? apps.listReplicaSetForAllNamespaces({ limit: pageSize, ...page }, metadataOnly)
+      : apps.listNamespacedReplicaSet({ namespace, limit: pageSize, ...page }, metadataOnly)],
+    ['Job', (page) => namespace === undefined
+      ? batch.listJobForAllNamespaces({ limit: pageSize, ...page }, metadataOnly)
+      : batch.listNamespacedJob({ namespace, limit: pageSize, ...page }, metadataOnly)],
+  ];
+  for (const [kind, list] of ownerLists) {
+    if (ownerKinds.has(kind)) await listPaged(`listing ${kind}s in ${scope}`, list, addOwners(kind));
   }
 
   const namespaceLabels = new Map<string, Labels>();
@@ -146,14 +144,10 @@ async function readTemplates(core: CoreV1Api, query: FleetQuery): Promise<{ temp
 type Page = { _continue?: string };
 
 /** Follows `continue` tokens until the list is whole, handing each item to `each` (pages are not kept). */
-async function listPaged<T>(
-  what: string,
-  list: (page: Page) => Promise<{ metadata?: { _continue?: string }; items: T[] }>,
-  each: (item: T) => void,
-): Promise<void> {
+async function listPaged<T>(what: string, list: (page: Page) => Promise<{ metadata?: Page; items: T[] }>, each: (item: T) => void): Promise<void> {
   let token: string | undefined;
   do {
-    let page: { metadata?: { _continue?: string }; items: T[] };
+    let page: { metadata?: Page; items: T[] };
     try {
       page = await list(token === undefined ? {} : { _continue: token });
     } catch (error) {
