@@ -8,7 +8,7 @@ interface StatusJson {
   templates: { name: string; hash: string }[];
   workloads: { namespace: string; kind: string; name: string; templates: string[]; current: number; outdated: number; notInjected: number; outdatedHashes: { template: string; hash: string; pods: number }[]; restartable: boolean }[];
   totals: { pods: number; current: number; outdated: number; notInjected: number };
-  restart?: { dryRun: boolean; confirmed: boolean; restartedAt?: string; restarted: { kind: string; name: string }[]; failed: { kind: string; name: string; error: string }[]; notRestartable: { kind: string; name: string }[] };
+  restart?: { dryRun: boolean; targets: { kind: string; name: string }[]; confirmed: boolean; restartedAt?: string; restarted: { kind: string; name: string }[]; failed: { kind: string; name: string; error: string }[]; notRestartable: { kind: string; name: string }[] };
 }
 
 const RESTARTED_AT = 'kubectl.kubernetes.io/restartedAt';
@@ -97,6 +97,11 @@ describe('envoy-injector status against an API server', () => {
     assert.match(stdout, /Not restarted \(no Pod template to roll; recreate them by hand\): CronJob shop\/report, Pod shop\/debug\./);
     assert.deepEqual(patches(), []);
     assert.deepEqual(['web', 'api'].map((name) => fake.get('deployments', 'shop', name)?.metadata.resourceVersion), before);
+    const json = JSON.parse((await status(['--restart', '--dry-run', '-o', 'json'])).stdout) as StatusJson;
+    assert.deepEqual(json.restart?.targets.map((ref) => `${ref.kind}/${ref.name}`), ['Deployment/web', 'StatefulSet/db']);
+    assert.deepEqual(json.restart?.restarted, []);
+    assert.equal(json.restart?.dryRun, true);
+    assert.deepEqual(patches(), []);
   });
 
   it('--restart --yes patches restartedAt on the outdated Deployment and StatefulSet only', async () => {

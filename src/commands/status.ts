@@ -32,9 +32,9 @@ Options:
 `;
 
 /** Exit code when some injected Pods are outdated: a pipeline can gate on it. */
-export const EXIT_OUTDATED = 3;
+const EXIT_OUTDATED = 3;
 
-export interface StatusSettings {
+interface StatusSettings {
   readonly namespace: string | undefined;
   readonly labelSelector: string | undefined;
   readonly output: 'table' | 'json';
@@ -49,7 +49,7 @@ export interface StatusSettings {
 }
 
 /** Flags to settings; undefined when --help was asked for. */
-export function parseStatusArgs(args: readonly string[]): StatusSettings | undefined {
+function parseStatusArgs(args: readonly string[]): StatusSettings | undefined {
   const { values } = parseArgs({
     args: [...args],
     options: {
@@ -98,6 +98,8 @@ interface Ref {
 /** What `--restart` did, in the JSON output. */
 interface RestartOutcome {
   readonly dryRun: boolean;
+  /** The outdated Deployments, StatefulSets and DaemonSets: restarted, or with dryRun what would be. */
+  readonly targets: readonly Ref[];
   /** False when the prompt was answered no. */
   readonly confirmed: boolean;
   readonly restartedAt: string | undefined;
@@ -145,11 +147,10 @@ export async function runStatus(args: readonly string[], io: CommandIo, env: Nod
   const plan = planRestarts(report);
   const notRestartable = plan.byHand.map(toRef);
   const targets = plan.restart.map(toRef);
-  // Prompts and progress go to stderr when stdout carries JSON.
-  const say = (text: string): void => void (json ? io.stderr : io.stdout).write(text);
   let confirmed = true;
   if (targets.length > 0 && asking) {
-    say(`\nRestart ${describeCount(targets.length, 'workload')} (as kubectl rollout restart):\n${targets.map((ref) => `  ${describeRef(ref)}\n`).join('')}`);
+    // On stderr when stdout carries JSON, as the question itself always is.
+    (json ? io.stderr : io.stdout).write(`\nRestart ${describeCount(targets.length, 'workload')} (as kubectl rollout restart):\n${targets.map((ref) => `  ${describeRef(ref)}\n`).join('')}`);
     confirmed = await confirm(io, `Restart ${targets.length === 1 ? 'it' : 'them'}? [y/N] `);
   }
   const restartedAt = settings.dryRun || !confirmed || targets.length === 0 ? undefined : new Date().toISOString().replace(/\.\d+Z$/, 'Z');
@@ -165,14 +166,14 @@ export async function runStatus(args: readonly string[], io: CommandIo, env: Nod
       }
     }
   }
-  const outcome: RestartOutcome = { dryRun: settings.dryRun, confirmed, restartedAt, restarted, failed, notRestartable };
+  const outcome: RestartOutcome = { dryRun: settings.dryRun, targets, confirmed, restartedAt, restarted, failed, notRestartable };
   if (json) io.stdout.write(JSON.stringify({ source: snapshot.templateSource, ...report, restart: outcome }, null, 2) + '\n');
-  else io.stdout.write(formatRestart(outcome, targets, RESTARTED_AT_ANNOTATION));
+  else io.stdout.write(formatRestart(outcome, RESTARTED_AT_ANNOTATION));
   return failed.length > 0 ? 1 : exitCode;
 }
 
 /** The table: one row per workload, then the totals and what to do about outdated Pods. */
-export function formatReport(report: FleetReport, source: string, scope: string, withHint: boolean): string {
+function formatReport(report: FleetReport, source: string, scope: string, withHint: boolean): string {
   const lines = [`Templates in ${source}:`, ...formatColumns(report.templates.map((template) => [`  ${template.name}`, template.hash])), ''];
   if (report.workloads.length === 0) {
     lines.push(`No injected Pods, and none missing the sidecar, in ${scope}.`);
@@ -201,7 +202,8 @@ export function formatReport(report: FleetReport, source: string, scope: string,
   return lines.join('\n') + '\n';
 }
 
-function formatRestart(outcome: RestartOutcome, targets: readonly Ref[], annotation: string): string {
+function formatRestart(outcome: RestartOutcome, annotation: string): string {
+  const { targets } = outcome;
   const lines = [''];
   if (targets.length === 0) lines.push('Nothing to restart: no outdated Deployment, StatefulSet or DaemonSet.');
   else if (outcome.dryRun) lines.push(`Dry run, nothing changed. --restart would set ${annotation} on the Pod template of:`, ...targets.map((ref) => `  ${describeRef(ref)}`));
