@@ -128,6 +128,9 @@ export async function runStatus(args: readonly string[], io: CommandIo, env: Nod
   if (connection === undefined) throw new UsageError('status reads a cluster: pass --kubeconfig FILE or set KUBECONFIG (in a Pod, its service account is used)');
 
   const snapshot = await readFleet(connection.kubeConfig, settings);
+  for (const what of snapshot.inconsistentLists) {
+    io.stderr.write(`envoy-injector: note: ${what} outlasted the API server's history (410 Gone); the rest was listed as it is now, so objects changed meanwhile may be missing\n`);
+  }
   const report = buildFleetReport({
     pods: snapshot.pods,
     owners: snapshot.owners,

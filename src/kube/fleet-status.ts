@@ -2,7 +2,7 @@ import { AppsV1Api, BatchV1Api, CoreV1Api, KubeConfig, PatchStrategy, setHeaderO
 import { ClusterError, TemplateError } from '../errors.js';
 import { ownerKey, type OwnerRef, type PodRecord } from '../fleet/fleet-report.js';
 import { Annotations, parseTemplateData, type TemplateSet } from '../injection/index.js';
-import { describeKubeError, kubeErrorStatus } from './kube-errors.js';
+import { describeKubeError, kubeErrorStatus, kubeErrorStatusBody } from './kube-errors.js';
 import type { Labels } from './namespace-labels.js';
 
 /** ReplicaSets, Jobs and Namespaces are read for their metadata only: owners and labels are all we need. */
@@ -28,6 +28,8 @@ export interface FleetSnapshot {
   readonly pods: readonly PodRecord[];
   readonly owners: ReadonlyMap<string, OwnerRef>;
   readonly namespaceLabels: ReadonlyMap<string, Labels>;
+  /** Lists that outlived the API server's history and were finished inconsistently (see listPaged). */
+  readonly inconsistentLists: readonly string[];
 }
 
 /**
@@ -44,6 +46,9 @@ export async function readFleet(kubeConfig: KubeConfig, query: FleetQuery): Prom
   const scope = namespace === undefined ? 'all namespaces' : `namespace ${namespace}`;
   const { templates, templateSource } = await readTemplates(core, query);
 
+  const inconsistentLists: string[] = [];
+  const listPaged = <T>(what: string, list: (page: Page) => Promise<{ metadata?: Page; items: T[] }>, each: (item: T) => void) =>
+    listAllPages(what, list, each, () => inconsistentLists.push(what));
   const pods: PodRecord[] = [];
   const ownerKinds = new Set<string>();
   await listPaged(`listing Pods in ${scope}`, (page) => {
@@ -90,7 +95,7 @@ export async function readFleet(kubeConfig: KubeConfig, query: FleetQuery): Prom
       if (kubeErrorStatus(error) !== 404) throw new ClusterError(`reading namespace ${namespace}: ${describeKubeError(error)}`, { cause: error });
     }
   }
-  return { templates, templateSource, pods, owners, namespaceLabels };
+  return { templates, templateSource, pods, owners, namespaceLabels, inconsistentLists };
 }
 
 export interface WorkloadRef {
@@ -143,14 +148,34 @@ async function readTemplates(core: CoreV1Api, query: FleetQuery): Promise<{ temp
 
 type Page = { _continue?: string };
 
-/** Follows `continue` tokens until the list is whole, handing each item to `each` (pages are not kept). */
-async function listPaged<T>(what: string, list: (page: Page) => Promise<{ metadata?: Page; items: T[] }>, each: (item: T) => void): Promise<void> {
+/**
+ * Follows `continue` tokens until the list is whole, handing each item to
+ * `each` (pages are not kept). A list slower than the API server's history
+ * (etcd compacts every 5 minutes) gets 410 Gone for its next page; the Status
+ * then carries a token that goes on from where it stopped, without the
+ * snapshot: objects changed meanwhile may be missed or seen in their new
+ * state, but none twice. Better than starting 50,000 Pods over, which could
+ * expire again; `onInconsistent` lets the caller say so.
+ */
+async function listAllPages<T>(
+  what: string,
+  list: (page: Page) => Promise<{ metadata?: Page; items: T[] }>,
+  each: (item: T) => void,
+  onInconsistent: () => void,
+): Promise<void> {
   let token: string | undefined;
   do {
     let page: { metadata?: Page; items: T[] };
     try {
       page = await list(token === undefined ? {} : { _continue: token });
     } catch (error) {
+      const resume = kubeErrorStatusBody(error)?.metadata?.continue;
+      if (token !== undefined && kubeErrorStatus(error) === 410 && typeof resume === 'string' && resume !== '') {
+        if (resume === token) throw new ClusterError(`${what}: the API server expired the list and offered the same token again`, { cause: error });
+        token = resume;
+        onInconsistent();
+        continue;
+      }
       throw new ClusterError(`${what}: ${describeKubeError(error)}`, { cause: error });
     }
     for (const item of page.items) each(item);

@@ -81,6 +81,7 @@ export class FakeApiServer {
   /** resourceVersions at or below this are compacted: watching from them gets 410. */
   #compactedThrough = 0;
   #failures: { remaining: number; status: number; match: (path: string) => boolean } | undefined;
+  #expiredContinues = 0;
 
   private constructor(server: Server, ca: string, sockets: Set<Socket>) {
     this.#server = server;
@@ -183,6 +184,15 @@ export class FakeApiServer {
     this.#failures = { remaining: count, status, match };
   }
 
+  /**
+   * The next `count` list requests that carry a `continue` token answer 410
+   * Gone, as after an etcd compaction, with a token in the Status that
+   * resumes where the expired one stopped (what a real API server offers).
+   */
+  expireContinueTokens(count: number): void {
+    this.#expiredContinues = count;
+  }
+
   /** Closes every open watch stream, as an API server restart or a load balancer would. */
   dropWatches(): void {
     for (const watch of this.#watches) watch.response.destroy();
@@ -244,6 +254,11 @@ export class FakeApiServer {
           record(200);
           return this.#watch(route.resource, route.namespace, fieldName(query['fieldSelector']), query, metadataOnly, response);
         }
+        if (query['continue'] !== undefined && query['continue'] !== '' && this.#expiredContinues > 0) {
+          this.#expiredContinues -= 1;
+          const resume = encodeContinue(decodeContinue(query['continue']), true);
+          return send(410, { ...(status(410, 'Expired', 'The provided continue parameter is too old to display a consistent list result.') as object), metadata: { continue: resume } });
+        }
         const listed = this.#list(route.resource, route.namespace, fieldName(query['fieldSelector']), query, metadataOnly);
         return typeof listed === 'string' ? send(400, status(400, 'BadRequest', listed)) : send(200, listed);
       }
@@ -291,7 +306,7 @@ export class FakeApiServer {
     const info = this.#resource(resource);
     const selector = parseLabelSelector(query['labelSelector'] ?? '');
     if (typeof selector === 'string') return selector;
-    const after = query['continue'] === undefined || query['continue'] === '' ? undefined : Buffer.from(query['continue'], 'base64').toString('utf8');
+    const after = query['continue'] === undefined || query['continue'] === '' ? undefined : decodeContinue(query['continue']);
     const limit = query['limit'] === undefined ? 0 : Number(query['limit']);
     const matching = [...this.#objects.entries()]
       .filter(([key]) => key.startsWith(`${resource}/`) && (after === undefined || key > after))
@@ -303,7 +318,7 @@ export class FakeApiServer {
     return {
       kind: metadataOnly ? 'PartialObjectMetadataList' : `${info.kind}List`,
       apiVersion: metadataOnly ? 'meta.k8s.io/v1' : info.group === '' ? info.version : `${info.group}/${info.version}`,
-      metadata: { resourceVersion: String(this.#resourceVersion), ...(more ? { continue: Buffer.from(lastKey).toString('base64') } : {}) },
+      metadata: { resourceVersion: String(this.#resourceVersion), ...(more ? { continue: encodeContinue(lastKey, false) } : {}) },
       items: page.map(([, item]) => (metadataOnly ? partial(item) : item)),
     };
   }
@@ -381,6 +396,15 @@ function fieldName(selector: string | undefined): string | undefined {
 
 function matches(object: KubeObject, namespace: string | undefined, name: string | undefined): boolean {
   return (namespace === undefined || object.metadata.namespace === namespace) && (name === undefined || object.metadata.name === name);
+}
+
+/** A continue token: the last key served (and, after a 410, a mark, so the token differs as a real one does). */
+function encodeContinue(after: string, inconsistent: boolean): string {
+  return Buffer.from(JSON.stringify({ after, inconsistent })).toString('base64');
+}
+
+function decodeContinue(token: string): string {
+  return (JSON.parse(Buffer.from(token, 'base64').toString('utf8')) as { after: string }).after;
 }
 
 function labelsOf(object: KubeObject): Record<string, string> {
