@@ -1,19 +1,15 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { buildFleetReport, ownerKey, planRestarts, readInjectionStatus, resolveWorkload, type OwnerRef, type PodRecord } from '../src/fleet/fleet-report.js';
-import { injectPod, parseTemplateData, type TemplateSet } from '../src/injection/index.js';
+import { parseTemplateData } from '../src/injection/index.js';
+import { injectedAnnotations } from './helpers/fleet-fixture.js';
 
 const OLD = parseTemplateData({ config: 'containers: [{name: envoy, image: "envoy:1"}]', lite: 'containers: [{name: tiny, image: "tiny:1"}]' });
 const OLDER = parseTemplateData({ config: 'containers: [{name: envoy, image: "envoy:0"}]' });
 const LIVE = parseTemplateData({ config: 'containers: [{name: envoy, image: "envoy:2"}]', lite: 'containers: [{name: tiny, image: "tiny:1"}]' });
 
 /** The status annotation exactly as the webhook writes it, from the injector's own code. */
-function injectedWith(templates: TemplateSet, name: string): Record<string, string> {
-  const template = templates.templates.get(name);
-  assert.ok(template);
-  const { pod } = injectPod({ metadata: {}, spec: { containers: [{ name: 'app', image: 'app:1' }] } }, template, { nativeSidecar: false });
-  return (pod['metadata'] as { annotations: Record<string, string> }).annotations;
-}
+const injectedWith = injectedAnnotations;
 
 function pod(name: string, options: Partial<PodRecord> = {}): PodRecord {
   return { namespace: 'shop', name, owner: undefined, annotations: {}, hostNetwork: false, ...options };

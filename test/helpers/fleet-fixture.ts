@@ -47,9 +47,9 @@ export function addPod(
  * shop (enabled): Deployment web (one current Pod, two outdated in an older
  * ReplicaSet, one never injected), StatefulSet db (outdated), DaemonSet agent
  * (current), Deployment api (current), CronJob report (outdated), bare Pod
- * debug (outdated), bare Pod fresh (not injected), and Pods that do not count: opted out, hostNetwork,
- * finished, terminating. quiet (disabled): a Pod without the sidecar.
- * legacy (no label): an annotated bare Pod, current.
+ * debug (outdated), bare Pod fresh (not injected), and Pods that do not
+ * count: opted out, hostNetwork, finished, terminating. quiet (disabled): a
+ * Pod without the sidecar. legacy (no label): an annotated bare Pod, current.
  */
 export function seedFleet(fake: FakeApiServer): void {
   fake.apply('namespaces', { metadata: { name: INJECTOR_NAMESPACE } });
