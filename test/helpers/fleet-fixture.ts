@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import { runCli } from '../../src/cli.js';
-import { injectPod, parseTemplateData, type TemplateSet } from '../../src/injection/index.js';
+import { applyPodPatch, injectPod, parseTemplateData, type TemplateSet } from '../../src/injection/index.js';
 import type { FakeApiServer } from './fake-api-server.js';
 
 /**
@@ -17,8 +17,9 @@ export const LIVE = parseTemplateData(LIVE_DATA);
 export function injectedAnnotations(templates: TemplateSet, name = 'config'): Record<string, string> {
   const template = templates.templates.get(name);
   if (template === undefined) throw new Error(`no template ${name}`);
-  const { pod } = injectPod({ metadata: {}, spec: { containers: [{ name: 'app', image: 'app:1' }] } }, template, { nativeSidecar: false });
-  return (pod['metadata'] as { annotations: Record<string, string> }).annotations;
+  const received = { metadata: {}, spec: { containers: [{ name: 'app', image: 'app:1' }] } };
+  const injected = applyPodPatch(received, injectPod(received, template, { nativeSidecar: false }).patch);
+  return (injected['metadata'] as { annotations: Record<string, string> }).annotations;
 }
 
 const controller = (kind: string, name: string, apiVersion = 'apps/v1') => [{ apiVersion, kind, name, uid: `uid-${name}`, controller: true }];
