@@ -7,7 +7,7 @@ import { parseTemplateData, parseYamlDocuments } from '../../src/injection/index
 import { runStatusCli } from '../helpers/fleet-fixture.js';
 import { ROOT } from '../helpers/fixtures.js';
 import { forEachKubeVersion } from './control-plane.js';
-import { createNamespace, deleteNamespaces, eventually, helmInstall, helmUninstall, plainPod, uniqueName, type Release } from './cluster.js';
+import { createNamespace, deleteNamespaces, envoyImage, eventually, helmInstall, helmUninstall, plainPod, uniqueName, type Release } from './cluster.js';
 import { startChartInjector, type ChartInjector } from './injector-process.js';
 
 interface StatusJson {
@@ -44,7 +44,6 @@ forEachKubeVersion('envoy-injector status and --restart against the API server a
   const core = () => plane().kubeConfig.makeApiClient(CoreV1Api);
   const apps = () => plane().kubeConfig.makeApiClient(AppsV1Api);
   const podsOf = async (namespace: string): Promise<V1Pod[]> => (await core().listNamespacedPod({ namespace })).items.filter((pod) => pod.metadata?.deletionTimestamp === undefined);
-  const envoyImage = (pod: V1Pod) => [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].find((container) => container.name === 'envoy')?.image;
   const status = (who: 'reader' | 'restarter', args: string[], stdin?: string) =>
     runStatusCli(['--kubeconfig', kubeconfigs[who], '--injector-namespace', release?.namespace ?? '', ...args], stdin === undefined ? {} : { stdin });
   const statusJson = async (args: string[]) => {
