@@ -104,15 +104,22 @@ describe('envoy-injector status against an API server', () => {
     assert.deepEqual(patches(), []);
   });
 
-  it('--restart --yes patches restartedAt on the outdated Deployment and StatefulSet only', async () => {
+  it('--restart --yes patches restartedAt on the outdated Deployment, StatefulSet and DaemonSet only', async () => {
+    // A second DaemonSet, outdated: the fixture's one is current.
+    fake.apply('daemonsets', { metadata: { name: 'logs', namespace: 'shop' }, spec: { template: { metadata: {}, spec: { containers: [] } } } });
+    addPod(fake, 'shop', 'logs-z9', { owner: { kind: 'DaemonSet', name: 'logs' }, annotations: injectedAnnotations(OLD) });
     const started = Date.now();
     const { code, stdout, stderr } = await status(['--restart', '--yes', '-o', 'json']);
     assert.equal(code, 3, stderr);
     const { restart } = JSON.parse(stdout) as StatusJson;
-    assert.deepEqual(restart?.restarted, [{ namespace: 'shop', kind: 'Deployment', name: 'web' }, { namespace: 'shop', kind: 'StatefulSet', name: 'db' }]);
+    assert.deepEqual(restart?.restarted.map((ref) => `${ref.kind}/${ref.name}`), ['DaemonSet/logs', 'Deployment/web', 'StatefulSet/db']);
     assert.deepEqual(restart?.notRestartable.map((ref) => `${ref.kind}/${ref.name}`), ['CronJob/report', 'Pod/debug']);
-    assert.deepEqual(patches().map((request) => request.path), ['/apis/apps/v1/namespaces/shop/deployments/web', '/apis/apps/v1/namespaces/shop/statefulsets/db']);
-    for (const [resource, name] of [['deployments', 'web'], ['statefulsets', 'db']] as const) {
+    assert.deepEqual(patches().map((request) => request.path), [
+      '/apis/apps/v1/namespaces/shop/daemonsets/logs',
+      '/apis/apps/v1/namespaces/shop/deployments/web',
+      '/apis/apps/v1/namespaces/shop/statefulsets/db',
+    ]);
+    for (const [resource, name] of [['daemonsets', 'logs'], ['deployments', 'web'], ['statefulsets', 'db']] as const) {
       const stamp = restartedAt(resource, name);
       assert.equal(stamp, restart?.restartedAt);
       assert.ok(Date.parse(stamp ?? '') >= Math.floor(started / 1000) * 1000, `${name}: ${stamp} is now`);
