@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, afterEach, before, beforeEach, describe, it } from 'node:test';
 import { FakeApiServer } from './helpers/fake-api-server.js';
+import { ROOT } from './helpers/fixtures.js';
 import { addPod, injectedAnnotations, INJECTOR_NAMESPACE, LIVE, LIVE_DATA, OLD, runStatusCli, seedFleet } from './helpers/fleet-fixture.js';
 
 interface StatusJson {
@@ -144,6 +147,8 @@ describe('envoy-injector status against an API server', () => {
     assert.equal(accepted.code, 3);
     assert.match(accepted.stdout, /  restarted Deployment shop\/web\n  restarted StatefulSet shop\/db\n/);
     assert.equal(patches().length, 2);
+    const printed = accepted.stdout.slice(accepted.stdout.indexOf('Set kubectl')).replace(/restartedAt=\S+ on:/, 'restartedAt=2026-12-01T03:24:10Z on:');
+    assert.ok(readFileSync(join(ROOT, 'README.md'), 'utf8').includes('```\n' + printed + '```\n'), `the README shows what --restart prints:\n${printed}`);
   });
 
   it('--restart without --yes and without a terminal refuses before touching the cluster', async () => {
