@@ -1,6 +1,7 @@
 import { runCerts } from './commands/certs.js';
 import { runExplain } from './commands/explain.js';
 import { runInject } from './commands/inject.js';
+import { runPolicy } from './commands/policy.js';
 import { reportError, type CommandIo } from './commands/io.js';
 import { runServe } from './commands/serve.js';
 import { runStatus } from './commands/status.js';
@@ -12,6 +13,7 @@ Commands:
   inject     inject the sidecar into manifests offline
   explain    show, rule by rule, what the webhook would decide and change for manifests
   status     which workloads run Pods injected with an outdated template; --restart rolls them
+  policy     print the MutatingAdmissionPolicy that injects without the webhook (Kubernetes 1.34+)
   certs      make a development CA and serving certificate
 
 Run "envoy-injector <command> --help" for a command's options.
@@ -24,6 +26,7 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   inject: runInject,
   explain: runExplain,
   status: runStatus,
+  policy: runPolicy,
   certs: runCerts,
 };
 
