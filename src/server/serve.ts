@@ -6,13 +6,13 @@ import type { Server as TlsServer } from 'node:tls';
 import { pino, type Logger } from 'pino';
 import type { TemplateSet } from '../injection/index.js';
 import { buildApp, DEFAULT_TIMEOUTS, type AppDependencies, type NamespaceLabelLookup, type ServerTimeouts } from './build-app.js';
-import { makeCertificates } from './certificates.js';
+import { makeCertificates } from '../tls/certificates.js';
 import { ConnectionTracker } from './connection-tracker.js';
 import { InjectorMetrics } from './metrics.js';
 import { startMetricsServer } from './metrics-server.js';
 import { ServerState } from './server-state.js';
-import { TemplateStore } from './template-store.js';
-import { readTlsFiles, secureContextOptions, TlsFileWatcher, type TlsFiles, type TlsMaterial } from './tls-files.js';
+import { TemplateStore } from '../state/template-store.js';
+import { readTlsFiles, secureContextOptions, TlsFileWatcher, type TlsFiles, type TlsMaterial } from '../tls/tls-files.js';
 
 export interface ServeOptions {
   readonly port: number;
