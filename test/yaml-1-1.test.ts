@@ -124,4 +124,10 @@ spec:
     assert.equal(annotations['mode'], '0644');
   });
 
+  it('explain reads the template with the same rules (a mode above 0777 in octal is refused)', async () => {
+    const template = tempFile('volumes: [{name: v, configMap: {name: c, defaultMode: 01000}}]\n');
+    const { code, stderr } = await run(['explain', '-f', 'examples/myapp-pod.yaml', '--template-file', template]);
+    assert.equal(code, 1);
+    assert.match(stderr, /config: volumes\[0\]\.configMap\.defaultMode: must be a file mode between 0 and 0777 \(octal\), got 512/);
+  });
 });

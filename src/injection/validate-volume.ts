@@ -1,0 +1,103 @@
+import { isJsonObject, own, type JsonObject, type JsonValue } from './json.js';
+import { checkEnum, checkName, checkOneOf, checkUnique, DNS1123_LABEL, forEachEntry, relativePathProblem, type ProblemList } from './entry-checks.js';
+
+/** core/v1 Volume sources, up to Kubernetes 1.34; a volume has exactly one. */
+const VOLUME_SOURCES: ReadonlySet<string> = new Set([
+  'hostPath', 'emptyDir', 'gcePersistentDisk', 'awsElasticBlockStore', 'gitRepo', 'secret', 'nfs', 'iscsi',
+  'glusterfs', 'persistentVolumeClaim', 'rbd', 'flexVolume', 'cinder', 'cephfs', 'flocker', 'downwardAPI', 'fc',
+  'azureFile', 'configMap', 'vsphereVolume', 'quobyte', 'azureDisk', 'photonPersistentDisk', 'projected',
+  'portworxVolume', 'scaleIO', 'storageos', 'csi', 'ephemeral', 'image',
+]);
+
+const MAX_MODE = 0o777;
+
+/** A volume as the API server's ValidateVolumes sees it, for the sources a sidecar uses; types are the schema check's. */
+export function checkVolume(volume: JsonObject, path: string, problems: ProblemList, volumeNames: Map<string, string>): void {
+  const name = checkName(volume, path, problems, DNS1123_LABEL, 'a DNS-1123 label');
+  if (name !== undefined) checkUnique(name, path, volumeNames, problems);
+  const sources = Object.keys(volume).filter((key) => VOLUME_SOURCES.has(key) && own(volume, key) !== null);
+  if (sources.length === 0) problems.add(path, 'must have exactly one volume source (configMap, secret, emptyDir, ...)');
+  if (sources.length > 1) problems.add(path, `must have exactly one volume source, found ${sources.join(', ')}`);
+
+  const configMap = own(volume, 'configMap');
+  if (isJsonObject(configMap)) {
+    requireString(configMap, 'name', `${path}.configMap`, problems);
+    checkKeyProjection(configMap, `${path}.configMap`, problems);
+  }
+  const secret = own(volume, 'secret');
+  if (isJsonObject(secret)) {
+    requireString(secret, 'secretName', `${path}.secret`, problems);
+    checkKeyProjection(secret, `${path}.secret`, problems);
+  }
+  const downwardAPI = own(volume, 'downwardAPI');
+  if (isJsonObject(downwardAPI)) checkDownwardApi(downwardAPI, `${path}.downwardAPI`, problems);
+  const projected = own(volume, 'projected');
+  if (isJsonObject(projected)) checkProjected(projected, `${path}.projected`, problems);
+  const hostPath = own(volume, 'hostPath');
+  if (isJsonObject(hostPath)) {
+    requireString(hostPath, 'path', `${path}.hostPath`, problems);
+    checkEnum(hostPath, 'type', ['', 'DirectoryOrCreate', 'Directory', 'FileOrCreate', 'File', 'Socket', 'CharDevice', 'BlockDevice'], `${path}.hostPath`, problems);
+  }
+  const claim = own(volume, 'persistentVolumeClaim');
+  if (isJsonObject(claim)) requireString(claim, 'claimName', `${path}.persistentVolumeClaim`, problems);
+  const csi = own(volume, 'csi');
+  if (isJsonObject(csi)) requireString(csi, 'driver', `${path}.csi`, problems);
+}
+
+function requireString(entry: JsonObject, field: string, path: string, problems: ProblemList): void {
+  const value = own(entry, field);
+  if (value === undefined || value === null || value === '') problems.add(`${path}.${field}`, 'required');
+}
+
+function checkMode(value: JsonValue | undefined, path: string, problems: ProblemList): void {
+  if (typeof value === 'number' && (value < 0 || value > MAX_MODE)) {
+    problems.add(path, `must be a file mode between 0 and 0777 (octal), got ${value} (write 0644 for rw-r--r--, or 420 in decimal)`);
+  }
+}
+
+/** configMap and secret: defaultMode, and items of key, relative path and mode. */
+function checkKeyProjection(source: JsonObject, path: string, problems: ProblemList): void {
+  checkMode(own(source, 'defaultMode'), `${path}.defaultMode`, problems);
+  checkItems(source, path, problems, (item, itemPath) => requireString(item, 'key', itemPath, problems));
+}
+
+function checkItems(source: JsonObject, path: string, problems: ProblemList, checkItem: (item: JsonObject, itemPath: string) => void): void {
+  forEachEntry(source, 'items', problems, (item, itemPath) => {
+    const fullPath = `${path}.${itemPath}`;
+    checkItem(item, fullPath);
+    const target = own(item, 'path');
+    if (target === undefined || target === null || target === '') problems.add(`${fullPath}.path`, 'required');
+    else if (typeof target === 'string') {
+      const problem = relativePathProblem(target);
+      if (problem !== undefined) problems.add(`${fullPath}.path`, problem);
+    }
+    checkMode(own(item, 'mode'), `${fullPath}.mode`, problems);
+  });
+}
+
+function checkDownwardApi(source: JsonObject, path: string, problems: ProblemList): void {
+  checkMode(own(source, 'defaultMode'), `${path}.defaultMode`, problems);
+  checkItems(source, path, problems, (item, itemPath) => checkOneOf(item, itemPath, ['fieldRef', 'resourceFieldRef'], problems));
+}
+
+const PROJECTIONS = ['secret', 'configMap', 'downwardAPI', 'serviceAccountToken', 'clusterTrustBundle', 'podCertificate'] as const;
+
+function checkProjected(source: JsonObject, path: string, problems: ProblemList): void {
+  checkMode(own(source, 'defaultMode'), `${path}.defaultMode`, problems);
+  forEachEntry(source, 'sources', problems, (projection, projectionPath) => {
+    const fullPath = `${path}.${projectionPath}`;
+    checkOneOf(projection, fullPath, PROJECTIONS, problems);
+    for (const kind of ['secret', 'configMap'] as const) {
+      const keys = own(projection, kind);
+      if (isJsonObject(keys)) checkItems(keys, `${fullPath}.${kind}`, problems, (item, itemPath) => requireString(item, 'key', itemPath, problems));
+    }
+    const downwardAPI = own(projection, 'downwardAPI');
+    if (isJsonObject(downwardAPI)) checkItems(downwardAPI, `${fullPath}.downwardAPI`, problems, (item, itemPath) => checkOneOf(item, itemPath, ['fieldRef', 'resourceFieldRef'], problems));
+    const token = own(projection, 'serviceAccountToken');
+    if (isJsonObject(token)) {
+      requireString(token, 'path', `${fullPath}.serviceAccountToken`, problems);
+      const expiration = own(token, 'expirationSeconds');
+      if (typeof expiration === 'number' && expiration < 600) problems.add(`${fullPath}.serviceAccountToken.expirationSeconds`, 'must be at least 600 (10 minutes)');
+    }
+  });
+}
