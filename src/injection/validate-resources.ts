@@ -25,7 +25,9 @@ export function checkResources(resources: JsonValue | undefined, path: string, p
         problems.add(namePath, 'must be a whole number (an extended resource is counted in units)');
       }
       const pageSize = hugePageSize(resource);
-      if (pageSize !== undefined && pageSize.numerator > 0n && (quantity.numerator * pageSize.denominator) % (pageSize.numerator * quantity.denominator) !== 0n) {
+      if (pageSize === undefined) continue;
+      if (pageSize.numerator <= 0n) problems.add(namePath, `"${resource}" must name a page size, such as hugepages-2Mi`);
+      else if ((quantity.numerator * pageSize.denominator) % (pageSize.numerator * quantity.denominator) !== 0n) {
         problems.add(namePath, `must be a multiple of the page size ${resource.slice('hugepages-'.length)}`);
       }
     }

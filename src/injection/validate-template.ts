@@ -1,6 +1,7 @@
 import { findTypeProblems } from './check-field-types.js';
-import { isJsonObject, own, stringAt, type JsonObject, type JsonValue } from './json.js';
-import { checkEnum, checkName, checkOneOf, checkUnique, DNS1123_LABEL, DNS1123_SUBDOMAIN, forEachEntry, isNonNegativeInteger, PORT_NAME, ProblemList, relativePathProblem } from './entry-checks.js';
+import { arrayAt, isJsonObject, own, stringAt, type JsonObject, type JsonValue } from './json.js';
+import { checkEnum, checkName, checkOneOf, checkUnique, DNS1123_LABEL, forEachEntry, isNonNegativeInteger, PORT_NAME, ProblemList, relativePathProblem } from './entry-checks.js';
+import { checkEnv } from './validate-env.js';
 import { checkResources } from './validate-resources.js';
 import { checkVolume } from './validate-volume.js';
 
@@ -28,19 +29,24 @@ export function findTemplateProblems(template: JsonObject): string[] {
     problems.addAll(findTypeProblems(volume, 'Volume', path));
     checkVolume(volume, path, problems, volumeNames);
   });
+  const volumes = new Map((arrayAt(template, 'volumes') ?? []).filter(isJsonObject).map((volume) => [stringAt(volume, 'name') ?? '', volume]));
   const containerNames = new Map<string, string>();
   for (const list of ['containers', 'initContainers'] as const) {
+    const hostPorts = new Map<string, string>();
     forEachEntry(template, list, problems, (container, path) => {
       problems.addAll(findTypeProblems(container, 'Container', path));
       checkContainer(container, path, list, problems, containerNames);
-      checkMountedVolumes(container, path, volumeNames, problems);
+      checkPorts(container, path, hostPorts, problems);
+      checkMountedVolumes(container, path, volumes, problems);
     });
   }
+  // The API server takes any name here, even none or twice; a merge by name needs one, once.
   const secretNames = new Map<string, string>();
   forEachEntry(template, 'imagePullSecrets', problems, (secret, path) => {
     problems.addAll(findTypeProblems(secret, 'LocalObjectReference', path));
-    const name = checkName(secret, path, problems, DNS1123_SUBDOMAIN, 'a DNS-1123 subdomain');
-    if (name !== undefined) checkUnique(name, path, secretNames, problems);
+    const name = stringAt(secret, 'name');
+    if (name === undefined || name === '') problems.add(`${path}.name`, 'required');
+    else checkUnique(name, path, secretNames, problems);
   });
 
   const entries = ['containers', 'initContainers', 'volumes', 'imagePullSecrets'].reduce((count, list) => {
@@ -84,7 +90,6 @@ function checkContainer(
     }
   }
 
-  checkPorts(container, path, problems);
   checkEnv(container, path, problems);
   checkVolumeMounts(container, path, problems);
   checkResources(own(container, 'resources'), `${path}.resources`, problems);
@@ -101,13 +106,21 @@ function checkContainer(
   checkSecurityContext(own(container, 'securityContext'), `${path}.securityContext`, problems);
 }
 
-function checkPorts(container: JsonObject, path: string, problems: ProblemList): void {
+/** `hostPorts`: protocol/hostIP/hostPort of the list's containers so far, each unique on a node. */
+function checkPorts(container: JsonObject, path: string, hostPorts: Map<string, string>, problems: ProblemList): void {
   const portNames = new Map<string, string>();
   forEachEntry(container, 'ports', problems, (port, portPath) => {
     const fullPath = `${path}.${portPath}`;
     checkPortNumber(own(port, 'containerPort'), `${fullPath}.containerPort`, true, problems);
+    const hostPort = own(port, 'hostPort');
     // 0 is the API server's "no host port".
-    if (own(port, 'hostPort') !== 0) checkPortNumber(own(port, 'hostPort'), `${fullPath}.hostPort`, false, problems);
+    if (hostPort !== 0) checkPortNumber(hostPort, `${fullPath}.hostPort`, false, problems);
+    if (typeof hostPort === 'number' && hostPort > 0) {
+      const key = `${stringAt(port, 'protocol') ?? 'TCP'}/${stringAt(port, 'hostIP') ?? ''}/${hostPort}`;
+      const first = hostPorts.get(key);
+      if (first === undefined) hostPorts.set(key, `${fullPath}.hostPort`);
+      else problems.add(`${fullPath}.hostPort`, `${key} is already used by ${first}`);
+    }
     checkEnum(port, 'protocol', ['TCP', 'UDP', 'SCTP'], fullPath, problems);
     const portName = own(port, 'name');
     if (typeof portName === 'string') {
@@ -115,26 +128,6 @@ function checkPorts(container: JsonObject, path: string, problems: ProblemList):
         problems.add(`${fullPath}.name`, `"${portName}" must be an IANA service name (at most 15 lowercase letters, digits and '-', with a letter)`);
       } else checkUnique(portName, fullPath, portNames, problems);
     }
-  });
-}
-
-function checkEnv(container: JsonObject, path: string, problems: ProblemList): void {
-  // Duplicate names are allowed: the API server only warns, the last one wins.
-  forEachEntry(container, 'env', problems, (variable, envPath) => {
-    const fullPath = `${path}.${envPath}`;
-    const envName = own(variable, 'name');
-    if (envName === undefined || envName === null || envName === '') problems.add(`${fullPath}.name`, 'required');
-    else if (typeof envName === 'string') {
-      if (envName.includes('=')) problems.add(`${fullPath}.name`, `"${envName}" must not contain '='`);
-    }
-    const valueFrom = own(variable, 'valueFrom');
-    if (own(variable, 'value') !== undefined && own(variable, 'value') !== '' && valueFrom !== undefined && valueFrom !== null) {
-      problems.add(fullPath, 'may not have both value and valueFrom');
-    }
-    if (isJsonObject(valueFrom)) checkOneOf(valueFrom, `${fullPath}.valueFrom`, ['fieldRef', 'resourceFieldRef', 'configMapKeyRef', 'secretKeyRef', 'fileKeyRef'], problems);
-  });
-  forEachEntry(container, 'envFrom', problems, (source, sourcePath) => {
-    checkOneOf(source, `${path}.${sourcePath}`, ['configMapRef', 'secretRef'], problems);
   });
 }
 
@@ -163,19 +156,32 @@ function checkVolumeMounts(container: JsonObject, path: string, problems: Proble
       }
     }
     checkEnum(mount, 'mountPropagation', ['None', 'HostToContainer', 'Bidirectional'], fullPath, problems);
+    const securityContext = own(container, 'securityContext');
+    if (own(mount, 'mountPropagation') === 'Bidirectional' && !(isJsonObject(securityContext) && own(securityContext, 'privileged') === true)) {
+      problems.add(`${fullPath}.mountPropagation`, 'Bidirectional is only for privileged containers');
+    }
   });
 }
 
-/** Every mount must name a volume of the template: a Pod has no volume the template could rely on. */
-function checkMountedVolumes(container: JsonObject, path: string, volumeNames: ReadonlyMap<string, string>, problems: ProblemList): void {
-  const mounts = own(container, 'volumeMounts');
-  if (!Array.isArray(mounts)) return;
-  mounts.forEach((mount, index) => {
-    const name = isJsonObject(mount) ? own(mount, 'name') : undefined;
-    if (typeof name === 'string' && name !== '' && !volumeNames.has(name)) {
-      problems.add(`${path}.volumeMounts[${index}].name`, `"${name}" names no volume of the template (add it to volumes)`);
-    }
-  });
+/**
+ * Every mount and device must name a volume of the template: a Pod has no
+ * volume the template could rely on (the service account's has a random name).
+ * A device (block mode) needs a persistentVolumeClaim or ephemeral volume.
+ */
+function checkMountedVolumes(container: JsonObject, path: string, volumes: ReadonlyMap<string, JsonObject>, problems: ProblemList): void {
+  for (const field of ['volumeMounts', 'volumeDevices']) {
+    const entries = own(container, field);
+    if (!Array.isArray(entries)) continue;
+    entries.forEach((entry, index) => {
+      const name = isJsonObject(entry) ? own(entry, 'name') : undefined;
+      if (typeof name !== 'string' || name === '') return;
+      const volume = volumes.get(name);
+      if (volume === undefined) problems.add(`${path}.${field}[${index}].name`, `"${name}" names no volume of the template (add it to volumes)`);
+      else if (field === 'volumeDevices' && !isJsonObject(own(volume, 'persistentVolumeClaim')) && !isJsonObject(own(volume, 'ephemeral'))) {
+        problems.add(`${path}.${field}[${index}].name`, `"${name}" must be a persistentVolumeClaim or ephemeral volume for a block device`);
+      }
+    });
+  }
 }
 
 function checkPortNumber(value: JsonValue | undefined, path: string, required: boolean, problems: ProblemList): void {
@@ -202,7 +208,18 @@ function checkHandlers(entry: JsonObject, path: string, handlers: readonly strin
     } else checkPortNumber(port, `${path}.${handler}.port`, true, problems);
   }
   const httpGet = own(entry, 'httpGet');
-  if (isJsonObject(httpGet)) checkEnum(httpGet, 'scheme', ['HTTP', 'HTTPS'], `${path}.httpGet`, problems);
+  if (isJsonObject(httpGet)) {
+    checkEnum(httpGet, 'scheme', ['HTTP', 'HTTPS'], `${path}.httpGet`, problems);
+    forEachEntry(httpGet, 'httpHeaders', problems, (header, headerPath) => {
+      const name = own(header, 'name');
+      if (typeof name === 'string' && !/^[-A-Za-z0-9]+$/.test(name)) problems.add(`${path}.httpGet.${headerPath}.name`, `"${name}" must be letters, digits and '-'`);
+    });
+  }
+  const exec = own(entry, 'exec');
+  if (isJsonObject(exec)) {
+    const command = own(exec, 'command');
+    if (!Array.isArray(command) || command.length === 0) problems.add(`${path}.exec.command`, 'required');
+  }
 }
 
 /** `oneSuccess`: liveness and startup probes, whose successThreshold the API server fixes at 1. */
@@ -236,4 +253,16 @@ function checkSecurityContext(context: JsonValue | undefined, path: string, prob
     }
   }
   checkEnum(context, 'procMount', ['Default', 'Unmasked'], path, problems);
+  // Unmasked needs the Pod's hostUsers: false, which a template cannot set (1.28 did not check it yet).
+  if (own(context, 'procMount') === 'Unmasked') problems.add(`${path}.procMount`, 'Unmasked needs the Pod to set hostUsers: false, which a template cannot');
+  const seccomp = own(context, 'seccompProfile');
+  if (isJsonObject(seccomp)) {
+    const type = own(seccomp, 'type');
+    if (type === undefined || type === null || type === '') problems.add(`${path}.seccompProfile.type`, 'required');
+    checkEnum(seccomp, 'type', ['RuntimeDefault', 'Localhost', 'Unconfined'], `${path}.seccompProfile`, problems);
+    const profile = own(seccomp, 'localhostProfile');
+    const hasProfile = profile !== undefined && profile !== null && profile !== '';
+    if (type === 'Localhost' && !hasProfile) problems.add(`${path}.seccompProfile.localhostProfile`, 'required when type is Localhost');
+    if (type !== 'Localhost' && profile !== undefined && profile !== null) problems.add(`${path}.seccompProfile.localhostProfile`, 'may only be set when type is Localhost');
+  }
 }
