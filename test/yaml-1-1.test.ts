@@ -1,11 +1,7 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { Readable } from 'node:stream';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { runCli } from '../src/cli.js';
+import { runCliCaptured as run, tempFile } from './helpers/run-cli.js';
 import { formatYaml, parseTemplateData, parseYaml, parseYamlDocuments, type JsonObject } from '../src/injection/index.js';
 
 /** Plain scalars as sigs.k8s.io/yaml (go-yaml v2, YAML 1.1) turns them into JSON. */
@@ -55,23 +51,6 @@ describe('YAML as Kubernetes reads it (YAML 1.1 scalars)', () => {
   });
 });
 
-async function run(args: string[], stdin = ''): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const code = await runCli(args, {
-    stdin: Readable.from([stdin]),
-    stdout: { write: (chunk: string) => (stdout += chunk) },
-    stderr: { write: (chunk: string) => (stderr += chunk) },
-  });
-  return { code, stdout, stderr };
-}
-
-function tempFile(content: string): string {
-  const path = join(mkdtempSync(join(tmpdir(), 'ei-yaml11-')), 'template.yaml');
-  writeFileSync(path, content);
-  return path;
-}
-
 const SEED_WITH_OCTAL_MODE = `apiVersion: v1
 kind: ConfigMap
 metadata: {name: envoy-initializer}
@@ -93,7 +72,7 @@ function specOf(stdout: string): JsonObject {
 
 describe('templates and manifests keep their Kubernetes meaning', () => {
   it('inject with a template holding `defaultMode: 0644` and `readOnly: yes` prints 420 and true', async () => {
-    const { code, stdout, stderr } = await run(['inject', '-f', 'examples/myapp-pod.yaml', '--template-file', tempFile(SEED_WITH_OCTAL_MODE)]);
+    const { code, stdout, stderr } = await run(['inject', '-f', 'examples/myapp-pod.yaml', '--template-file', tempFile('template.yaml', SEED_WITH_OCTAL_MODE)]);
     assert.equal(code, 0, stderr);
     assert.match(stdout, /defaultMode: 420\n/);
     assert.match(stdout, /readOnly: true\n/);
@@ -125,7 +104,7 @@ spec:
   });
 
   it('explain reads the template with the same rules (a mode above 0777 in octal is refused)', async () => {
-    const template = tempFile('volumes: [{name: v, configMap: {name: c, defaultMode: 01000}}]\n');
+    const template = tempFile('template.yaml', 'volumes: [{name: v, configMap: {name: c, defaultMode: 01000}}]\n');
     const { code, stderr } = await run(['explain', '-f', 'examples/myapp-pod.yaml', '--template-file', template]);
     assert.equal(code, 1);
     assert.match(stderr, /config: volumes\[0\]\.configMap\.defaultMode: must be a file mode between 0 and 0777 \(octal\), got 512/);

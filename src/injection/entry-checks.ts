@@ -17,6 +17,11 @@ export class ProblemList {
   }
 }
 
+/** Absent, null or empty: what the API server's Go types read as "not given". */
+export function isUnset(value: JsonValue | undefined): boolean {
+  return value === undefined || value === null || value === '';
+}
+
 /** A string field limited to `allowed`; a value of another type is left to the schema check. */
 export function checkEnum(entry: JsonObject, field: string, allowed: readonly string[], path: string, problems: ProblemList): void {
   const value = own(entry, field);
@@ -72,7 +77,7 @@ export function checkName(
   maxLength = pattern === DNS1123_LABEL ? 63 : 253,
 ): string | undefined {
   const name = own(entry, 'name');
-  if (name === undefined || name === null || name === '') {
+  if (isUnset(name)) {
     problems.add(`${path}.name`, 'required');
     return undefined;
   }

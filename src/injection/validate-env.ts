@@ -1,4 +1,4 @@
-import { checkOneOf, DNS1123_SUBDOMAIN, forEachEntry, type ProblemList } from './entry-checks.js';
+import { checkOneOf, DNS1123_SUBDOMAIN, forEachEntry, isUnset, type ProblemList } from './entry-checks.js';
 import { isJsonObject, own, stringAt, type JsonObject } from './json.js';
 
 /**
@@ -24,7 +24,7 @@ export function checkEnv(container: JsonObject, path: string, problems: ProblemL
   forEachEntry(container, 'env', problems, (variable, envPath) => {
     const fullPath = `${path}.${envPath}`;
     const name = own(variable, 'name');
-    if (name === undefined || name === null || name === '') problems.add(`${fullPath}.name`, 'required');
+    if (isUnset(name)) problems.add(`${fullPath}.name`, 'required');
     else if (typeof name === 'string' && !ENV_NAME.test(name)) {
       problems.add(`${fullPath}.name`, `"${name}" must be letters, digits, '_', '-' or '.', not starting with a digit`);
     }
@@ -43,7 +43,7 @@ export function checkEnv(container: JsonObject, path: string, problems: ProblemL
       if (!isJsonObject(keyRef)) continue;
       checkObjectName(keyRef, `${sourcePath}.${selector}`, problems);
       const key = own(keyRef, 'key');
-      if (key === undefined || key === null || key === '') problems.add(`${sourcePath}.${selector}.key`, 'required');
+      if (isUnset(key)) problems.add(`${sourcePath}.${selector}.key`, 'required');
       else if (typeof key === 'string' && (key.length > 253 || !CONFIG_KEY.test(key))) {
         problems.add(`${sourcePath}.${selector}.key`, `"${key}" must be letters, digits, '-', '_' or '.'`);
       }
@@ -66,7 +66,7 @@ export function checkEnv(container: JsonObject, path: string, problems: ProblemL
 /** The `name` of a referenced ConfigMap or Secret: required, a DNS-1123 subdomain. */
 function checkObjectName(reference: JsonObject, path: string, problems: ProblemList): void {
   const name = own(reference, 'name');
-  if (name === undefined || name === null || name === '') problems.add(`${path}.name`, 'required');
+  if (isUnset(name)) problems.add(`${path}.name`, 'required');
   else if (typeof name === 'string' && (name.length > 253 || !DNS1123_SUBDOMAIN.test(name))) {
     problems.add(`${path}.name`, `"${name}" must be a DNS-1123 subdomain`);
   }
@@ -78,7 +78,7 @@ export function checkFieldRef(fieldRef: unknown, path: string, supported: Readon
   const apiVersion = own(fieldRef, 'apiVersion');
   if (typeof apiVersion === 'string' && apiVersion !== '' && apiVersion !== 'v1') problems.add(`${path}.apiVersion`, `must be v1, got "${apiVersion}"`);
   const fieldPath = own(fieldRef, 'fieldPath');
-  if (fieldPath === undefined || fieldPath === null || fieldPath === '') {
+  if (isUnset(fieldPath)) {
     problems.add(`${path}.fieldPath`, 'required');
     return;
   }
@@ -96,7 +96,7 @@ export function checkResourceFieldRef(reference: unknown, path: string, inVolume
   if (!isJsonObject(reference)) return;
   if (inVolume && (stringAt(reference, 'containerName') ?? '') === '') problems.add(`${path}.containerName`, 'required');
   const resource = own(reference, 'resource');
-  if (resource === undefined || resource === null || resource === '') problems.add(`${path}.resource`, 'required');
+  if (isUnset(resource)) problems.add(`${path}.resource`, 'required');
   else if (typeof resource === 'string' && !RESOURCE_FIELDS.test(resource)) {
     problems.add(`${path}.resource`, `"${resource}" must be limits. or requests. of cpu, memory, ephemeral-storage or hugepages-<size>`);
   }

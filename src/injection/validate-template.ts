@@ -1,6 +1,6 @@
 import { findTypeProblems } from './check-field-types.js';
 import { arrayAt, isJsonObject, own, stringAt, type JsonObject, type JsonValue } from './json.js';
-import { checkEnum, checkName, checkOneOf, checkUnique, DNS1123_LABEL, forEachEntry, isNonNegativeInteger, PORT_NAME, ProblemList, relativePathProblem } from './entry-checks.js';
+import { checkEnum, checkName, checkOneOf, checkUnique, DNS1123_LABEL, forEachEntry, isNonNegativeInteger, isUnset, PORT_NAME, ProblemList, relativePathProblem } from './entry-checks.js';
 import { checkEnv } from './validate-env.js';
 import { checkResources } from './validate-resources.js';
 import { checkVolume } from './validate-volume.js';
@@ -70,7 +70,7 @@ function checkContainer(
   if (name !== undefined) checkUnique(name, path, containerNames, problems);
 
   const image = own(container, 'image');
-  if (image === undefined || image === null || image === '') problems.add(`${path}.image`, 'required');
+  if (isUnset(image)) problems.add(`${path}.image`, 'required');
   else if (typeof image === 'string' && image.trim() !== image) problems.add(`${path}.image`, 'must not have leading or trailing whitespace');
 
   checkEnum(container, 'imagePullPolicy', ['Always', 'IfNotPresent', 'Never'], path, problems);
@@ -136,9 +136,9 @@ function checkVolumeMounts(container: JsonObject, path: string, problems: Proble
   forEachEntry(container, 'volumeMounts', problems, (mount, mountPath) => {
     const fullPath = `${path}.${mountPath}`;
     const name = own(mount, 'name');
-    if (name === undefined || name === null || name === '') problems.add(`${fullPath}.name`, 'required');
+    if (isUnset(name)) problems.add(`${fullPath}.name`, 'required');
     const target = own(mount, 'mountPath');
-    if (target === undefined || target === null || target === '') problems.add(`${fullPath}.mountPath`, 'required');
+    if (isUnset(target)) problems.add(`${fullPath}.mountPath`, 'required');
     else if (typeof target === 'string') {
       const first = mountPaths.get(target);
       if (first === undefined) mountPaths.set(target, fullPath);
@@ -258,7 +258,7 @@ function checkSecurityContext(context: JsonValue | undefined, path: string, prob
   const seccomp = own(context, 'seccompProfile');
   if (isJsonObject(seccomp)) {
     const type = own(seccomp, 'type');
-    if (type === undefined || type === null || type === '') problems.add(`${path}.seccompProfile.type`, 'required');
+    if (isUnset(type)) problems.add(`${path}.seccompProfile.type`, 'required');
     checkEnum(seccomp, 'type', ['RuntimeDefault', 'Localhost', 'Unconfined'], `${path}.seccompProfile`, problems);
     const profile = own(seccomp, 'localhostProfile');
     const hasProfile = profile !== undefined && profile !== null && profile !== '';

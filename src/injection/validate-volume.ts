@@ -1,6 +1,6 @@
 import { arrayAt, isJsonObject, own, stringAt, type JsonObject, type JsonValue } from './json.js';
 import { checkFieldRef, checkResourceFieldRef, VOLUME_FIELD_PATHS } from './validate-env.js';
-import { checkEnum, checkName, checkOneOf, checkUnique, DNS1123_LABEL, forEachEntry, relativePathProblem, type ProblemList } from './entry-checks.js';
+import { checkEnum, checkName, checkOneOf, checkUnique, DNS1123_LABEL, forEachEntry, isUnset, relativePathProblem, type ProblemList } from './entry-checks.js';
 
 /** core/v1 Volume sources, up to Kubernetes 1.34; a volume has at most one. */
 const VOLUME_SOURCES: ReadonlySet<string> = new Set([
@@ -56,7 +56,7 @@ export function checkVolume(volume: JsonObject, path: string, problems: ProblemL
 
 function requireString(entry: JsonObject, field: string, path: string, problems: ProblemList): void {
   const value = own(entry, field);
-  if (value === undefined || value === null || value === '') problems.add(`${path}.${field}`, 'required');
+  if (isUnset(value)) problems.add(`${path}.${field}`, 'required');
 }
 
 function checkMode(value: JsonValue | undefined, path: string, problems: ProblemList): void {
@@ -76,7 +76,7 @@ function checkItems(source: JsonObject, path: string, problems: ProblemList, che
     const fullPath = `${path}.${itemPath}`;
     checkItem(item, fullPath);
     const target = own(item, 'path');
-    if (target === undefined || target === null || target === '') problems.add(`${fullPath}.path`, 'required');
+    if (isUnset(target)) problems.add(`${fullPath}.path`, 'required');
     else if (typeof target === 'string') {
       const problem = relativePathProblem(target);
       if (problem !== undefined) problems.add(`${fullPath}.path`, problem);
