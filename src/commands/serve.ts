@@ -9,7 +9,7 @@ import type { CertificateManager, CertificateSettings, ClusterVersionCheck, Clus
 import type { InjectorMetrics } from '../server/metrics.js';
 import { createLogger, createServerState, ensureDevCertificates, startServer, type RunningServer, type ServeOptions } from '../server/serve.js';
 import type { ServerState } from '../server/server-state.js';
-import { readPem, type TlsMaterial } from '../server/tls-files.js';
+import { readPem, type TlsMaterial } from '../tls/tls-files.js';
 import { loadTemplates, type CommandIo } from './io.js';
 import { parseAllowedOverrides } from './options.js';
 
@@ -49,6 +49,8 @@ Options:
   --shutdown-delay D        SHUTDOWN_DELAY       on SIGTERM, stay up unready this long before closing (default 0s)
   --shutdown-timeout D      SHUTDOWN_TIMEOUT     then cut open connections after this long (default 10s)
   --max-connections N       MAX_CONNECTIONS      bound on open connections (default 1024)
+  --test-cert-validity D    TEST_CERT_VALIDITY   FOR TESTS ONLY, auto: serving certificates valid this long
+                                                 (e.g. 20s) instead of a year, renewed when half is left
   -h, --help
 `;
 
@@ -77,6 +79,7 @@ const OPTIONS = {
   'shutdown-delay': { env: 'SHUTDOWN_DELAY', default: '0s' },
   'shutdown-timeout': { env: 'SHUTDOWN_TIMEOUT', default: '10s' },
   'max-connections': { env: 'MAX_CONNECTIONS', default: '1024' },
+  'test-cert-validity': { env: 'TEST_CERT_VALIDITY', default: undefined },
 } as const satisfies Record<string, { env: string; default: string | undefined }>;
 
 type OptionName = keyof typeof OPTIONS;
@@ -106,6 +109,8 @@ export interface ServeSettings {
   readonly shutdownTimeoutMs: number;
   readonly maxConnections: number;
   readonly metricsPort: number | undefined;
+  /** Tests only: serving certificates of auto mode valid this long (see shortLivedCertificateSettings). */
+  readonly testCertValidityMs: number | undefined;
 }
 
 /** Parses flags and environment; undefined when --help was asked for. */
@@ -131,6 +136,8 @@ export function parseServeArgs(args: readonly string[], env: NodeJS.ProcessEnv):
   const certMode = setting('cert-mode');
   if (certMode !== 'files' && certMode !== 'auto') throw new UsageError('--cert-mode: must be files or auto');
   if (certMode === 'auto' && certFile !== undefined) throw new UsageError('--cert-mode auto makes its own certificate: drop --tls-cert and --tls-key');
+  const testCertValidity = setting('test-cert-validity');
+  if (testCertValidity !== undefined && certMode !== 'auto') throw new UsageError('--test-cert-validity applies to --cert-mode auto only');
   return {
     port: parseInteger(setting('port'), '--port', 0, 65535),
     host: setting('host') ?? '::',
@@ -162,6 +169,7 @@ export function parseServeArgs(args: readonly string[], env: NodeJS.ProcessEnv):
     maxConnections: parseInteger(setting('max-connections'), '--max-connections', 1, 1_000_000),
     // 0 (the chart's "off") and unset both mean no metrics port.
     metricsPort: setting('metrics-port') === undefined || setting('metrics-port') === '0' ? undefined : parseInteger(setting('metrics-port'), '--metrics-port', 1, 65535),
+    testCertValidityMs: testCertValidity === undefined ? undefined : parseTestCertValidity(testCertValidity),
   };
 }
 
@@ -212,7 +220,13 @@ export async function startInjector(
     let pending: TlsMaterial | undefined;
     const manager = new kube.CertificateManager({
       kubeConfig: connection.kubeConfig,
-      settings: { ...kube.DEFAULT_CERTIFICATE_SETTINGS, ...settings.certificates, namespace: ownNamespace ?? 'default', ...context.certificateSettings },
+      settings: {
+        ...kube.DEFAULT_CERTIFICATE_SETTINGS,
+        ...(settings.testCertValidityMs === undefined ? {} : kube.shortLivedCertificateSettings(settings.testCertValidityMs)),
+        ...settings.certificates,
+        namespace: ownNamespace ?? 'default',
+        ...context.certificateSettings,
+      },
       log,
       backoff,
       onServingCertificate: (material) => {
@@ -335,6 +349,13 @@ function parseInteger(value: string | undefined, flag: string, min: number, max:
   const number = Number(value);
   if (value === undefined || !/^\d+$/.test(value) || number < min || number > max) throw new UsageError(`${flag}: must be an integer from ${min} to ${max}`);
   return number;
+}
+
+function parseTestCertValidity(value: string): number {
+  const ms = parseDuration(value, '--test-cert-validity');
+  // Shorter than a second, a renewal would be due before the certificate is served.
+  if (ms < 1000) throw new UsageError('--test-cert-validity: must be at least 1s');
+  return ms;
 }
 
 /** `500ms`, `5s`, or a bare number of milliseconds. */

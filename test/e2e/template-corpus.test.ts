@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { request } from 'node:https';
 import { after, before, it } from 'node:test';
 import { TemplateError } from '../../src/errors.js';
-import { injectPod, isJsonObject, parseTemplateData, parseYaml, type JsonObject } from '../../src/injection/index.js';
+import { applyPodPatch, injectPod, isJsonObject, parseTemplateData, parseYaml, type JsonObject } from '../../src/injection/index.js';
 import { TEMPLATES_CORPUS, type CorpusEntry } from '../fixtures/templates-corpus.js';
 import { seedPod } from '../helpers/fixtures.js';
 import { createNamespace, deleteNamespaces, uniqueName } from './cluster.js';
@@ -12,14 +12,14 @@ type Verdict = 'accept' | 'reject';
 
 /**
  * Our verdict, and the Pod the API server judges: the seed Pod injected by our
- * merge when we accept the template; when we refuse it, the seed Pod with every
+ * merge (its patch applied) when we accept the template; when we refuse it, the seed Pod with every
  * entry of the template appended as written (our merge would quietly leave out
  * a repeated name, and so hide the very mistake we refuse).
  */
 function judge(entry: CorpusEntry): { verdict: Verdict; pod: JsonObject } {
   try {
     const template = parseTemplateData({ config: entry.template }).defaultTemplate;
-    return { verdict: 'accept', pod: injectPod(seedPod(), template, { nativeSidecar: false }).pod };
+    return { verdict: 'accept', pod: applyPodPatch(seedPod(), injectPod(seedPod(), template, { nativeSidecar: false }).patch) };
   } catch (error) {
     assert.ok(error instanceof TemplateError, `${entry.name}: expected a TemplateError, got ${String(error)}`);
     const content = parseYaml(entry.template);
