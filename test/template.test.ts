@@ -121,6 +121,13 @@ describe('template validation: each broken template is rejected with the exact p
     }
   });
 
+  it('a nested field of the wrong shape is reported once, at its full path', () => {
+    assert.deepEqual(problemsOf({ config: 'containers: [{name: envoy, image: "e:1", ports: 80, env: [PORT]}]' }), [
+      'config: containers[0].ports: must be a list, got 80',
+      'config: containers[0].env[0]: must be a mapping, got "PORT"',
+    ]);
+  });
+
   it('rejects a ConfigMap file without data and a file of two documents', () => {
     assert.throws(() => parseTemplateFile('kind: ConfigMap\nmetadata: {name: x}\n'), /ConfigMap: data: required/);
     assert.throws(() => parseTemplateFile('containers: []\n---\ncontainers: []\n'), /must hold one YAML document/);

@@ -49,6 +49,7 @@ export const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-
 /** IANA_SVC_NAME: at most 15 characters, at least one letter, no `--`. */
 export const PORT_NAME = /^(?=.*[a-z])(?!.*--)[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
+/** Each mapping of a template's top-level list; a list or entry of the wrong shape is a problem. */
 export function forEachEntry(
   parent: JsonObject,
   field: string,
@@ -65,6 +66,15 @@ export function forEachEntry(
     const path = `${field}[${index}]`;
     if (isJsonObject(entry)) check(entry, path);
     else problems.add(path, 'must be a mapping');
+  });
+}
+
+/** Each mapping of a nested list (`ports[0]`...); wrong shapes are the schema check's to report. */
+export function forEachNested(parent: JsonObject, field: string, check: (entry: JsonObject, path: string) => void): void {
+  const value = own(parent, field);
+  if (!Array.isArray(value)) return;
+  value.forEach((entry, index) => {
+    if (isJsonObject(entry)) check(entry, `${field}[${index}]`);
   });
 }
 

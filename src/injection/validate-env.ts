@@ -1,4 +1,4 @@
-import { checkOneOf, DNS1123_SUBDOMAIN, forEachEntry, isUnset, type ProblemList } from './entry-checks.js';
+import { checkOneOf, DNS1123_SUBDOMAIN, forEachNested, isUnset, type ProblemList } from './entry-checks.js';
 import { isJsonObject, own, stringAt, type JsonObject } from './json.js';
 
 /**
@@ -21,7 +21,7 @@ const RESOURCE_FIELDS = /^(limits|requests)\.(cpu|memory|ephemeral-storage|hugep
 /** `env` and `envFrom` of a container, as the API server's validateEnv and validateEnvFrom. */
 export function checkEnv(container: JsonObject, path: string, problems: ProblemList): void {
   // Duplicate names are allowed: the API server only warns, the last one wins.
-  forEachEntry(container, 'env', problems, (variable, envPath) => {
+  forEachNested(container, 'env', (variable, envPath) => {
     const fullPath = `${path}.${envPath}`;
     const name = own(variable, 'name');
     if (isUnset(name)) problems.add(`${fullPath}.name`, 'required');
@@ -49,7 +49,7 @@ export function checkEnv(container: JsonObject, path: string, problems: ProblemL
       }
     }
   });
-  forEachEntry(container, 'envFrom', problems, (source, sourcePath) => {
+  forEachNested(container, 'envFrom', (source, sourcePath) => {
     const fullPath = `${path}.${sourcePath}`;
     checkOneOf(source, fullPath, ['configMapRef', 'secretRef'], problems);
     const prefix = stringAt(source, 'prefix');

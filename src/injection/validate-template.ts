@@ -1,6 +1,6 @@
 import { findTypeProblems } from './check-field-types.js';
 import { arrayAt, isJsonObject, own, stringAt, type JsonObject, type JsonValue } from './json.js';
-import { checkEnum, checkName, checkOneOf, checkUnique, DNS1123_LABEL, forEachEntry, isNonNegativeInteger, isUnset, PORT_NAME, ProblemList, relativePathProblem } from './entry-checks.js';
+import { checkEnum, checkName, checkOneOf, checkUnique, DNS1123_LABEL, forEachEntry, forEachNested, isNonNegativeInteger, isUnset, PORT_NAME, ProblemList, relativePathProblem } from './entry-checks.js';
 import { checkEnv } from './validate-env.js';
 import { checkResources } from './validate-resources.js';
 import { checkVolume } from './validate-volume.js';
@@ -109,7 +109,7 @@ function checkContainer(
 /** `hostPorts`: protocol/hostIP/hostPort of the list's containers so far, each unique on a node. */
 function checkPorts(container: JsonObject, path: string, hostPorts: Map<string, string>, problems: ProblemList): void {
   const portNames = new Map<string, string>();
-  forEachEntry(container, 'ports', problems, (port, portPath) => {
+  forEachNested(container, 'ports', (port, portPath) => {
     const fullPath = `${path}.${portPath}`;
     checkPortNumber(own(port, 'containerPort'), `${fullPath}.containerPort`, true, problems);
     const hostPort = own(port, 'hostPort');
@@ -133,7 +133,7 @@ function checkPorts(container: JsonObject, path: string, hostPorts: Map<string, 
 
 function checkVolumeMounts(container: JsonObject, path: string, problems: ProblemList): void {
   const mountPaths = new Map<string, string>();
-  forEachEntry(container, 'volumeMounts', problems, (mount, mountPath) => {
+  forEachNested(container, 'volumeMounts', (mount, mountPath) => {
     const fullPath = `${path}.${mountPath}`;
     const name = own(mount, 'name');
     if (isUnset(name)) problems.add(`${fullPath}.name`, 'required');
@@ -210,7 +210,7 @@ function checkHandlers(entry: JsonObject, path: string, handlers: readonly strin
   const httpGet = own(entry, 'httpGet');
   if (isJsonObject(httpGet)) {
     checkEnum(httpGet, 'scheme', ['HTTP', 'HTTPS'], `${path}.httpGet`, problems);
-    forEachEntry(httpGet, 'httpHeaders', problems, (header, headerPath) => {
+    forEachNested(httpGet, 'httpHeaders', (header, headerPath) => {
       const name = own(header, 'name');
       if (typeof name === 'string' && !/^[-A-Za-z0-9]+$/.test(name)) problems.add(`${path}.httpGet.${headerPath}.name`, `"${name}" must be letters, digits and '-'`);
     });

@@ -1,6 +1,6 @@
 import { arrayAt, isJsonObject, own, stringAt, type JsonObject, type JsonValue } from './json.js';
 import { checkFieldRef, checkResourceFieldRef, VOLUME_FIELD_PATHS } from './validate-env.js';
-import { checkEnum, checkName, checkOneOf, checkUnique, DNS1123_LABEL, forEachEntry, isUnset, relativePathProblem, type ProblemList } from './entry-checks.js';
+import { checkEnum, checkName, checkOneOf, checkUnique, DNS1123_LABEL, forEachNested, isUnset, relativePathProblem, type ProblemList } from './entry-checks.js';
 
 /** core/v1 Volume sources, up to Kubernetes 1.34; a volume has at most one. */
 const VOLUME_SOURCES: ReadonlySet<string> = new Set([
@@ -72,7 +72,7 @@ function checkKeyProjection(source: JsonObject, path: string, problems: ProblemL
 }
 
 function checkItems(source: JsonObject, path: string, problems: ProblemList, checkItem: (item: JsonObject, itemPath: string) => void): void {
-  forEachEntry(source, 'items', problems, (item, itemPath) => {
+  forEachNested(source, 'items', (item, itemPath) => {
     const fullPath = `${path}.${itemPath}`;
     checkItem(item, fullPath);
     const target = own(item, 'path');
@@ -110,7 +110,7 @@ function checkProjected(source: JsonObject, path: string, problems: ProblemList)
     if (first === undefined) filePaths.set(filePath, where);
     else problems.add(where, `"${filePath}" is already projected by ${first}`);
   };
-  forEachEntry(source, 'sources', problems, (projection, projectionPath) => {
+  forEachNested(source, 'sources', (projection, projectionPath) => {
     const fullPath = `${path}.${projectionPath}`;
     const kinds = PROJECTIONS.filter((kind) => own(projection, kind) !== undefined && own(projection, kind) !== null);
     if (kinds.length > 1) problems.add(fullPath, `may not have more than one of ${PROJECTIONS.join(', ')}, found ${kinds.join(', ')}`);
