@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import { parseServeArgs, startInjector } from '../src/commands/serve.js';
-import { makeCa, makeServingCertificate } from '../src/server/certificates.js';
+import { makeCa, makeServingCertificate } from '../src/tls/certificates.js';
 import { FakeApiServer } from './helpers/fake-api-server.js';
 import { httpsCall } from './helpers/https-client.js';
 import { NAMESPACE, startHarness, until, type Harness } from './helpers/injector-harness.js';

@@ -8,7 +8,6 @@ import {
   objectAt,
   processManifests,
   stringAt,
-  type InjectionResult,
   type ManifestReport,
 } from '../injection/index.js';
 import { loadTemplates, readInput, type CommandIo } from './io.js';
@@ -116,8 +115,8 @@ export function toExplanation(report: ManifestReport): Explanation {
     ...(decision.inject ? { template: `${decision.template.name}@${decision.template.hash}`, nativeSidecar: decision.nativeSidecar } : {}),
     trace: decision.trace,
     changes: {
-      containers: addedContainers(injection, 'containers'),
-      initContainers: addedContainers(injection, 'initContainers'),
+      containers: addedContainers(report, 'containers'),
+      initContainers: addedContainers(report, 'initContainers'),
       volumes: injection?.status.volumes ?? [],
       imagePullSecrets: injection?.status.imagePullSecrets ?? [],
       annotations: injection === undefined ? [] : [Annotations.status],
@@ -164,9 +163,9 @@ export function formatExplanation(explanation: Explanation): string {
 }
 
 /** The containers injection added to a list, with their images (after overrides). */
-function addedContainers(injection: InjectionResult | undefined, list: 'containers' | 'initContainers'): AddedContainer[] {
+function addedContainers({ injection, injected }: ManifestReport, list: 'containers' | 'initContainers'): AddedContainer[] {
   if (injection === undefined) return [];
-  const built = arrayAt(objectAt(injection.pod, 'spec'), list) ?? [];
+  const built = arrayAt(objectAt(injected, 'spec'), list) ?? [];
   return injection.status[list].map((name) => {
     const container = built.find((entry) => entryName(entry) === name);
     return { name, image: (isJsonObject(container) ? stringAt(container, 'image') : undefined) ?? '' };

@@ -9,7 +9,7 @@ import type { CertificateManager, CertificateSettings, ClusterVersionCheck, Clus
 import type { InjectorMetrics } from '../server/metrics.js';
 import { createLogger, createServerState, ensureDevCertificates, startServer, type RunningServer, type ServeOptions } from '../server/serve.js';
 import type { ServerState } from '../server/server-state.js';
-import { readPem, type TlsMaterial } from '../server/tls-files.js';
+import { readPem, type TlsMaterial } from '../tls/tls-files.js';
 import { loadTemplates, type CommandIo } from './io.js';
 import { parseAllowedOverrides } from './options.js';
 

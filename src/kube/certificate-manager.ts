@@ -10,8 +10,8 @@ import {
 } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { CertificateError } from '../errors.js';
-import { BACKDATE_MS, checkKeyPair, describeCertificate, makeCa, makeServingCertificate, type KeyPair } from '../server/certificates.js';
-import type { TlsMaterial } from '../server/tls-files.js';
+import { BACKDATE_MS, checkKeyPair, describeCertificate, makeCa, makeServingCertificate, type KeyPair } from '../tls/certificates.js';
+import type { TlsMaterial } from '../tls/tls-files.js';
 import { describeKubeError, kubeErrorForLog, kubeErrorStatus } from './kube-errors.js';
 import type { Backoff } from './backoff.js';
 import { ResilientInformer } from './resilient-informer.js';

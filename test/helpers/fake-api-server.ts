@@ -6,7 +6,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { applyPatch, type Operation } from 'rfc6902';
-import { makeCertificates } from '../../src/server/certificates.js';
+import { makeCertificates } from '../../src/tls/certificates.js';
 
 /**
  * A small Kubernetes API server for tests: HTTPS with its own CA, bearer

