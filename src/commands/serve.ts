@@ -12,6 +12,7 @@ import type { ServerState } from '../server/server-state.js';
 import { readPem, type TlsMaterial } from '../tls/tls-files.js';
 import { loadTemplates, type CommandIo } from './io.js';
 import { parseAllowedOverrides } from './options.js';
+import { startPolicyController } from './policy-controller.js';
 
 export const SERVE_HELP = `Usage: envoy-injector serve [options]
 
@@ -19,6 +20,12 @@ Runs the admission webhook over HTTPS. Every option can also be set by the
 environment variable named after it. Durations take ms or s (500ms, 5s).
 
 Options:
+  --mode MODE               MODE                 webhook (default) | policy: keep a MutatingAdmissionPolicy in sync
+                                                 with the templates instead (Kubernetes 1.34+; its binding comes
+                                                 with the chart or from "envoy-injector policy"); then --port
+                                                 serves only /healthz, /readyz and /metrics over plain HTTP
+  --policy-name NAME        POLICY_NAME          policy: name of the policy (default envoy-injector)
+  --failure-policy P        FAILURE_POLICY       policy: Fail (default) | Ignore when an expression fails
   --port N                  PORT                 listening port (default 8443)
   --host ADDR               HOST                 address to listen on (default "::", every IPv4 and IPv6 address)
   --tls-cert FILE           TLS_CERT_FILE        serving certificate (PEM); reloaded when it changes
@@ -55,6 +62,9 @@ Options:
 `;
 
 const OPTIONS = {
+  mode: { env: 'MODE', default: 'webhook' },
+  'policy-name': { env: 'POLICY_NAME', default: 'envoy-injector' },
+  'failure-policy': { env: 'FAILURE_POLICY', default: 'Fail' },
   port: { env: 'PORT', default: '8443' },
   host: { env: 'HOST', default: '::' },
   'tls-cert': { env: 'TLS_CERT_FILE', default: undefined },
@@ -87,6 +97,9 @@ const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'
 
 /** Everything `serve` needs, from flags, then the environment, then defaults. */
 export interface ServeSettings {
+  /** `policy`: no webhook; the injector keeps a MutatingAdmissionPolicy in sync (see policy-controller.ts). */
+  readonly mode: 'webhook' | 'policy';
+  readonly policy: { readonly name: string; readonly failurePolicy: 'Fail' | 'Ignore' };
   readonly port: number;
   readonly host: string;
   readonly logLevel: string;
@@ -138,7 +151,13 @@ export function parseServeArgs(args: readonly string[], env: NodeJS.ProcessEnv):
   if (certMode === 'auto' && certFile !== undefined) throw new UsageError('--cert-mode auto makes its own certificate: drop --tls-cert and --tls-key');
   const testCertValidity = setting('test-cert-validity');
   if (testCertValidity !== undefined && certMode !== 'auto') throw new UsageError('--test-cert-validity applies to --cert-mode auto only');
+  const mode = setting('mode');
+  if (mode !== 'webhook' && mode !== 'policy') throw new UsageError('--mode: must be webhook or policy');
+  const failurePolicy = setting('failure-policy');
+  if (failurePolicy !== 'Fail' && failurePolicy !== 'Ignore') throw new UsageError('--failure-policy: must be Fail or Ignore');
   return {
+    mode,
+    policy: { name: setting('policy-name') ?? 'envoy-injector', failurePolicy },
     port: parseInteger(setting('port'), '--port', 0, 65535),
     host: setting('host') ?? '::',
     logLevel,
@@ -323,7 +342,7 @@ export async function runServe(args: readonly string[], io: CommandIo, env: Node
     return 0;
   }
   const log = createLogger(settings.logLevel);
-  const injector = await startInjector(settings, { io, env, log });
+  const injector = settings.mode === 'policy' ? await startPolicyController(settings, { io, env, log }) : await startInjector(settings, { io, env, log });
   await new Promise<void>((resolve) => {
     let signals = 0;
     const onSignal = (signal: NodeJS.Signals): void => {

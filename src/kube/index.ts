@@ -4,3 +4,5 @@ export { connectToCluster, type ClusterConnection } from './cluster-connection.j
 export { ClusterVersionCheck } from './cluster-version.js';
 export { startClusterWatches, type ClusterWatches } from './cluster-watches.js';
 export { retryUntilDone } from './retry.js';
+export { PolicySync, POLICY_FIELD_MANAGER } from './policy-sync.js';
+export { watchTemplateConfigMap } from './template-watch.js';

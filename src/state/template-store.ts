@@ -22,6 +22,7 @@ export class TemplateStore {
   #current: TemplateSet | undefined;
   readonly #metrics: TemplateReloadRecorder;
   readonly #log: Logger;
+  readonly #listeners: ((templates: TemplateSet) => void)[] = [];
 
   constructor(metrics: TemplateReloadRecorder, log: Logger) {
     this.#metrics = metrics;
@@ -50,9 +51,15 @@ export class TemplateStore {
     return true;
   }
 
+  /** Calls `listener` with every set applied from now on (policy mode compiles each one). */
+  onApplied(listener: (templates: TemplateSet) => void): void {
+    this.#listeners.push(listener);
+  }
+
   /** Applies an already validated set (a template file, the bundled default). */
   set(templates: TemplateSet, source: string): void {
     this.#current = templates;
+    for (const listener of this.#listeners) listener(templates);
     this.#metrics.templatesApplied(templates.templates.values());
     this.#log.info({ source, templates: this.#describe() }, `sidecar templates loaded from ${source}`);
   }

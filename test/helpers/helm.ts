@@ -112,9 +112,10 @@ export async function valuesArgs(values: Record<string, unknown>): Promise<strin
 /** `helm template` of the chart with VALUES; throws with helm's message if it fails. */
 export async function renderChart(
   values: Record<string, unknown> = {},
-  { release = RELEASE, namespace = NAMESPACE, kubeVersion = KUBE_VERSION } = {},
+  { release = RELEASE, namespace = NAMESPACE, kubeVersion = KUBE_VERSION, apiVersions = [] as readonly string[] } = {},
 ): Promise<Manifest[]> {
-  const result = await helm(['template', release, CHART_DIR, '--namespace', namespace, '--kube-version', kubeVersion, ...(await valuesArgs(values))]);
+  const apis = apiVersions.flatMap((api) => ['--api-versions', api]);
+  const result = await helm(['template', release, CHART_DIR, '--namespace', namespace, '--kube-version', kubeVersion, ...apis, ...(await valuesArgs(values))]);
   if (result.code !== 0) throw new Error(`helm template failed (${result.code}): ${result.stderr}`);
   return parseYamlDocuments(result.stdout).filter((document): document is Manifest => document !== null && typeof document === 'object');
 }
