@@ -31,11 +31,17 @@ export function patched(
   warnings: readonly string[],
 ): ResponseBody {
   if (patch.length === 0) return allowed(auditAnnotations, warnings);
-  return {
-    ...allowed(auditAnnotations, warnings),
-    patchType: 'JSONPatch',
-    patch: Buffer.from(encodePatch(patch)).toString('base64'),
-  };
+  return patchedWith(encodePatchBase64(patch), auditAnnotations, warnings);
+}
+
+/** Allowed with an encoded, non-empty JSON Patch (base64, see encodePatchBase64). */
+export function patchedWith(patchBase64: string, auditAnnotations: Readonly<Record<string, string>>, warnings: readonly string[]): ResponseBody {
+  return { ...allowed(auditAnnotations, warnings), patchType: 'JSONPatch', patch: patchBase64 };
+}
+
+/** The JSON Patch as an AdmissionResponse carries it. */
+export function encodePatchBase64(patch: readonly PatchOperation[]): string {
+  return Buffer.from(encodePatch(patch)).toString('base64');
 }
 
 /**
