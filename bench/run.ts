@@ -787,8 +787,16 @@ function evaluateTargets(scenarios: readonly ScenarioResult[], memory: MemoryFla
   if (seed !== undefined) {
     targets.push(
       { name: 'seed throughput ≥ 0.8× floor', value: fmt.ratio(seed.ratios.throughput), limit: '≥ 0.80×', pass: seed.ratios.throughput >= 0.8 },
-      { name: 'seed p99 ≤ 1.5× floor (same concurrency)', value: fmt.ratio(seed.ratios.p99), limit: '≤ 1.50×', pass: seed.ratios.p99 <= 1.5 },
+      { name: 'seed p99 ≤ 1.3× floor (same concurrency)', value: fmt.ratio(seed.ratios.p99), limit: '≤ 1.30×', pass: seed.ratios.p99 <= 1.3 },
+      { name: 'seed CPU µs/req ≤ 1.3× floor', value: fmt.ratio(seed.ratios.cpuPerRequest), limit: '≤ 1.30×', pass: seed.ratios.cpuPerRequest <= 1.3 },
     );
+  }
+  // Peak RSS over the floor's in the same scenario: what our code and heap add to the same stack.
+  for (const [name, limitMib] of [['seed', 20], ['large', 30]] as const) {
+    const scenario = scenarios.find((candidate) => candidate.name === name);
+    if (scenario === undefined) continue;
+    const extra = scenario.oursPeakRssBytes - scenario.floorPeakRssBytes;
+    targets.push({ name: `${name} peak RSS, ours − floor ≤ +${limitMib} MiB`, value: `${extra >= 0 ? '+' : ''}${fmt.mib(extra)} MiB`, limit: `≤ +${limitMib} MiB`, pass: extra <= limitMib * MIB });
   }
   const errors = (memory?.errors ?? 0) + scenarios.reduce((sum, scenario) => sum + scenario.ours.errors, 0);
   targets.push({ name: 'zero errors (ours, every run)', value: String(errors), limit: '0', pass: errors === 0 });
