@@ -50,3 +50,10 @@ export class CertificateError extends InjectorError {
     super('EI_CERTIFICATE_INVALID', message, options);
   }
 }
+
+/** A Kubernetes API call that failed (unreachable, forbidden, not found). */
+export class ClusterError extends InjectorError {
+  constructor(message: string, options?: ErrorOptions) {
+    super('EI_CLUSTER_REQUEST', message, options);
+  }
+}
