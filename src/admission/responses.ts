@@ -24,18 +24,8 @@ export function allowed(auditAnnotations: Readonly<Record<string, string>>, warn
   return { allowed: true, auditAnnotations, ...(warnings.length > 0 ? { warnings } : {}) };
 }
 
-/** Allowed with a JSON Patch; an empty patch is answered as `allowed`. */
-export function patched(
-  patch: readonly PatchOperation[],
-  auditAnnotations: Readonly<Record<string, string>>,
-  warnings: readonly string[],
-): ResponseBody {
-  if (patch.length === 0) return allowed(auditAnnotations, warnings);
-  return patchedWith(encodePatchBase64(patch), auditAnnotations, warnings);
-}
-
 /** Allowed with an encoded, non-empty JSON Patch (base64, see encodePatchBase64). */
-export function patchedWith(patchBase64: string, auditAnnotations: Readonly<Record<string, string>>, warnings: readonly string[]): ResponseBody {
+export function patched(patchBase64: string, auditAnnotations: Readonly<Record<string, string>>, warnings: readonly string[]): ResponseBody {
   return { ...allowed(auditAnnotations, warnings), patchType: 'JSONPatch', patch: patchBase64 };
 }
 

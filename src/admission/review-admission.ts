@@ -10,7 +10,7 @@ import {
   type TemplateSet,
 } from '../injection/index.js';
 import { podShape, type MemoizedInjection, type PatchMemo } from './patch-memo.js';
-import { allowed, encodePatchBase64, patchedWith, toReview, type AdmissionReviewResponse } from './responses.js';
+import { allowed, encodePatchBase64, patched, toReview, type AdmissionReviewResponse } from './responses.js';
 import type { AdmissionRequest } from './review-schema.js';
 
 /** Everything one review is decided on, read once at its start so it sees one consistent state. */
@@ -69,7 +69,7 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
   const warnings = [...decision.warnings, ...injectionWarnings];
   audit['template'] = `${decision.template.name}@${decision.template.hash}`;
   if (overrides.length > 0) audit['overrides'] = overrides.map((override) => override.annotation.slice(OVERRIDE_ANNOTATION_PREFIX.length)).join(',');
-  return { decision, injection, overrides, warnings, review: toReview(request.uid, patchedWith(patch, audit, warnings)), result: 'injected', reason: decision.reason };
+  return { decision, injection, overrides, warnings, review: toReview(request.uid, patched(patch, audit, warnings)), result: 'injected', reason: decision.reason };
 }
 
 /** Semantic checks the schema cannot express; undefined when the request is usable. */
