@@ -163,11 +163,13 @@ function log(line: string): void {
   process.stderr.write(`${line}\n`);
 }
 
-/** Our compiled server with production settings; it makes dev certificates in `certsDir` on first start. */
-function startOurs(): Promise<ServerProcess> {
+/** Our compiled server with production settings (plus ARGS); it makes dev certificates in `certsDir` on first start. */
+function startOurs(args: readonly string[] = [], nodeFlags: readonly string[] = []): Promise<ServerProcess> {
   return startServer(
-    [...OURS_NODE_FLAGS, 'bin/envoy-injector.js', 'serve', '--host', '127.0.0.1', '--port', '0', '--log-level', 'info', '--certs-dir', certsDir],
+    [...OURS_NODE_FLAGS, ...nodeFlags, 'bin/envoy-injector.js', 'serve', '--host', '127.0.0.1', '--port', '0', '--log-level', 'info', '--certs-dir', certsDir, ...args],
     'envoy-injector serving https',
+    // In cluster mode, client-node's import alone takes seconds on a loaded machine.
+    60_000,
   );
 }
 
@@ -406,11 +408,7 @@ interface ColdStart {
 /** Spawns our server with ARGS and resolves once `/readyz` answers 200: the process and the times to listening and to ready. */
 async function startOursReady(args: readonly string[], nodeFlags: readonly string[] = []): Promise<{ server: ServerProcess; listeningMs: number; readyMs: number }> {
   const started = performance.now();
-  const server = await startServer(
-    [...OURS_NODE_FLAGS, ...nodeFlags, 'bin/envoy-injector.js', 'serve', '--host', '127.0.0.1', '--port', '0', '--log-level', 'info', '--certs-dir', certsDir, ...args],
-    'envoy-injector serving https',
-    60_000,
-  );
+  const server = await startOurs(args, nodeFlags);
   const listeningMs = performance.now() - started;
   try {
     for (;;) {
@@ -765,7 +763,6 @@ function markdownSummary(
   return lines.join('\n');
 }
 
-/** PASS/FAIL per target, for the parts that ran. Timing never fails the run: these are reported, not asserted. */
 function coldStartText(cold: ColdStart): string {
   return `median ${cold.medianMs.toFixed(0)} ms of ${cold.startsMs.length} starts (listening after ${cold.listeningMedianMs.toFixed(0)} ms), the floor ${cold.floorMedianMs.toFixed(0)} ms: ${fmt.ratio(cold.ratio)}`;
 }
@@ -781,6 +778,7 @@ function clusterText(cluster: ClusterFigures): string[] {
   ];
 }
 
+/** PASS/FAIL per target, for the parts that ran. Timing never fails the run: these are reported, not asserted. */
 function evaluateTargets(scenarios: readonly ScenarioResult[], memory: MemoryFlatness | undefined, cold: ColdStart | undefined, cluster: ClusterFigures | undefined): Target[] {
   const targets: Target[] = [];
   const seed = scenarios.find((scenario) => scenario.name === 'seed');

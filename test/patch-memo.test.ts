@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import fc from 'fast-check';
 import { PatchMemo, reviewAdmission, type AdmissionRequest, type ReviewContext } from '../src/admission/index.js';
 import { ALL_OVERRIDES, OVERRIDE_ANNOTATION_PREFIX, parseTemplateData, type JsonObject, type JsonValue, type OverrideName } from '../src/injection/index.js';
@@ -147,5 +149,24 @@ describe('the patch memo', () => {
     const answer = reviewAdmission(request(huge, 'h'), context(false, ['proxy-image' as OverrideName], memo));
     assert.equal(answer.result, 'injected');
     assert.ok(memo.size <= sizeBefore, 'the oversized answer was not kept');
+  });
+
+  it('what it accounts for is at least what it keeps on the heap', () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const memo = new PatchMemo({ maxEntries: 100_000, maxBytes: 1024 * 1024 * 1024 });
+    // Each shape its own accepted override: every answer holds its own proxy container, not only shared template entries.
+    const shaped = (n: number) => ({ metadata: { annotations: { [`${OVERRIDE_ANNOTATION_PREFIX}proxy-cpu`]: `${n}m` } }, spec: { containers: [{ name: 'app' }] } });
+    reviewAdmission(request(shaped(0), 'warm-up'), context(false, ['proxy-cpu' as OverrideName], memo));
+    gc();
+    const heapBefore = process.memoryUsage().heapUsed;
+    const accountedBefore = memo.bytes;
+    for (let n = 1; n <= 3000; n++) reviewAdmission(request(shaped(n), `u${n}`), context(false, ['proxy-cpu' as OverrideName], memo));
+    gc();
+    const kept = process.memoryUsage().heapUsed - heapBefore;
+    const accounted = memo.bytes - accountedBefore;
+    assert.equal(memo.size, 3001);
+    assert.ok(kept > 0, 'the entries take heap');
+    assert.ok(kept <= accounted, `3,000 entries keep ${kept} bytes of heap, more than the ${accounted} bytes accounted`);
   });
 });
