@@ -43,3 +43,10 @@ export class CertificateError extends InjectorError {
     super('EI_CERTIFICATE_INVALID', message, options);
   }
 }
+
+/** The labels of a Pod's namespace cannot be known (no synced watch, the direct read failed). */
+export class NamespaceLabelsUnknownError extends InjectorError {
+  constructor(message: string, options?: ErrorOptions) {
+    super('EI_NAMESPACE_LABELS_UNKNOWN', message, options);
+  }
+}

@@ -107,6 +107,7 @@ describe('certificates.mode auto: the injector manages its own certificate', () 
     harnesses.push(harness);
     const oldFingerprint = new X509Certificate(oldServing.cert).fingerprint256;
     assert.equal((await callAsApiServer(fake, harness)).peerFingerprint, oldFingerprint, 'not renewed yet: 40 days left');
+    await until('ready', async () => ((await callAsApiServer(fake, harness, '/readyz')).status === 200 ? true : undefined));
 
     let failures = 0;
     let requests = 0;

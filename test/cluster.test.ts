@@ -3,8 +3,13 @@ import { after, afterEach, before, beforeEach, describe, it, type TestContext } 
 import { FakeApiServer } from './helpers/fake-api-server.js';
 import { httpsCall } from './helpers/https-client.js';
 import { NAMESPACE, startHarness, until, type Harness } from './helpers/injector-harness.js';
-import { addedImages, addedVolumes } from './helpers/reviews.js';
+import { addedImages, addedVolumes, podReview } from './helpers/reviews.js';
 
+
+/** A review of an unannotated Pod, as the API server sends it; the HTTP answer as it is. */
+function rawReview(harness: Harness, namespace: string): Promise<{ status: number; body: string }> {
+  return httpsCall(`${harness.url}/mutate`, { ca: harness.ca, body: JSON.stringify(podReview({ namespace })) });
+}
 
 function templateConfigMap(data: Record<string, string>) {
   return { metadata: { name: 'envoy-initializer', namespace: NAMESPACE }, data };
@@ -148,7 +153,7 @@ describe('following the cluster: template ConfigMap and Namespace labels', () =>
     assert.ok(fake.requests.some((r) => r.path === '/api/v1/namespaces' && r.query['watch'] === 'true' && r.accept.includes('as=PartialObjectMetadata')));
   });
 
-  it('a namespace not yet in the cache is read directly; if that fails it counts as not enabled', async () => {
+  it('a namespace not yet in the cache is read directly; if that fails the answer is an HTTP error, so that failurePolicy decides', async () => {
     fake.apply('configmaps', templateConfigMap({ config: envoy('envoyproxy/envoy:v1.0.0') }));
     harness = await startHarness(fake);
     await until('ready', async () => ((await harness.readiness()).status === 200 ? true : undefined));
@@ -162,10 +167,61 @@ describe('following the cluster: template ConfigMap and Namespace labels', () =>
     assert.ok(fake.requests.some((r) => r.path === '/api/v1/namespaces/brand-new' && r.method === 'GET' && r.status === 200));
 
     fake.failNext(1_000, 503);
-    const unknown = await harness.review({ namespace: 'another-new' });
-    assert.equal(unknown.audit['reason'], 'namespace_not_enabled');
-    assert.ok(harness.log.lines.some((line) => String(line['msg']).startsWith('labels of namespace "another-new" unknown')));
+    const unknown = await rawReview(harness, 'another-new');
+    assert.equal(unknown.status, 503, 'an error status, not a silent skip');
+    const status = JSON.parse(unknown.body) as { kind: string; code: number; message: string };
+    assert.equal(status.kind, 'Status');
+    assert.match(status.message, /^labels of namespace "another-new" unknown \(not in the watch cache, direct read failed: HTTP 503/);
+    assert.ok(harness.log.lines.some((line) => line['level'] === 40 && String(line['msg']).startsWith('labels of namespace "another-new" unknown')));
+    const metrics = await harness.injector.metrics.registry.getSingleMetricAsString('envoy_injector_admission_requests_total');
+    assert.match(metrics, /result="error",reason="namespace_labels_unknown"\} 1\b/);
     fake.failNext(0);
+  });
+
+  it('concurrent reviews in one uncached namespace share one direct read, and its answer is remembered', async () => {
+    fake.apply('configmaps', templateConfigMap({ config: envoy('envoyproxy/envoy:v1.0.0') }));
+    harness = await startHarness(fake);
+    await until('namespace watch open', () => (fake.openWatches('namespaces') === 1 ? true : undefined));
+    fake.failNext(100_000, 503, (path) => path === '/api/v1/namespaces');
+    fake.dropWatches();
+    fake.apply('namespaces', { metadata: { name: 'crowded', labels: { 'envoy-injector.io/inject': 'enabled' } } });
+    const reviews = await Promise.all(Array.from({ length: 100 }, () => harness.review({ namespace: 'crowded' })));
+    assert.ok(reviews.every((review) => review.audit['reason'] === 'namespace_enabled'));
+    assert.equal((await harness.review({ namespace: 'crowded' })).audit['reason'], 'namespace_enabled');
+    const reads = fake.requests.filter((r) => r.method === 'GET' && r.path === '/api/v1/namespaces/crowded');
+    assert.equal(reads.length, 1, `${reads.length} reads of one namespace for 101 reviews`);
+    fake.failNext(0);
+  });
+
+  it('a direct read that hangs is aborted at the lookup timeout and the review answered with an error', async () => {
+    fake.apply('configmaps', templateConfigMap({ config: envoy('envoyproxy/envoy:v1.0.0') }));
+    harness = await startHarness(fake);
+    await until('namespace watch open', () => (fake.openWatches('namespaces') === 1 ? true : undefined));
+    fake.stall((path) => path === '/api/v1/namespaces/hung');
+    const answers = await Promise.all(Array.from({ length: 5 }, () => rawReview(harness, 'hung')));
+    assert.deepEqual(answers.map((answer) => answer.status), [503, 503, 503, 503, 503]);
+    assert.match(answers[0]?.body ?? '', /labels of namespace \\"hung\\" unknown .*no answer within 1000 ms/);
+    assert.equal(fake.requests.filter((r) => r.path === '/api/v1/namespaces/hung').length, 1, 'one read for five concurrent reviews');
+    await until('the hung read closed by the injector', () => (fake.abandonedStalls === 1 ? true : undefined));
+    fake.stall(undefined);
+  });
+
+  it('is not ready until the Namespace watch has synced once, and says so', async () => {
+    fake.apply('configmaps', templateConfigMap({ config: envoy('envoyproxy/envoy:v1.0.0') }));
+    fake.failNext(100_000, 503, (path) => path === '/api/v1/namespaces');
+    harness = await startHarness(fake);
+    await until('the template', () => (harness.injector.state.templates.current === undefined ? undefined : true));
+    const unready = await harness.readiness();
+    assert.equal(unready.status, 503);
+    const problem = 'the Namespace watch has not synced yet: namespace labels are unknown';
+    assert.equal((unready.body.checks as Record<string, unknown>)['namespaces'], problem);
+    assert.deepEqual(unready.body.problems, [problem]);
+    fake.failNext(0);
+    const ready = await until('ready once the watch syncs', async () => {
+      const answer = await harness.readiness();
+      return answer.status === 200 ? answer : undefined;
+    });
+    assert.equal((ready.body.checks as Record<string, unknown>)['namespaces'], 'ok');
   });
 
   it('requests in flight during template swaps each see one consistent template', async () => {
@@ -221,7 +277,7 @@ describe('with --template-file in a cluster', () => {
     fake.apply('namespaces', { metadata: { name: 'shop', labels: { 'envoy-injector.io/inject': 'enabled' } } });
     const harness = await startHarness(fake, ['--template-file', 'examples/envoy-initializer.yaml']);
     try {
-      assert.equal((await harness.readiness()).status, 200);
+      await until('ready (the Namespace watch synced)', async () => ((await harness.readiness()).status === 200 ? true : undefined));
       const review = await until('namespace label seen', async () => {
         const candidate = await harness.review({ namespace: 'shop' });
         return candidate.audit['reason'] === 'namespace_enabled' ? candidate : undefined;

@@ -690,7 +690,7 @@ describe('fuzz: malformed and adversarial AdmissionReviews over HTTPS', () => {
       ['labeled-on', { 'envoy-injector.io/inject': 'enabled' }],
       ['labeled-off', { 'envoy-injector.io/inject': 'disabled' }],
     ]);
-    server = await startTestServer({ namespaceLabels: async (namespace) => labels.get(namespace) });
+    server = await startTestServer({ namespaceLabels: async (namespace) => labels.get(namespace) ?? {} });
   });
   after(async () => {
     process.off('uncaughtException', onUncaught);

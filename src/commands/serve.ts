@@ -252,7 +252,10 @@ export async function startInjector(
           log,
           ...(versionCheck === undefined ? {} : { onWatchConnected: () => void versionCheck.recheck() }),
         });
-  if (cluster !== undefined) state.staleSeconds = () => cluster.staleSeconds();
+  if (cluster !== undefined) {
+    state.staleSeconds = () => cluster.staleSeconds();
+    state.addCheck('namespaces', () => cluster.namespaceLabels.problem());
+  }
 
   let running: RunningServer;
   try {

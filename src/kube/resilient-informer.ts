@@ -72,6 +72,11 @@ export class ResilientInformer<T extends KubernetesObject> {
     return this.#watch.staleSeconds(now);
   }
 
+  /** True once the cache has been filled by a full list (it stays filled through later failures). */
+  get hasSynced(): boolean {
+    return this.#watch.hasSynced;
+  }
+
   #scheduleRestart(error: unknown): void {
     if (this.#stopped || this.#restartTimer !== undefined) return;
     const delayMs = backoffDelayMs(this.#backoff, this.#failures);

@@ -11,6 +11,7 @@ type WatchArgs = Parameters<Watch['watch']>;
  */
 export class TrackedWatch extends Watch {
   #connected = false;
+  #everConnected = false;
   #lastSyncAt = Date.now();
   readonly #onConnected: () => void;
 
@@ -22,6 +23,11 @@ export class TrackedWatch extends Watch {
   /** True while a watch stream is open. */
   get connected(): boolean {
     return this.#connected;
+  }
+
+  /** True once a watch stream has opened: the informer's cache then holds a full list. */
+  get hasSynced(): boolean {
+    return this.#everConnected;
   }
 
   /** Seconds since the stream was last known good; 0 while connected. */
@@ -51,6 +57,7 @@ export class TrackedWatch extends Watch {
     );
     if (!finished) {
       this.#connected = true;
+      this.#everConnected = true;
       this.#lastSyncAt = Date.now();
       this.#onConnected();
     }

@@ -7,6 +7,8 @@ export const ErrorReason = {
   bodyTooLarge: 'body_too_large',
   unsupportedMediaType: 'unsupported_media_type',
   internalError: 'internal_error',
+  /** The namespace's labels could not be read: answered with HTTP 503 so that failurePolicy decides. */
+  namespaceLabelsUnknown: 'namespace_labels_unknown',
 } as const;
 export type ErrorReason = (typeof ErrorReason)[keyof typeof ErrorReason];
 

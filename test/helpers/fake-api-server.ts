@@ -61,6 +61,8 @@ export class FakeApiServer {
   readonly requests: RequestRecord[] = [];
   /** Watches answered with 410 Gone (an expired resourceVersion). */
   expiredWatches = 0;
+  /** Stalled requests (see stall) whose client gave up and closed the connection. */
+  abandonedStalls = 0;
   /** What GET /version answers. */
   version = { major: '1', minor: '30', gitVersion: 'v1.30.2' };
 
@@ -74,6 +76,8 @@ export class FakeApiServer {
   /** resourceVersions at or below this are compacted: watching from them gets 410. */
   #compactedThrough = 0;
   #failures: { remaining: number; status: number; match: (path: string) => boolean } | undefined;
+  #stall: ((path: string) => boolean) | undefined;
+  readonly #stalled = new Set<ServerResponse>();
 
   private constructor(server: Server, ca: string, sockets: Set<Socket>) {
     this.#server = server;
@@ -127,6 +131,7 @@ export class FakeApiServer {
   }
 
   async close(): Promise<void> {
+    this.stall(undefined);
     for (const watch of this.#watches) watch.response.destroy();
     for (const socket of this.#sockets) socket.destroy();
     await new Promise<void>((resolve) => this.#server.close(() => resolve()));
@@ -176,6 +181,15 @@ export class FakeApiServer {
     this.#failures = { remaining: count, status, match };
   }
 
+  /** Requests whose path matches are never answered (a hung API server) until stall(undefined). */
+  stall(match: ((path: string) => boolean) | undefined): void {
+    this.#stall = match;
+    if (match === undefined) {
+      for (const response of this.#stalled) response.destroy();
+      this.#stalled.clear();
+    }
+  }
+
   /** Closes every open watch stream, as an API server restart or a load balancer would. */
   dropWatches(): void {
     for (const watch of this.#watches) watch.response.destroy();
@@ -221,6 +235,14 @@ export class FakeApiServer {
     if (this.#failures !== undefined && this.#failures.remaining > 0 && this.#failures.match(url.pathname)) {
       this.#failures.remaining -= 1;
       return send(this.#failures.status, status(this.#failures.status, 'InternalError', 'injected failure'));
+    }
+    if (this.#stall?.(url.pathname) === true) {
+      record(0);
+      this.#stalled.add(response);
+      response.on('close', () => {
+        if (this.#stalled.delete(response)) this.abandonedStalls += 1;
+      });
+      return;
     }
     if (url.pathname === '/version') return send(200, { ...this.version, platform: 'linux/amd64' });
 

@@ -30,7 +30,7 @@ export interface Harness {
   readonly url: string;
   readonly ca: string;
   review(options: Parameters<typeof podReview>[0]): Promise<DecodedReview>;
-  readiness(): Promise<{ status: number; body: { ready: boolean; staleSeconds?: number; checks: { template: string } } }>;
+  readiness(): Promise<{ status: number; body: { ready: boolean; staleSeconds?: number; checks: { template: string }; problems: string[] } }>;
 }
 
 /** The whole injector (startInjector, as `serve` runs it) against a fake API server. */
