@@ -9,7 +9,7 @@ import type { CertificateManager, CertificateSettings, ClusterVersionCheck, Clus
 import type { InjectorMetrics } from '../server/metrics.js';
 import { createLogger, createServerState, ensureDevCertificates, startServer, type RunningServer, type ServeOptions } from '../server/serve.js';
 import type { ServerState } from '../server/server-state.js';
-import { readPem, type TlsMaterial } from '../server/tls-files.js';
+import { readClientCa, type TlsMaterial } from '../server/tls-files.js';
 import { loadTemplates, type CommandIo } from './io.js';
 import { parseAllowedOverrides } from './options.js';
 
@@ -208,7 +208,7 @@ export async function startInjector(
   let tls: ServeOptions['tls'];
   if (settings.certificates.mode === 'auto') {
     if (kube === undefined || connection === undefined) throw new UsageError('--cert-mode auto needs a cluster (--kubeconfig, or running in a Pod)');
-    const clientCa = settings.clientCaFile === undefined ? undefined : await readPem(settings.clientCaFile);
+    const clientCa = settings.clientCaFile === undefined ? undefined : await readClientCa(settings.clientCaFile);
     let pending: TlsMaterial | undefined;
     const manager = new kube.CertificateManager({
       kubeConfig: connection.kubeConfig,
