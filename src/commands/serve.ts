@@ -9,7 +9,8 @@ import type { CertificateManager, CertificateSettings, ClusterVersionCheck, Clus
 import type { InjectorMetrics } from '../server/metrics.js';
 import { createLogger, createServerState, ensureDevCertificates, startServer, type RunningServer, type ServeOptions } from '../server/serve.js';
 import type { ServerState } from '../server/server-state.js';
-import { readClientCa, type TlsMaterial } from '../server/tls-files.js';
+import { checkKeyPair, makeCertificates } from '../server/certificates.js';
+import { readClientCa } from '../server/tls-files.js';
 import { loadTemplates, type CommandIo } from './io.js';
 import { parseAllowedOverrides } from './options.js';
 
@@ -209,22 +210,20 @@ export async function startInjector(
   if (settings.certificates.mode === 'auto') {
     if (kube === undefined || connection === undefined) throw new UsageError('--cert-mode auto needs a cluster (--kubeconfig, or running in a Pod)');
     const clientCa = settings.clientCaFile === undefined ? undefined : await readClientCa(settings.clientCaFile);
-    let pending: TlsMaterial | undefined;
     const manager = new kube.CertificateManager({
       kubeConfig: connection.kubeConfig,
       settings: { ...kube.DEFAULT_CERTIFICATE_SETTINGS, ...settings.certificates, namespace: ownNamespace ?? 'default', ...context.certificateSettings },
       log,
       backoff,
-      onServingCertificate: (material) => {
-        pending = { ...material, clientCa };
-        server?.setTls(pending);
-      },
+      onServingCertificate: (material) => server?.setTls({ ...material, clientCa }),
       ...(context.now === undefined ? {} : { now: context.now }),
     });
     certificates = manager;
-    const material = await kube.retryUntilDone('preparing the serving certificate', () => manager.start(), backoff, log);
-    // A renewal may have arrived while the server was not up yet.
-    tls = { material: pending ?? { ...material, clientCa } };
+    state.addCheck('certificate', () => manager.problem());
+    metrics.trackCaBundle(() => manager.caBundleTrusted);
+    // Listen at once, unready, on a throwaway certificate: probes and /readyz must answer while the real one is being made.
+    const { serving } = await makeCertificates({ hosts: [] });
+    tls = { material: { ...serving, clientCa, info: checkKeyPair(serving) } };
   } else {
     tls = {
       files: {
@@ -284,6 +283,8 @@ export async function startInjector(
     versionCheck?.stop();
     throw error;
   }
+  // Resolves after the first attempt; failures are retried in the background and shown by /readyz.
+  await certificates?.start();
   if (settings.tls === undefined && settings.certificates.mode === 'files') {
     const ca = join(settings.certsDir, 'ca.crt');
     io.stderr.write(

@@ -3,4 +3,3 @@ export { CertificateManager, DEFAULT_CERTIFICATE_SETTINGS, type CertificateSetti
 export { connectToCluster, type ClusterConnection } from './cluster-connection.js';
 export { ClusterVersionCheck } from './cluster-version.js';
 export { startClusterWatches, type ClusterWatches } from './cluster-watches.js';
-export { retryUntilDone } from './retry.js';

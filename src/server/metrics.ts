@@ -83,6 +83,16 @@ export class InjectorMetrics {
     },
   });
 
+  /** `--cert-mode auto` only: whether every webhook's caBundle holds the CA of the served certificate. */
+  trackCaBundle(trusted: () => boolean): void {
+    const gauge: Gauge = new Gauge({
+      name: 'envoy_injector_ca_bundle_trusted',
+      help: '1 when every webhook of the MutatingWebhookConfiguration trusts the CA of the served certificate, else 0 (--cert-mode auto).',
+      registers: [this.registry],
+      collect: (): void => gauge.set(trusted() ? 1 : 0),
+    });
+  }
+
   /** The Prometheus text exposition, with its content type. */
   async render(): Promise<{ contentType: string; body: string }> {
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };

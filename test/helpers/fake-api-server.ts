@@ -276,6 +276,10 @@ export class FakeApiServer {
       const existing = this.#objects.get(key);
       if (existing === undefined) return send(404, status(404, 'NotFound', `${route.resource} "${route.name}" not found`));
       if (method === 'PUT' && body !== undefined) {
+        // As the real API server: a Secret's type cannot change.
+        if (route.resource === 'secrets' && (body['type'] ?? 'Opaque') !== (existing['type'] ?? 'Opaque')) {
+          return send(422, status(422, 'Invalid', `Secret "${route.name}" is invalid: type: Invalid value: "${String(body['type'])}": field is immutable`));
+        }
         if (body.metadata.resourceVersion !== undefined && body.metadata.resourceVersion !== existing.metadata.resourceVersion) {
           return send(409, status(409, 'Conflict', `Operation cannot be fulfilled on ${route.resource} "${route.name}": the object has been modified; please apply your changes to the latest version and try again`));
         }
