@@ -1,0 +1,111 @@
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { CoreV1Api, KubernetesObjectApi, type KubernetesObject, type V1Pod } from '@kubernetes/client-node';
+import { parseYamlDocuments } from '../../src/injection/index.js';
+import { CHART_DIR, helm, valuesArgs, type Manifest } from '../helpers/helm.js';
+import type { ControlPlane } from './control-plane.js';
+
+/** A name no other test (or earlier run against the same cluster) has used: PREFIX-xxxxxx. */
+export function uniqueName(prefix: string): string {
+  return `${prefix}-${randomBytes(3).toString('hex')}`;
+}
+
+/** Polls PROBE until it returns a value; throws naming WHAT (and the last error) after TIMEOUTMS. */
+export async function eventually<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000, intervalMs = 100): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      const value = await probe();
+      if (value !== undefined) return value;
+    } catch (error) {
+      lastError = error;
+    }
+    if (Date.now() > deadline) {
+      const detail = lastError === undefined ? '' : ` (last error: ${(lastError as Error).message})`;
+      throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${what}${detail}`);
+    }
+    await sleep(intervalMs);
+  }
+}
+
+/** Creates namespace NAME with LABELS and waits for its `default` ServiceAccount (Pods need it). */
+export async function createNamespace(plane: ControlPlane, name: string, labels: Record<string, string> = {}): Promise<void> {
+  const core = plane.kubeConfig.makeApiClient(CoreV1Api);
+  await core.createNamespace({ body: { metadata: { name, labels } } });
+  await eventually(`ServiceAccount ${name}/default (made by the controller manager)`, () =>
+    core.readNamespacedServiceAccount({ name: 'default', namespace: name }).then(() => true),
+  );
+}
+
+/** Deletes the namespaces, not waiting for the namespace controller to empty them. */
+export async function deleteNamespaces(plane: ControlPlane, names: readonly string[]): Promise<void> {
+  const core = plane.kubeConfig.makeApiClient(CoreV1Api);
+  await Promise.all(names.map((name) => core.deleteNamespace({ name }).catch(() => undefined)));
+}
+
+export interface Release {
+  readonly name: string;
+  readonly namespace: string;
+  /** What helm installed, as it reports it (`helm get manifest`). */
+  readonly manifests: readonly Manifest[];
+}
+
+/** `helm install` (or `upgrade`, with UPGRADE) of the chart into the control plane; throws with helm's message if it fails. */
+export async function helmInstall(
+  plane: ControlPlane,
+  release: { name: string; namespace: string },
+  values: Record<string, unknown> = {},
+  { upgrade = false, extraArgs = [] as readonly string[] } = {},
+): Promise<Release> {
+  const base = ['--namespace', release.namespace, '--kubeconfig', plane.kubeconfigPath];
+  const command = upgrade ? ['upgrade', release.name, CHART_DIR, '--reuse-values'] : ['install', release.name, CHART_DIR, '--create-namespace'];
+  const result = await helm([...command, ...base, ...(await valuesArgs(values)), ...extraArgs]);
+  if (result.code !== 0) throw new Error(`helm ${command[0]} ${release.name} failed (${result.code}): ${result.stderr.trim()}`);
+  const manifest = await helm(['get', 'manifest', release.name, ...base]);
+  if (manifest.code !== 0) throw new Error(`helm get manifest ${release.name} failed (${manifest.code}): ${manifest.stderr.trim()}`);
+  const manifests = parseYamlDocuments(manifest.stdout).filter((document): document is Manifest => document !== null && typeof document === 'object');
+  return { ...release, manifests };
+}
+
+/** `helm uninstall`; throws with helm's message if it fails. */
+export async function helmUninstall(plane: ControlPlane, release: { name: string; namespace: string }): Promise<void> {
+  const result = await helm(['uninstall', release.name, '--namespace', release.namespace, '--kubeconfig', plane.kubeconfigPath, '--wait', '--timeout', '60s']);
+  if (result.code !== 0) throw new Error(`helm uninstall ${release.name} failed (${result.code}): ${result.stderr.trim()}`);
+}
+
+/** Reads OBJECT back from the API server (any kind); undefined when it is not there. */
+export async function readBack(plane: ControlPlane, object: Manifest): Promise<KubernetesObject | undefined> {
+  const client = KubernetesObjectApi.makeApiClient(plane.kubeConfig);
+  const spec = { apiVersion: object.apiVersion, kind: object.kind, metadata: { name: object.metadata.name, ...(object.metadata.namespace === undefined ? {} : { namespace: object.metadata.namespace }) } };
+  try {
+    return await client.read(spec);
+  } catch (error) {
+    if ((error as { code?: number }).code === 404) return undefined;
+    throw error;
+  }
+}
+
+/** A plain Pod of one container; EXTRA is merged into metadata. */
+export function plainPod(name: string, metadata: { annotations?: Record<string, string>; labels?: Record<string, string> } = {}): V1Pod {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, ...metadata },
+    spec: { containers: [{ name: 'app', image: 'registry.example/app:1.0' }] },
+  };
+}
+
+/** The API error's message and code (client-node's ApiException carries the Status as its body). */
+export function apiError(error: unknown): { code: number | undefined; message: string } {
+  const failure = error as { code?: number; body?: unknown; message?: string };
+  let message = failure.message ?? String(error);
+  if (typeof failure.body === 'string') {
+    try {
+      message = (JSON.parse(failure.body) as { message?: string }).message ?? failure.body;
+    } catch {
+      message = failure.body;
+    }
+  }
+  return { code: failure.code, message };
+}
