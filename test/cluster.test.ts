@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, afterEach, before, beforeEach, describe, it, type TestContext } from 'node:test';
 import { FakeApiServer } from './helpers/fake-api-server.js';
 import { httpsCall } from './helpers/https-client.js';
@@ -222,6 +225,68 @@ describe('following the cluster: template ConfigMap and Namespace labels', () =>
       return answer.status === 200 ? answer : undefined;
     });
     assert.equal((ready.body.checks as Record<string, unknown>)['namespaces'], 'ok');
+  });
+
+  it('a watch that ends at once, cleanly, is reopened after a growing delay, not at once', async () => {
+    fake.apply('configmaps', templateConfigMap({ config: envoy('envoyproxy/envoy:v1.0.0') }));
+    fake.closeWatchesAtOnce = true;
+    harness = await startHarness(fake);
+    const watches = () => fake.requests.filter((r) => r.path === '/api/v1/namespaces' && r.query['watch'] === 'true');
+    await until('twelve Namespace watch requests', () => (watches().length >= 12 ? true : undefined), 20_000);
+    fake.closeWatchesAtOnce = false;
+    // The harness's backoff is 20 ms doubling to 200 ms, jittered over its upper half: from the fifth quick close on, at least 100 ms.
+    const times = watches().slice(5, 12).map((r) => r.at);
+    const gaps = times.slice(1).map((at, i) => at - (times[i] ?? at));
+    assert.ok(gaps.every((gap) => gap >= 80), `gaps between watch requests: ${gaps.join(', ')} ms`);
+  });
+
+  it('a credential failure while re-watching (an exec plugin failing) is logged and retried, never a crash; the last good state keeps serving', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ei-exec-'));
+    const credentialFile = join(dir, 'credential.json');
+    const credential = JSON.stringify({ apiVersion: 'client.authentication.k8s.io/v1', kind: 'ExecCredential', status: { token: fake.token } });
+    writeFileSync(credentialFile, credential);
+    fake.apply('configmaps', templateConfigMap({ config: envoy('envoyproxy/envoy:v1.0.0') }));
+    const rejections: unknown[] = [];
+    const onRejection = (error: unknown): void => void rejections.push(error);
+    process.on('unhandledRejection', onRejection);
+    try {
+      harness = await startHarness(fake, [], { kubeconfig: fake.writeKubeconfig(dir, { execCredentialFile: credentialFile }) });
+      await until('ready', async () => ((await harness.readiness()).status === 200 ? true : undefined));
+      await until('both watches open', () => (fake.openWatches() === 2 ? true : undefined));
+      rmSync(credentialFile);
+      fake.dropWatches();
+      const warning = await until('the failure logged', () => harness.log.lines.find((line) => line['level'] === 40 && /^watch of .* failed/.test(String(line['msg'])) && /cat|exit|credential|exec/i.test(String(line['msg']))));
+      assert.ok(warning);
+      const review = await harness.review({ namespace: 'shop', annotations: { 'envoy-injector.io/inject': 'true' } });
+      assert.deepEqual(addedImages(review), ['envoyproxy/envoy:v1.0.0'], 'still serving the last good template');
+      writeFileSync(credentialFile, credential);
+      await until('watches reopened once the credential is back', () => (fake.openWatches() === 2 ? true : undefined), 10_000);
+    } finally {
+      process.off('unhandledRejection', onRejection);
+    }
+    assert.deepEqual(rejections.map(String), [], 'no unhandled rejection');
+  });
+
+  it('a watch stream gone silent (half-open) is restarted by the watchdog and counted in envoy_injector_watch_stale_seconds', async () => {
+    fake.apply('configmaps', templateConfigMap({ config: envoy('envoyproxy/envoy:v1.0.0') }));
+    harness = await startHarness(fake, [], { watchStaleAfterMs: 500 });
+    await until('ready', async () => ((await harness.readiness()).status === 200 ? true : undefined));
+    await until('both watches open', () => (fake.openWatches() === 2 ? true : undefined));
+    const staleSeconds = async () => Number(/^envoy_injector_watch_stale_seconds (\S+)$/m.exec(await harness.injector.metrics.registry.getSingleMetricAsString('envoy_injector_watch_stale_seconds'))?.[1]);
+    assert.equal(await staleSeconds(), 0);
+    // The streams go silent; the Namespace watch cannot come back for now, and a label changes meanwhile.
+    fake.freezeWatches();
+    fake.failNext(100_000, 503, (path) => path === '/api/v1/namespaces');
+    fake.apply('namespaces', { metadata: { name: 'shop', labels: { 'envoy-injector.io/inject': 'enabled' } } });
+    const stale = await until('the silence noticed', async () => {
+      const seconds = await staleSeconds();
+      return seconds >= 0.5 ? seconds : undefined;
+    });
+    assert.ok(stale >= 0.5);
+    assert.ok(harness.log.lines.some((line) => String(line['msg']).includes('no event or bookmark for 500 ms')));
+    fake.failNext(0);
+    await until('the label change seen after the restart', async () => ((await harness.review({ namespace: 'shop' })).audit['reason'] === 'namespace_enabled' ? true : undefined));
+    await until('staleness back to zero', async () => ((await staleSeconds()) === 0 ? true : undefined));
   });
 
   it('requests in flight during template swaps each see one consistent template', async () => {

@@ -186,6 +186,7 @@ export async function startInjector(
     log: Logger;
     /** Tests shorten these; production uses the defaults. */
     backoff?: Backoff;
+    watchStaleAfterMs?: number;
     certificateSettings?: Partial<CertificateSettings>;
     now?: () => Date;
   },
@@ -215,6 +216,7 @@ export async function startInjector(
       settings: { ...kube.DEFAULT_CERTIFICATE_SETTINGS, ...settings.certificates, namespace: ownNamespace ?? 'default', ...context.certificateSettings },
       log,
       backoff,
+      watchStaleAfterMs: context.watchStaleAfterMs,
       onServingCertificate: (material) => server?.setTls({ ...material, clientCa }),
       ...(context.now === undefined ? {} : { now: context.now }),
     });
@@ -247,6 +249,7 @@ export async function startInjector(
           configMapName: settings.templateFile === undefined ? settings.configMapName : undefined,
           store: state.templates,
           backoff,
+          watchStaleAfterMs: context.watchStaleAfterMs,
           namespaceLookupTimeoutMs: 1_000,
           log,
           ...(versionCheck === undefined ? {} : { onWatchConnected: () => void versionCheck.recheck() }),

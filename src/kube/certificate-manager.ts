@@ -92,6 +92,7 @@ export class CertificateManager {
     settings: CertificateSettings;
     log: Logger;
     backoff: Backoff;
+    watchStaleAfterMs?: number | undefined;
     /** Called with each serving pair to load, once its CA is trusted. */
     onServingCertificate: (material: TlsMaterial) => void;
     /** The clock that decides when to renew (tests move it); new certificates always start now. */
@@ -111,7 +112,7 @@ export class CertificateManager {
     this.#secretInformer = secretInformer = new ResilientInformer<V1Secret>({
       name: `Secret ${settings.namespace}/${settings.secretName}`,
       path: `/api/v1/namespaces/${encodeURIComponent(settings.namespace)}/secrets`,
-      watch: new TrackedWatch(kubeConfig, { onConnected: () => secretInformer?.resetBackoff() }),
+      watch: new TrackedWatch(kubeConfig, { backoff, staleAfterMs: options.watchStaleAfterMs, onConnected: () => secretInformer?.resetBackoff() }),
       list: async () => {
         const secrets = await this.#core.listNamespacedSecret({ namespace: settings.namespace, fieldSelector: secretSelector });
         // Gone before the first list (or between relists): no delete event will say so.
@@ -127,7 +128,7 @@ export class CertificateManager {
     this.#webhookInformer = webhookInformer = new ResilientInformer<V1MutatingWebhookConfiguration>({
       name: `MutatingWebhookConfiguration ${settings.webhookConfigName}`,
       path: '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations',
-      watch: new TrackedWatch(kubeConfig, { onConnected: () => webhookInformer?.resetBackoff() }),
+      watch: new TrackedWatch(kubeConfig, { backoff, staleAfterMs: options.watchStaleAfterMs, onConnected: () => webhookInformer?.resetBackoff() }),
       list: () => this.#admission.listMutatingWebhookConfiguration({ fieldSelector: webhookSelector }),
       fieldSelector: webhookSelector,
       backoff,

@@ -32,13 +32,15 @@ export class NamespaceLabels {
   readonly #reading = new Map<string, Promise<Labels>>();
   readonly #read = new Map<string, { labels: Labels; at: number }>();
 
-  constructor(options: { kubeConfig: KubeConfig; backoff: Backoff; lookupTimeoutMs: number; log: Logger; onWatchConnected?: () => void }) {
+  constructor(options: { kubeConfig: KubeConfig; backoff: Backoff; watchStaleAfterMs?: number | undefined; lookupTimeoutMs: number; log: Logger; onWatchConnected?: () => void }) {
     this.#api = options.kubeConfig.makeApiClient(CoreV1Api);
     this.#lookupTimeoutMs = options.lookupTimeoutMs;
     this.#log = options.log;
     let informer: ResilientInformer<V1Namespace> | undefined;
     const watch = new TrackedWatch(options.kubeConfig, {
       accept: METADATA_OBJECT,
+      backoff: options.backoff,
+      staleAfterMs: options.watchStaleAfterMs,
       onConnected: () => {
         informer?.resetBackoff();
         options.onWatchConnected?.();

@@ -58,7 +58,7 @@ export class ResilientInformer<T extends KubernetesObject> {
 
   start(): void {
     this.#stopped = false;
-    void this.#listWatch.start();
+    this.#startListWatch();
   }
 
   stop(): void {
@@ -77,6 +77,11 @@ export class ResilientInformer<T extends KubernetesObject> {
     return this.#watch.hasSynced;
   }
 
+  /** A rejection here (client-node rethrows what its watch threw) is one more failure to back off from, never an unhandled one. */
+  #startListWatch(): void {
+    this.#listWatch.start().catch((error: unknown) => this.#scheduleRestart(error));
+  }
+
   #scheduleRestart(error: unknown): void {
     if (this.#stopped || this.#restartTimer !== undefined) return;
     const delayMs = backoffDelayMs(this.#backoff, this.#failures);
@@ -85,7 +90,7 @@ export class ResilientInformer<T extends KubernetesObject> {
     this.#log.warn({ watch: this.#name, err: kubeErrorForLog(error), retryInMs: delayMs, failures: this.#failures }, `watch of ${this.#name} failed (${reason}); retrying in ${delayMs} ms`);
     this.#restartTimer = setTimeout(() => {
       this.#restartTimer = undefined;
-      if (!this.#stopped) void this.#listWatch.start();
+      if (!this.#stopped) this.#startListWatch();
     }, delayMs);
     this.#restartTimer.unref();
   }

@@ -46,6 +46,8 @@ interface OpenWatch {
   readonly metadataOnly: boolean;
   readonly bookmarks: boolean;
   readonly response: ServerResponse;
+  /** A half-open stream: the connection stays, nothing more arrives on it. */
+  frozen: boolean;
 }
 
 export interface RequestRecord {
@@ -53,7 +55,10 @@ export interface RequestRecord {
   readonly path: string;
   readonly query: Record<string, string>;
   readonly accept: string;
+  /** 0: not answered (stalled). */
   readonly status: number;
+  /** Date.now() when it arrived. */
+  readonly at: number;
 }
 
 export class FakeApiServer {
@@ -61,6 +66,8 @@ export class FakeApiServer {
   readonly requests: RequestRecord[] = [];
   /** Watches answered with 410 Gone (an expired resourceVersion). */
   expiredWatches = 0;
+  /** Every watch ends at once, cleanly (200, no events), as a misbehaving proxy might. */
+  closeWatchesAtOnce = false;
   /** Stalled requests (see stall) whose client gave up and closed the connection. */
   abandonedStalls = 0;
   /** What GET /version answers. */
@@ -103,8 +110,16 @@ export class FakeApiServer {
     return `https://127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
   }
 
-  /** A kubeconfig file for this server (the client verifies our CA, as it would a real one). */
-  writeKubeconfig(dir = mkdtempSync(join(tmpdir(), 'ei-kubeconfig-'))): string {
+  /**
+   * A kubeconfig file for this server (the client verifies our CA, as it
+   * would a real one). With `execCredentialFile`, the token comes from an
+   * exec plugin that prints that file, and fails while it is missing.
+   */
+  writeKubeconfig(dir = mkdtempSync(join(tmpdir(), 'ei-kubeconfig-')), options: { execCredentialFile?: string } = {}): string {
+    const user =
+      options.execCredentialFile === undefined
+        ? [`    token: ${this.token}`]
+        : ['    exec:', '      apiVersion: client.authentication.k8s.io/v1', '      command: cat', `      args: [${JSON.stringify(options.execCredentialFile)}]`, '      interactiveMode: Never'];
     const path = join(dir, 'kubeconfig');
     writeFileSync(
       path,
@@ -119,7 +134,7 @@ export class FakeApiServer {
         'users:',
         '- name: tester',
         '  user:',
-        `    token: ${this.token}`,
+        ...user,
         'contexts:',
         '- name: fake',
         '  context: {cluster: fake, user: tester, namespace: envoy-injector}',
@@ -196,6 +211,11 @@ export class FakeApiServer {
     this.#watches.clear();
   }
 
+  /** Open watch streams go silent without closing (a half-open connection); later watches are not affected. */
+  freezeWatches(): void {
+    for (const watch of this.#watches) watch.frozen = true;
+  }
+
   /** Forgets all history: a watch from any current resourceVersion now gets 410 Gone. */
   compactHistory(): void {
     this.#compactedThrough = this.#resourceVersion;
@@ -224,7 +244,7 @@ export class FakeApiServer {
     const url = new URL(request.url ?? '/', this.url);
     const query = Object.fromEntries(url.searchParams);
     const record = (status: number): void => {
-      this.requests.push({ method: request.method ?? 'GET', path: url.pathname, query, accept: request.headers.accept ?? '', status });
+      this.requests.push({ method: request.method ?? 'GET', path: url.pathname, query, accept: request.headers.accept ?? '', status, at: Date.now() });
     };
     const send = (status: number, body: unknown): void => {
       record(status);
@@ -328,7 +348,11 @@ export class FakeApiServer {
   ): void {
     response.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
     response.flushHeaders();
-    const watch: OpenWatch = { resource, namespace, name, metadataOnly, bookmarks: query['allowWatchBookmarks'] === 'true', response };
+    const watch: OpenWatch = { resource, namespace, name, metadataOnly, bookmarks: query['allowWatchBookmarks'] === 'true', response, frozen: false };
+    if (this.closeWatchesAtOnce) {
+      response.end();
+      return;
+    }
     const from = Number(query['resourceVersion'] ?? '0');
     if (from > 0 && from < this.#compactedThrough) {
       this.expiredWatches += 1;
@@ -359,6 +383,7 @@ export class FakeApiServer {
   }
 
   #write(watch: OpenWatch, event: unknown): void {
+    if (watch.frozen) return;
     watch.response.write(JSON.stringify(event) + '\n');
   }
 
