@@ -33,6 +33,8 @@ export interface CertificateSettings {
   readonly servingValidityDays: number;
   /** How often expiry is checked (events also trigger a check). */
   readonly checkIntervalMs: number;
+  /** After adding a CA to the caBundle, wait this long before serving a certificate it signed in place of another: the API server's copy of the configuration lags. */
+  readonly caBundleSettleMs: number;
 }
 
 export const DEFAULT_CERTIFICATE_SETTINGS = {
@@ -41,6 +43,7 @@ export const DEFAULT_CERTIFICATE_SETTINGS = {
   caValidityDays: 3650,
   servingValidityDays: 365,
   checkIntervalMs: 60 * 60 * 1000,
+  caBundleSettleMs: 2_000,
 } as const;
 
 /** What the Secret holds: the serving pair, the CA that signs it, and the bundle the API server must trust. */
@@ -200,7 +203,9 @@ export class CertificateManager {
     this.#retryTimer = undefined;
     try {
       const stored = await this.#ensureSecret();
-      await this.#ensureTrusted(stored);
+      const patched = await this.#ensureTrusted(stored);
+      const switchingCa = this.#served !== undefined && this.#served.ca.cert !== stored.ca.cert;
+      if (patched && switchingCa) await new Promise((resolve) => setTimeout(resolve, this.#settings.caBundleSettleMs));
       this.#serve(stored);
       this.#trusted = true;
       this.#lastError = undefined;
@@ -333,13 +338,13 @@ export class CertificateManager {
     }
   }
 
-  /** Adds the CAs of `stored` to every webhook's caBundle that lacks one, keeping the CAs already there that are valid. */
-  async #ensureTrusted(stored: StoredCertificates): Promise<void> {
+  /** Adds the CAs of `stored` to every webhook's caBundle that lacks one, keeping the CAs already there that are valid; true when it patched. */
+  async #ensureTrusted(stored: StoredCertificates): Promise<boolean> {
     const wanted = splitPem(stored.caBundle);
     for (let attempt = 1; ; attempt++) {
       const config = await this.#readWebhookConfig();
       // Not installed yet (Helm may create it after the Deployment): nothing calls us, and the watch will see it arrive.
-      if (config === undefined) return;
+      if (config === undefined) return false;
       if (this.#served !== undefined) this.#trusted = trustsCa(config, this.#served.ca.cert);
       const now = this.#now();
       const operations = (config.webhooks ?? []).flatMap((webhook, index) => {
@@ -352,7 +357,7 @@ export class CertificateManager {
           { op: 'add', path: `/webhooks/${index}/clientConfig/caBundle`, value: Buffer.from(bundle).toString('base64') },
         ];
       });
-      if (operations.length === 0) return;
+      if (operations.length === 0) return false;
       try {
         await this.#admission.patchMutatingWebhookConfiguration(
           // Optimistic concurrency: the patch applies only to the version we read, so no one's CA is lost.
@@ -366,7 +371,7 @@ export class CertificateManager {
         throw error;
       }
       this.#log.info({ webhooks: operations.length / 2 }, `caBundle of MutatingWebhookConfiguration ${this.#settings.webhookConfigName} updated`);
-      return;
+      return true;
     }
   }
 
