@@ -1,6 +1,7 @@
 import { runCerts } from './commands/certs.js';
 import { runExplain } from './commands/explain.js';
 import { runInject } from './commands/inject.js';
+import { runPolicy } from './commands/policy.js';
 import { reportError, type CommandIo } from './commands/io.js';
 import { runServe } from './commands/serve.js';
 
@@ -10,6 +11,7 @@ Commands:
   serve      run the admission webhook (HTTPS)
   inject     inject the sidecar into manifests offline
   explain    show, rule by rule, what the webhook would decide and change for manifests
+  policy     print the MutatingAdmissionPolicy that injects without the webhook (Kubernetes 1.34+)
   certs      make a development CA and serving certificate
 
 Run "envoy-injector <command> --help" for a command's options.
@@ -21,6 +23,7 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   serve: runServe,
   inject: runInject,
   explain: runExplain,
+  policy: runPolicy,
   certs: runCerts,
 };
 

@@ -30,6 +30,13 @@ export class ManifestError extends InjectorError {
   }
 }
 
+/** A JSON Patch that does not apply to its Pod: a fault of the merge, never of the input. */
+export class PatchError extends InjectorError {
+  constructor(message: string, options?: ErrorOptions) {
+    super('EI_PATCH_REJECTED', message, options);
+  }
+}
+
 /** Bad command-line or environment settings. */
 export class UsageError extends InjectorError {
   constructor(message: string) {

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import { parseServeArgs, startInjector } from '../src/commands/serve.js';
-import { makeCa, makeServingCertificate } from '../src/server/certificates.js';
+import { makeCa, makeServingCertificate } from '../src/tls/certificates.js';
 import { FakeApiServer } from './helpers/fake-api-server.js';
 import { httpsCall } from './helpers/https-client.js';
 import { NAMESPACE, startHarness, until, type Harness } from './helpers/injector-harness.js';
@@ -285,6 +285,27 @@ describe('certificates.mode auto: the injector manages its own certificate', () 
     await until('caBundle restored without waiting for the hourly check', () => (caBundles(fake).every((bundle) => bundle.includes(ca)) ? true : undefined));
     await until('ready again', async () => ((await readyz(harness)).status === 200 ? true : undefined));
     assert.match(await harness.injector.metrics.registry.getSingleMetricAsString('envoy_injector_ca_bundle_trusted'), /envoy_injector_ca_bundle_trusted 1/);
+  });
+
+  it('TEST_CERT_VALIDITY (tests only): certificates valid that long from now, renewed and served one after another', async () => {
+    const harness = await startHarness(fake, [...AUTO, '--test-cert-validity', '3s']);
+    harnesses.push(harness);
+    const first = new X509Certificate(secretText(fake, 'tls.crt'));
+    const left = new Date(first.validTo).getTime() - Date.now();
+    assert.ok(left > 0 && left <= 3_000, `the first certificate expires in ${left} ms`);
+    const served = new Set<string>();
+    await until('two renewals served', async () => {
+      served.add((await callAsApiServer(fake, harness)).peerFingerprint);
+      return served.size >= 3 ? true : undefined;
+    }, 20_000);
+  });
+
+  it('refuses --test-cert-validity outside auto mode and below 1s', () => {
+    assert.equal(parseServeArgs([...AUTO], { TEST_CERT_VALIDITY: '20s' })?.testCertValidityMs, 20_000);
+    assert.equal(parseServeArgs([...AUTO], {})?.testCertValidityMs, undefined);
+    assert.throws(() => parseServeArgs(['--test-cert-validity', '20s'], {}), /applies to --cert-mode auto only/);
+    assert.throws(() => parseServeArgs([...AUTO, '--test-cert-validity', '500ms'], {}), /at least 1s/);
+    assert.throws(() => parseServeArgs([...AUTO, '--test-cert-validity', 'soon'], {}), /--test-cert-validity: must be a duration/);
   });
 
   it('refuses --cert-mode auto without a cluster, and with --tls-cert', async () => {

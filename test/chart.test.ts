@@ -4,6 +4,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { before, describe, it } from 'node:test';
 import { generate } from 'selfsigned';
 import {
+  applyPodPatch,
   decideInjection,
   injectPod,
   parseTemplateData,
@@ -596,7 +597,7 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     assert.deepEqual(envoy['resources'], { requests: { cpu: '50m', memory: '64Mi' }, limits: { cpu: '500m', memory: '256Mi' } });
 
     // Injected into the seed's Pod, the result is a valid 1.28 Pod.
-    const injected = injectPod(seedPod(), template, { nativeSidecar: false }).pod;
+    const injected = applyPodPatch(seedPod(), injectPod(seedPod(), template, { nativeSidecar: false }).patch);
     assert.deepEqual(((injected['spec'] as Obj)['containers'] as Obj[]).map((container) => container['name']), ['myapp-container', 'envoy']);
     const pod = injected as unknown as Manifest;
     assert.deepEqual(schemaProblems(pod), []);

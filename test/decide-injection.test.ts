@@ -37,7 +37,7 @@ function decide(overrides: Partial<DecisionInput> = {}) {
   });
 }
 
-describe('the injection decision (DESIGN §2), branch by branch', () => {
+describe('the injection decision (docs/design.md §4), branch by branch', () => {
   const cases: {
     name: string;
     input: Partial<DecisionInput>;

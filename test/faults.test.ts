@@ -5,6 +5,7 @@ import type { Agent } from 'node:https';
 import type { JsonObject } from '../src/injection/index.js';
 import { httpsCall } from './helpers/https-client.js';
 import { CallError, keepAliveAgent, postBody, runPool, type PostAnswer } from './helpers/keepalive-client.js';
+import { until } from './helpers/injector-harness.js';
 import { spawnServer, type ServerProcess } from './helpers/process.js';
 import { openTls, parseResponse, rawPost, trickle, watchSocket } from './helpers/raw-tls.js';
 import { podReview } from './helpers/reviews.js';
@@ -43,6 +44,20 @@ function percentile(values: readonly number[], p: number): number {
 const ms = (value: number): string => `${Math.round(value)} ms`;
 const sleep = (duration: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, duration));
 
+interface Traffic {
+  readonly latencies: number[];
+  /** 200 for a right answer (status 200, the request's own uid), else the status. */
+  readonly statuses: number[];
+  /** performance.now() when each answer arrived. */
+  readonly answeredAt: number[];
+}
+
+function record(traffic: Traffic, answer: PostAnswer, uid: string): void {
+  traffic.latencies.push(answer.ms);
+  traffic.statuses.push(answer.status === 200 && uidOf(answer) === uid ? 200 : answer.status);
+  traffic.answeredAt.push(performance.now());
+}
+
 describe('slow clients are cut off and do not starve others', () => {
   let server: TestServer;
   before(async () => {
@@ -52,22 +67,20 @@ describe('slow clients are cut off and do not starve others', () => {
     await server.shutdown();
   });
 
-  /** Reviews sent by `workers` keep-alive clients back to back until `until` resolves; latencies in ms. */
-  async function normalTraffic(agent: Agent, workers: number, until: Promise<unknown>, label: string): Promise<{ latencies: number[]; statuses: number[] }> {
-    const latencies: number[] = [];
-    const statuses: number[] = [];
+  /** Reviews sent by `workers` keep-alive clients back to back until `stop` resolves: latencies in ms, and when each answer came. */
+  async function normalTraffic(agent: Agent, workers: number, stop: Promise<unknown>, label: string): Promise<Traffic> {
+    const traffic: Traffic = { latencies: [], statuses: [], answeredAt: [] };
     let done = false;
-    void until.then(() => (done = true));
+    void stop.then(() => (done = true));
     const worker = async (): Promise<void> => {
       while (!done) {
         const { uid, body } = reviewBody(label);
         const answer = await postBody(`${server.url}/mutate`, body, { agent, timeoutMs: 15_000 });
-        latencies.push(answer.ms);
-        statuses.push(answer.status === 200 && uidOf(answer) === uid ? 200 : answer.status);
+        record(traffic, answer, uid);
       }
     };
     await Promise.all(Array.from({ length: workers }, worker));
-    return { latencies, statuses };
+    return traffic;
   }
 
   it('headers or a body trickled a byte every 150 ms: cut off within the timeouts, while others are served at normal latency', async (t) => {
@@ -95,7 +108,9 @@ describe('slow clients are cut off and do not starve others', () => {
       }),
     );
     const connectMs = performance.now() - started;
-    const allCut = Promise.all([...slowHeaders, ...slowBodies].map((life) => life.closedAfterMs));
+    const slowLives = [...slowHeaders, ...slowBodies].map((life) => life.closedAfterMs);
+    const allCut = Promise.all(slowLives);
+    const firstCutAt = Promise.race(slowLives).then(() => performance.now());
     // And one that opens TCP and never starts TLS: only measured (see the report on issue 6).
     const silent = netConnect({ host: '127.0.0.1', port: server.port });
     silent.on('error', () => {});
@@ -103,16 +118,13 @@ describe('slow clients are cut off and do not starve others', () => {
     silent.once('close', () => (silentClosedMs = performance.now() - started));
 
     // Meanwhile: keep-alive clients, and a new connection every 200 ms.
-    const fresh: number[] = [];
-    const freshStatuses: number[] = [];
+    const fresh: Traffic = { latencies: [], statuses: [], answeredAt: [] };
     const freshLoop = (async () => {
       let cut = false;
       void allCut.then(() => (cut = true));
       while (!cut) {
         const { uid, body } = reviewBody('fresh');
-        const answer = await postBody(`${server.url}/mutate`, body, { agent: false, ca: server.ca, timeoutMs: 15_000 });
-        fresh.push(answer.ms);
-        freshStatuses.push(answer.status === 200 && uidOf(answer) === uid ? 200 : answer.status);
+        record(fresh, await postBody(`${server.url}/mutate`, body, { agent: false, ca: server.ca, timeoutMs: 15_000 }), uid);
         await sleep(200);
       }
     })();
@@ -132,32 +144,37 @@ describe('slow clients are cut off and do not starve others', () => {
         : `a TCP connection that never started TLS was closed after ${ms(silentClosedMs)}`,
     );
     silent.destroy();
-    t.diagnostic(`others, a new TLS connection each: ${fresh.length} requests p50 ${ms(percentile(fresh, 50))} max ${ms(Math.max(...fresh))}`);
+    t.diagnostic(`others, a new TLS connection each: ${fresh.latencies.length} requests p50 ${ms(percentile(fresh.latencies, 50))} max ${ms(Math.max(...fresh.latencies))}`);
 
-    // Cut off: within the timeout, plus one check interval, plus slack for a loaded machine.
+    // Cut off: within the timeout, plus one check interval, plus 2 s for noticing and closing, which
+    // take a few ms here (the lives above): a machine 5x slower still closes well inside the slack.
     for (const life of headerLives) assert.ok(life <= HEADERS_TIMEOUT_MS + CHECK_INTERVAL_MS + 2_000, `a slow-header socket lived ${ms(life)}`);
     for (const life of bodyLives) assert.ok(life <= REQUEST_TIMEOUT_MS + CHECK_INTERVAL_MS + 2_000, `a slow-body socket lived ${ms(life)}`);
     for (const life of slowBodies) assert.match(life.received(), /^HTTP\/1\.1 408 /, 'the slow body is told 408');
-    // Not starved: everyone else answered, none waiting anywhere near a timeout.
-    assert.ok(during.statuses.length > 50, `only ${during.statuses.length} requests got through meanwhile`);
-    assert.deepEqual([...new Set([...during.statuses, ...freshStatuses])], [200]);
-    assert.ok(fresh.length >= 5, `only ${fresh.length} new connections got through meanwhile`);
-    assert.ok(percentile(during.latencies, 99) < 1_000, `p99 ${ms(percentile(during.latencies, 99))} while slow clients were connected`);
-    assert.ok(Math.max(...fresh) < 2_000, `a new connection waited ${ms(Math.max(...fresh))}`);
+    // Not starved: everyone else got right answers, some while every slow client was still connected
+    // (not only once they were cut), and nobody waited as long as a slow client is allowed to hold on.
+    assert.deepEqual([...new Set([...during.statuses, ...fresh.statuses])], [200]);
+    const cutAt = await firstCutAt;
+    assert.ok(during.answeredAt.some((at) => at < cutAt), 'no keep-alive request was answered while the slow clients were all connected');
+    assert.ok(fresh.answeredAt.some((at) => at < cutAt), 'no new connection was answered while the slow clients were all connected');
+    const slowest = Math.max(...during.latencies, ...fresh.latencies);
+    assert.ok(slowest < HEADERS_TIMEOUT_MS, `a request waited ${ms(slowest)}, as long as the slow clients' timeout`);
   });
 });
 
 describe('500 concurrent connections', () => {
+  const CONNECTIONS = 500;
   let server: TestServer;
   before(async () => {
-    server = await startTestServer();
+    // Timeouts far above what 500 handshakes take even on a slow, busy machine: this test is about
+    // holding and answering many connections at once; cutting slow ones off is tested above.
+    server = await startTestServer({ timeouts: { requestMs: 120_000, headersMs: 120_000, keepAliveMs: 100_000 } });
   });
   after(async () => {
     await server.shutdown();
   });
 
-  it('500 TLS connections open at once, each sending a review: all answered 200 with their own uid', async (t) => {
-    const CONNECTIONS = 500;
+  it('500 TLS connections all held open before any request is sent, then each review answered 200 with its own uid', { timeout: 180_000 }, async (t) => {
     let open = 0;
     let peak = 0;
     server.app.server.on('connection', (socket: import('node:net').Socket) => {
@@ -166,36 +183,30 @@ describe('500 concurrent connections', () => {
       socket.once('close', () => (open -= 1));
     });
 
-    // Each client sends all but the last byte at once, then waits for the others: the server holds 500 requests together.
     const started = performance.now();
-    let release: () => void = () => {};
-    const released = new Promise<void>((resolve) => (release = resolve));
-    // Not past 3 s: the request timeout (4 s, checked every second) runs from each connection's start.
-    const releaseAnyway = setTimeout(release, 3_000);
-    let connected = 0;
-    const answers = Array.from({ length: CONNECTIONS }, async () => {
+    const connections = await Promise.all(
+      Array.from({ length: CONNECTIONS }, async () => {
+        const socket = await openTls(server.port, server.ca);
+        return { socket, life: watchSocket(socket, started) };
+      }),
+    );
+    const connectMs = performance.now() - started;
+    // The server accepts a connection before its handshake can end: all 500 are open on its side now.
+    assert.equal(open, CONNECTIONS, `the server holds ${open} of the ${CONNECTIONS} connections the client holds`);
+    assert.ok(connections.every(({ life }) => life.received() === ''), 'nothing was answered before a request was sent');
+
+    const answers = connections.map(async ({ socket, life }) => {
       const { uid, body } = reviewBody('wide');
-      const socket = await openTls(server.port, server.ca);
-      const life = watchSocket(socket, started);
-      const request = rawPost('/mutate', body);
-      socket.write(request.slice(0, -1));
-      if (++connected === CONNECTIONS) release();
-      await released;
-      socket.end(request.slice(-1));
+      socket.end(rawPost('/mutate', body));
       await life.closedAfterMs;
       return { uid, response: parseResponse(life.received()) };
     });
-    await released;
-    clearTimeout(releaseAnyway);
-    const connectMs = performance.now() - started;
     const results = await Promise.all(answers);
-    const totalMs = performance.now() - started;
-    t.diagnostic(`${connected} of ${CONNECTIONS} connected (TLS) in ${ms(connectMs)}; server peak ${peak} open connections; all answered in ${ms(totalMs)}`);
+    t.diagnostic(`${CONNECTIONS} TLS connections open in ${ms(connectMs)}; server peak ${peak} open; all answered ${ms(performance.now() - started)} after the first connect`);
 
     const wrong = results.filter(({ uid, response }) => response.status !== 200 || uidOf(response) !== uid);
     assert.deepEqual(wrong.map(({ response }) => `${response.status} ${response.body.slice(0, 100)}`), []);
     assert.equal(results.length, CONNECTIONS);
-    assert.ok(peak >= 300, `the server only ever held ${peak} connections at once`);
     assert.equal((await httpsCall(`${server.url}/healthz`, { ca: server.ca })).status, 200);
   });
 });
@@ -371,7 +382,10 @@ describe('a replica killed and restarted under load', () => {
       a = await spawnReplica(certs, '1s', aPort);
       processes.push(a);
       restartMs = performance.now() - term;
-      await sleep(1_200);
+      // Back in rotation once its readiness is probed: waited for, not assumed after a fixed time.
+      const restarted = a;
+      await until('the restarted replica to decide a review', () => (restarted.logs.some((line) => typeof line['uid'] === 'string') ? true : undefined), 30_000);
+      await sleep(300);
     });
     probing = false;
     await probes;
@@ -387,7 +401,6 @@ describe('a replica killed and restarted under load', () => {
     assert.deepEqual(failed.map((o) => `${o.uid}: ${o.answer?.status ?? o.error?.code} ${o.error?.message ?? ''} reused=${o.error?.reusedSocket}`), []);
     for (const o of outcomes) assert.equal(uidOf(o.answer as PostAnswer), o.uid);
     assert.ok([...decided.values()].every((count) => count === 1), 'no review decided twice');
-    assert.ok((byProcess[2] ?? 0) > 0, 'the restarted replica is back in rotation');
   });
 
   it('connection balancing (a ClusterIP-like TCP balancer, blind to readiness), --shutdown-delay 2s as the chart sets it: no accepted request lost; refused connects retried; close races counted', async (t) => {
@@ -426,6 +439,9 @@ describe('a replica killed and restarted under load', () => {
         assert.equal(await a.exited, 0, 'graceful exit');
         a = await spawnReplica(certs, '0s', aPort);
         processes.push(a);
+        // Each kill must meet connections to a serving A: wait until the balancer has brought it one.
+        const restarted = a;
+        await until(`restarted replica A (round ${round + 1}) to decide a review`, () => (restarted.logs.some((line) => typeof line['uid'] === 'string') ? true : undefined), 30_000);
       }
       await sleep(700);
     });
@@ -459,7 +475,6 @@ describe('a replica killed and restarted under load', () => {
     assert.deepEqual(failed.filter((o) => !raced.includes(o)).map((o) => `${o.uid}: ${o.answer?.status ?? `${o.error?.code} ${o.error?.message} reused=${o.error?.reusedSocket}`}`), []);
     assert.equal(balancer.unserved, 0);
     assert.ok(balancer.refusedRetries > 0, 'connects were refused while A was down, and retried');
-    assert.ok(byProcess.slice(2).every((decidedByA) => decidedByA > 0), 'each restarted A served again');
     for (const o of outcomes.filter((o) => o.answer !== undefined)) assert.equal(uidOf(o.answer as PostAnswer), o.uid);
   });
 });

@@ -41,9 +41,19 @@ const CASES: readonly GoldenCase[] = [
   { input: 'test/golden/named-template.yaml', golden: 'named-template.golden.yaml', templateFile: 'test/golden/templates.yaml' },
 ];
 
+/** `policy`: the compiled MutatingAdmissionPolicy and binding, for the seed template and for named templates with every setting. */
+const POLICY_CASES: readonly { readonly golden: string; readonly args: readonly string[]; readonly templateFile?: string }[] = [
+  { golden: 'policy-seed.golden.yaml', args: ['--namespace', 'envoy-injector'] },
+  {
+    golden: 'policy-named.golden.yaml',
+    templateFile: 'test/golden/templates.yaml',
+    args: ['--namespace', 'mesh', '--excluded-namespaces', 'legacy', '--native-sidecar', 'on', '--allowed-overrides', 'proxy-cpu,proxy-memory-limit,proxy-image', '--failure-policy', 'Ignore'],
+  },
+];
+
 /** explain over six kinds of Pods: opted in, opted out, excluded namespace, by label, conflict, overrides, native. */
 const EXPLAIN_INPUT = 'explain-pods.yaml';
-const EXPLAIN_GOLDEN = { text: 'explain-pods.golden.txt', json: 'explain-pods.golden.json' } as const;
+const EXPLAIN_GOLDEN = { text: 'explain-pods.golden.txt', json: 'explain-pods.golden.json', policy: 'explain-pods.policy.golden.txt' } as const;
 
 function templatesFor(goldenCase: GoldenCase): TemplateSet {
   return goldenCase.templateFile === undefined
@@ -80,10 +90,11 @@ describe('golden files: inject output for each input manifest', () => {
     });
   }
 
-  for (const format of ['text', 'json'] as const) {
-    it(`explain ${EXPLAIN_INPUT} --output ${format} → ${EXPLAIN_GOLDEN[format]}`, async () => {
+  for (const format of ['text', 'json', 'policy'] as const) {
+    const args = format === 'policy' ? ['--mode', 'policy'] : ['--output', format];
+    it(`explain ${EXPLAIN_INPUT} ${args.join(' ')} → ${EXPLAIN_GOLDEN[format]}`, async () => {
       let stdout = '';
-      const code = await runCli(['explain', '-f', join(ROOT, 'test/golden', EXPLAIN_INPUT), '--namespace-labels', 'envoy-injector.io/inject=enabled', '--output', format], {
+      const code = await runCli(['explain', '-f', join(ROOT, 'test/golden', EXPLAIN_INPUT), '--namespace-labels', 'envoy-injector.io/inject=enabled', ...args], {
         stdin: process.stdin,
         stdout: { write: (chunk: string) => (stdout += chunk) },
         stderr: { write: () => true },
@@ -106,8 +117,27 @@ describe('golden files: inject output for each input manifest', () => {
     });
   }
 
+  for (const policyCase of POLICY_CASES) {
+    it(`policy ${policyCase.args.join(' ')} → ${policyCase.golden}`, async () => {
+      let stdout = '';
+      const templateArgs = policyCase.templateFile === undefined ? [] : ['--template-file', join(ROOT, policyCase.templateFile)];
+      const code = await runCli(['policy', ...templateArgs, ...policyCase.args], {
+        stdin: process.stdin,
+        stdout: { write: (chunk: string) => (stdout += chunk) },
+        stderr: { write: () => true },
+      });
+      assert.equal(code, 0);
+      const goldenPath = join(GOLDEN_DIR, policyCase.golden);
+      if (UPDATE) writeFileSync(goldenPath, stdout);
+      assert.ok(existsSync(goldenPath), `${policyCase.golden} is missing: run UPDATE_GOLDEN=1 npm test`);
+      assert.equal(stdout, readFileSync(goldenPath, 'utf8'), `${policyCase.golden} is stale: run UPDATE_GOLDEN=1 npm test and review the diff`);
+      const kinds = parseYamlDocuments(stdout).map((document) => (document as JsonObject)['kind']);
+      assert.deepEqual(kinds, ['MutatingAdmissionPolicy', 'MutatingAdmissionPolicyBinding']);
+    });
+  }
+
   it('has no golden or input file that no case uses', () => {
-    const explainFiles = [EXPLAIN_INPUT, EXPLAIN_GOLDEN.text, EXPLAIN_GOLDEN.json];
+    const explainFiles = [EXPLAIN_INPUT, ...Object.values(EXPLAIN_GOLDEN), ...POLICY_CASES.map((c) => c.golden)];
     const used = new Set([...explainFiles, ...CASES.flatMap((c) => [c.golden, c.input, c.templateFile].filter((f) => f !== undefined).map((f) => f.replace('test/golden/', '')))]);
     const unused = readdirSync(GOLDEN_DIR).filter((file) => !used.has(file));
     assert.deepEqual(unused, [], 'remove these files or add a case for them');

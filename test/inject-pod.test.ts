@@ -1,18 +1,23 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { escapePointerToken, injectPod, jsonPointer, parseTemplateData, type JsonObject } from '../src/injection/index.js';
+import { applyPodPatch, escapePointerToken, injectPod, jsonPointer, parseTemplateData, type JsonObject } from '../src/injection/index.js';
+import { PatchError } from '../src/errors.js';
 import { controllerPod, seedPod, seedTemplates } from './helpers/fixtures.js';
 import { applyIndependently } from './helpers/patch.js';
 
 const seed = seedTemplates().defaultTemplate;
 
-/** Injects, checks the patch rebuilds the Pod under rfc6902 and that the input was not mutated. */
-function injectChecked(pod: JsonObject, nativeSidecar = false) {
+/**
+ * Injects and applies the patch as `inject` does, checking that rfc6902 (an
+ * independent implementation) gives the same Pod and that the input is never mutated.
+ */
+function injectChecked(pod: JsonObject, nativeSidecar = false, template = seed) {
   const before = structuredClone(pod);
-  const result = injectPod(pod, seed, { nativeSidecar });
+  const result = injectPod(pod, template, { nativeSidecar });
+  const built = applyPodPatch(pod, result.patch);
   assert.deepEqual(pod, before, 'the received Pod is never mutated');
-  assert.deepEqual(applyIndependently(pod, result.patch), result.pod, 'the patch turns the received Pod into the built one');
-  return result;
+  assert.deepEqual(applyIndependently(pod, result.patch), built, 'rfc6902 and fast-json-patch agree on the injected Pod');
+  return { ...result, pod: built };
 }
 
 describe('JSON Pointer escaping (RFC 6901)', () => {
@@ -22,7 +27,7 @@ describe('JSON Pointer escaping (RFC 6901)', () => {
   });
 });
 
-describe('the merge and its patch (DESIGN §3)', () => {
+describe('the merge and its patch (docs/design.md §5)', () => {
   it('adds the envoy container and envoy-conf volume to the seed Pod, app container untouched', () => {
     const pod = seedPod();
     const { pod: built, status } = injectChecked(pod);
@@ -192,7 +197,7 @@ describe('native sidecars (Kubernetes 1.29+)', () => {
     const set = parseTemplateData({
       config: 'containers: [{name: envoy, image: "e:1", startupProbe: {httpGet: {path: /ready, port: 9901}}}]',
     });
-    const { pod: built } = injectPod(seedPod(), set.defaultTemplate, { nativeSidecar: true });
+    const { pod: built } = injectChecked(seedPod(), true, set.defaultTemplate);
     const init = ((built['spec'] as JsonObject)['initContainers'] as JsonObject[])[0];
     assert.deepEqual(init?.['startupProbe'], { httpGet: { path: '/ready', port: 9901 } });
   });
@@ -201,8 +206,27 @@ describe('native sidecars (Kubernetes 1.29+)', () => {
     const set = parseTemplateData({ config: 'initContainers: [{name: setup, image: "s:1"}]\ncontainers: [{name: envoy, image: "e:1"}]' });
     const pod = seedPod();
     (pod['spec'] as JsonObject)['initContainers'] = [{ name: 'migrate', image: 'app:1' }];
-    const result = injectPod(pod, set.defaultTemplate, { nativeSidecar: true });
-    assert.deepEqual(applyIndependently(pod, result.patch), result.pod);
+    const result = injectChecked(pod, true, set.defaultTemplate);
     assert.deepEqual((((result.pod['spec'] as JsonObject)['initContainers']) as JsonObject[]).map((c) => c['name']), ['envoy', 'migrate', 'setup']);
+  });
+});
+
+describe('applying the patch (what inject and explain print)', () => {
+  it('refuses a patch that does not apply, with a stable code, naming the operation, the Pod untouched', () => {
+    const pod = seedPod();
+    const before = structuredClone(pod);
+    const patch = [
+      { op: 'add', path: '/metadata/labels/app', value: 'x' },
+      { op: 'add', path: '/spec/containers/5', value: { name: 'late' } },
+    ] as const;
+    assert.throws(
+      () => applyPodPatch(pod, patch),
+      (error: unknown) =>
+        error instanceof PatchError &&
+        error.code === 'EI_PATCH_REJECTED' &&
+        error.message.includes('operation 1 (add /spec/containers/5)') &&
+        !error.message.includes('myapp-container'),
+    );
+    assert.deepEqual(pod, before);
   });
 });

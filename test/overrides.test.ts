@@ -3,6 +3,7 @@ import { describe, it } from 'node:test';
 import {
   admitPod,
   ALL_OVERRIDES,
+  applyPodPatch,
   DEFAULT_ALLOWED_OVERRIDES,
   imageProblem,
   parseTemplateData,
@@ -45,10 +46,11 @@ function admit(annotations: Record<string, string>, options: AdmitOptions = {}) 
     options,
   });
   assert.ok(admission.injection !== undefined);
-  assert.deepEqual(applyIndependently(received, admission.injection.patch), admission.injection.pod);
-  const containers = (admission.injection.pod['spec'] as JsonObject)['containers'] as JsonObject[];
+  const injected = applyPodPatch(received, admission.injection.patch);
+  assert.deepEqual(applyIndependently(received, admission.injection.patch), injected);
+  const containers = (injected['spec'] as JsonObject)['containers'] as JsonObject[];
   const byName = (name: string) => containers.find((c) => c['name'] === name) ?? {};
-  return { admission, proxy: byName('envoy'), agent: byName('log-agent'), app: byName('web') };
+  return { admission, injected, proxy: byName('envoy'), agent: byName('log-agent'), app: byName('web') };
 }
 
 const TEMPLATE_RESOURCES = { requests: { cpu: '100m', memory: '64Mi' }, limits: { cpu: '1', memory: '512Mi' } };
@@ -173,13 +175,13 @@ describe('proxy overrides by Pod annotation', () => {
       [{ 'envoy-injector.io/native-sidecar': 'true' }, {}],
       [{}, { nativeSidecar: true }],
     ] as const) {
-      const { admission } = admit(annotations, options);
+      const { injected } = admit(annotations, options);
       const again = admitPod({
         operation: 'CREATE',
         kind: { group: '', kind: 'Pod' },
         namespace: 'shop',
         namespaceLabels: {},
-        pod: admission.injection?.pod ?? {},
+        pod: injected,
         templates,
         options,
       });

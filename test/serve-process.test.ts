@@ -74,7 +74,8 @@ describe('envoy-injector serve, as a process', () => {
 
   it('SIGTERM during a burst: readiness turns 503, every accepted request completes, exit 0', async () => {
     const certsDir = mkdtempSync(join(tmpdir(), 'ei-term-'));
-    const server = await spawnServer(['--certs-dir', certsDir, '--shutdown-delay', '300ms']);
+    // The readiness call below must land within the delay: 2 s leaves room for a slow, busy machine.
+    const server = await spawnServer(['--certs-dir', certsDir, '--shutdown-delay', '2s']);
     const ca = readFileSync(join(certsDir, 'ca.crt'), 'utf8');
     const base = `https://127.0.0.1:${server.port}`;
     const body = JSON.stringify({

@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import { generate } from 'selfsigned';
 import { runCli } from '../src/cli.js';
 import { parseServeArgs, startInjector } from '../src/commands/serve.js';
-import { makeCa, makeCertificates, makeServingCertificate } from '../src/server/certificates.js';
+import { makeCa, makeCertificates, makeServingCertificate } from '../src/tls/certificates.js';
 import { httpsCall } from './helpers/https-client.js';
 import { captureLog, makeTestCertificates, startTestServer, type TestServer } from './helpers/server.js';
 
@@ -172,7 +172,7 @@ describe('certificate reload', () => {
       let failures = 0;
       let requests = 0;
       let swapped = false;
-      const deadline = Date.now() + 10_000;
+      const deadline = Date.now() + 30_000;
       while (Date.now() < deadline) {
         const batch = await Promise.allSettled(Array.from({ length: 5 }, () => httpsCall(`${server.url}/healthz`, { ca: certs.ca })));
         for (const result of batch) {
@@ -203,7 +203,7 @@ describe('certificate reload', () => {
     const server = await startTestServer({ certs, tlsReloadIntervalMs: 25 });
     try {
       volume.swap({ cert: other.serving.cert, key: first.serving.key });
-      const deadline = Date.now() + 5_000;
+      const deadline = Date.now() + 30_000;
       while (!server.log.lines.some((line) => line['level'] === 50) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
       const error = server.log.lines.find((line) => line['level'] === 50);
       assert.match(String(error?.['msg']), /new certificate files rejected, still serving the previous certificate: .*the private key does not belong to the certificate/);

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { describeCertificate, DEFAULT_HOSTS } from '../server/certificates.js';
+import { describeCertificate, DEFAULT_HOSTS } from '../tls/certificates.js';
 import { writeCertificateFiles } from '../server/serve.js';
 import { readInput, type CommandIo } from './io.js';
 

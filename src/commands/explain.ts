@@ -8,9 +8,9 @@ import {
   objectAt,
   processManifests,
   stringAt,
-  type InjectionResult,
   type ManifestReport,
 } from '../injection/index.js';
+import { POLICY_RULE_PLACES } from '../policy/compile-policy.js';
 import { loadTemplates, readInput, type CommandIo } from './io.js';
 import { parseAllowedOverrides } from './options.js';
 
@@ -28,6 +28,7 @@ Options:
       --template-file F       a ConfigMap manifest or a bare template (default: the bundled seed template)
       --native-sidecar MODE   on | off: the server's native-sidecar setting (default off)
       --allowed-overrides L   the proxy-* annotations allowed (default: the resource ones)
+      --mode MODE             webhook (default) | policy: which one acts, and where each rule lives in the policy
   -o, --output FORMAT         text (default) | json
   -h, --help
 `;
@@ -43,12 +44,15 @@ export interface Explanation {
   readonly name: string;
   readonly namespace: string;
   readonly decision: 'injected' | 'skipped';
+  /** Who acts on the Pod: the webhook, or the API server through the MutatingAdmissionPolicy. */
+  readonly mode: 'webhook' | 'policy';
   readonly reason: string;
   readonly rule: string;
   readonly message: string;
   readonly template?: string;
   readonly nativeSidecar?: boolean;
-  readonly trace: readonly { rule: string; outcome: string; detail: string }[];
+  /** `where`, in policy mode: the part of the compiled policy that holds the rule. */
+  readonly trace: readonly { rule: string; outcome: string; detail: string; where?: string }[];
   readonly changes: {
     readonly containers: readonly AddedContainer[];
     readonly initContainers: readonly AddedContainer[];
@@ -74,6 +78,7 @@ export async function runExplain(args: readonly string[], io: CommandIo): Promis
       'native-sidecar': { type: 'string', default: 'off' },
       'allowed-overrides': { type: 'string' },
       output: { type: 'string', short: 'o', default: 'text' },
+      mode: { type: 'string', default: 'webhook' },
       help: { type: 'boolean', short: 'h' },
     },
     strict: true,
@@ -85,6 +90,8 @@ export async function runExplain(args: readonly string[], io: CommandIo): Promis
   if (values.filename === undefined) throw new UsageError('explain: -f FILE is required ("-" reads stdin)');
   if (values.output !== 'text' && values.output !== 'json') throw new UsageError('--output: must be text or json');
   if (values['native-sidecar'] !== 'on' && values['native-sidecar'] !== 'off') throw new UsageError('--native-sidecar: must be on or off');
+  const mode = values.mode;
+  if (mode !== 'webhook' && mode !== 'policy') throw new UsageError('--mode: must be webhook or policy');
   const labels = parseLabels(values['namespace-labels']);
   const templates = await loadTemplates(values['template-file'], io);
   const input = await readInput(values.filename, io);
@@ -98,26 +105,27 @@ export async function runExplain(args: readonly string[], io: CommandIo): Promis
       ...(values['allowed-overrides'] === undefined ? {} : { allowedOverrides: parseAllowedOverrides(values['allowed-overrides']) }),
     },
   });
-  const explanations = reports.map(toExplanation);
+  const explanations = reports.map((report) => toExplanation(report, mode));
   io.stdout.write(values.output === 'json' ? JSON.stringify(explanations, null, 2) + '\n' : explanations.map(formatExplanation).join('\n'));
   return 0;
 }
 
-export function toExplanation(report: ManifestReport): Explanation {
+export function toExplanation(report: ManifestReport, mode: 'webhook' | 'policy' = 'webhook'): Explanation {
   const { decision, injection } = report;
   return {
     kind: report.kind,
     name: report.name,
     namespace: report.namespace,
     decision: decision.inject ? 'injected' : 'skipped',
+    mode,
     reason: decision.reason,
     rule: decision.rule,
     message: decision.message,
     ...(decision.inject ? { template: `${decision.template.name}@${decision.template.hash}`, nativeSidecar: decision.nativeSidecar } : {}),
-    trace: decision.trace,
+    trace: mode === 'policy' ? decision.trace.map((step) => ({ ...step, where: POLICY_RULE_PLACES[step.rule] })) : decision.trace,
     changes: {
-      containers: addedContainers(injection, 'containers'),
-      initContainers: addedContainers(injection, 'initContainers'),
+      containers: addedContainers(report, 'containers'),
+      initContainers: addedContainers(report, 'initContainers'),
       volumes: injection?.status.volumes ?? [],
       imagePullSecrets: injection?.status.imagePullSecrets ?? [],
       annotations: injection === undefined ? [] : [Annotations.status],
@@ -136,11 +144,16 @@ export function formatExplanation(explanation: Explanation): string {
   const verdict = explanation.decision === 'injected' ? `INJECTED with template ${explanation.template}${explanation.nativeSidecar ? ' (native sidecar)' : ''}` : 'NOT INJECTED';
   lines.push(`${where}: ${verdict}`);
   lines.push(`  because: ${explanation.message} [rule ${explanation.rule}, reason ${explanation.reason}]`);
+  lines.push(
+    explanation.mode === 'policy'
+      ? '  acted on by: the API server itself, through the MutatingAdmissionPolicy (no webhook call)'
+      : '  acted on by: the webhook (the API server calls envoy-injector)',
+  );
   lines.push('  rules:');
   const width = Math.max(...explanation.trace.map((step) => step.rule.length));
   for (const step of explanation.trace) {
     const mark = step.outcome === 'continue' ? 'pass  ' : step.outcome === 'inject' ? 'INJECT' : 'SKIP  ';
-    lines.push(`    ${step.rule.padEnd(width)}  ${mark}  ${step.detail}`);
+    lines.push(`    ${step.rule.padEnd(width)}  ${mark}  ${step.detail}${step.where === undefined ? '' : `  [${step.where}]`}`);
   }
   if (explanation.decision === 'injected') {
     lines.push('  changes:');
@@ -157,16 +170,16 @@ export function formatExplanation(explanation: Explanation): string {
     for (const { annotation, value, field } of explanation.overrides) lines.push(`    ${annotation}: ${value} -> proxy ${field}`);
   }
   if (explanation.warnings.length > 0) {
-    lines.push('  warnings:');
+    lines.push(explanation.mode === 'policy' ? '  warnings (for you only: the policy cannot send warnings):' : '  warnings:');
     for (const warning of explanation.warnings) lines.push(`    ! ${warning}`);
   }
   return lines.join('\n') + '\n';
 }
 
 /** The containers injection added to a list, with their images (after overrides). */
-function addedContainers(injection: InjectionResult | undefined, list: 'containers' | 'initContainers'): AddedContainer[] {
+function addedContainers({ injection, injected }: ManifestReport, list: 'containers' | 'initContainers'): AddedContainer[] {
   if (injection === undefined) return [];
-  const built = arrayAt(objectAt(injection.pod, 'spec'), list) ?? [];
+  const built = arrayAt(objectAt(injected, 'spec'), list) ?? [];
   return injection.status[list].map((name) => {
     const container = built.find((entry) => entryName(entry) === name);
     return { name, image: (isJsonObject(container) ? stringAt(container, 'image') : undefined) ?? '' };

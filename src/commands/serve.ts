@@ -9,10 +9,11 @@ import type { CertificateManager, CertificateSettings, ClusterVersionCheck, Clus
 import type { InjectorMetrics } from '../server/metrics.js';
 import { createLogger, createServerState, ensureDevCertificates, startServer, type RunningServer, type ServeOptions } from '../server/serve.js';
 import type { ServerState } from '../server/server-state.js';
-import { checkKeyPair, makeCertificates } from '../server/certificates.js';
-import { readClientCa } from '../server/tls-files.js';
+import { checkKeyPair, makeCertificates } from '../tls/certificates.js';
+import { readClientCa } from '../tls/tls-files.js';
 import { loadTemplates, type CommandIo } from './io.js';
 import { parseAllowedOverrides } from './options.js';
+import { startPolicyController } from './policy-controller.js';
 
 export const SERVE_HELP = `Usage: envoy-injector serve [options]
 
@@ -20,6 +21,12 @@ Runs the admission webhook over HTTPS. Every option can also be set by the
 environment variable named after it. Durations take ms or s (500ms, 5s).
 
 Options:
+  --mode MODE               MODE                 webhook (default) | policy: keep a MutatingAdmissionPolicy in sync
+                                                 with the templates instead (Kubernetes 1.34+; its binding comes
+                                                 with the chart or from "envoy-injector policy"); then --port
+                                                 serves only /healthz, /readyz and /metrics over plain HTTP
+  --policy-name NAME        POLICY_NAME          policy: name of the policy (default envoy-injector)
+  --failure-policy P        FAILURE_POLICY       policy: Fail (default) | Ignore when an expression fails
   --port N                  PORT                 listening port (default 8443)
   --host ADDR               HOST                 address to listen on (default "::", every IPv4 and IPv6 address)
   --tls-cert FILE           TLS_CERT_FILE        serving certificate (PEM); reloaded when it changes
@@ -50,10 +57,15 @@ Options:
   --shutdown-delay D        SHUTDOWN_DELAY       on SIGTERM, stay up unready this long before closing (default 0s)
   --shutdown-timeout D      SHUTDOWN_TIMEOUT     then cut open connections after this long (default 10s)
   --max-connections N       MAX_CONNECTIONS      bound on open connections (default 1024)
+  --test-cert-validity D    TEST_CERT_VALIDITY   FOR TESTS ONLY, auto: serving certificates valid this long
+                                                 (e.g. 20s) instead of a year, renewed when half is left
   -h, --help
 `;
 
 const OPTIONS = {
+  mode: { env: 'MODE', default: 'webhook' },
+  'policy-name': { env: 'POLICY_NAME', default: 'envoy-injector' },
+  'failure-policy': { env: 'FAILURE_POLICY', default: 'Fail' },
   port: { env: 'PORT', default: '8443' },
   host: { env: 'HOST', default: '::' },
   'tls-cert': { env: 'TLS_CERT_FILE', default: undefined },
@@ -78,6 +90,7 @@ const OPTIONS = {
   'shutdown-delay': { env: 'SHUTDOWN_DELAY', default: '0s' },
   'shutdown-timeout': { env: 'SHUTDOWN_TIMEOUT', default: '10s' },
   'max-connections': { env: 'MAX_CONNECTIONS', default: '1024' },
+  'test-cert-validity': { env: 'TEST_CERT_VALIDITY', default: undefined },
 } as const satisfies Record<string, { env: string; default: string | undefined }>;
 
 type OptionName = keyof typeof OPTIONS;
@@ -85,6 +98,9 @@ const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'
 
 /** Everything `serve` needs, from flags, then the environment, then defaults. */
 export interface ServeSettings {
+  /** `policy`: no webhook; the injector keeps a MutatingAdmissionPolicy in sync (see policy-controller.ts). */
+  readonly mode: 'webhook' | 'policy';
+  readonly policy: { readonly name: string; readonly failurePolicy: 'Fail' | 'Ignore' };
   readonly port: number;
   readonly host: string;
   readonly logLevel: string;
@@ -107,6 +123,8 @@ export interface ServeSettings {
   readonly shutdownTimeoutMs: number;
   readonly maxConnections: number;
   readonly metricsPort: number | undefined;
+  /** Tests only: serving certificates of auto mode valid this long (see shortLivedCertificateSettings). */
+  readonly testCertValidityMs: number | undefined;
 }
 
 /** Parses flags and environment; undefined when --help was asked for. */
@@ -132,7 +150,15 @@ export function parseServeArgs(args: readonly string[], env: NodeJS.ProcessEnv):
   const certMode = setting('cert-mode');
   if (certMode !== 'files' && certMode !== 'auto') throw new UsageError('--cert-mode: must be files or auto');
   if (certMode === 'auto' && certFile !== undefined) throw new UsageError('--cert-mode auto makes its own certificate: drop --tls-cert and --tls-key');
+  const testCertValidity = setting('test-cert-validity');
+  if (testCertValidity !== undefined && certMode !== 'auto') throw new UsageError('--test-cert-validity applies to --cert-mode auto only');
+  const mode = setting('mode');
+  if (mode !== 'webhook' && mode !== 'policy') throw new UsageError('--mode: must be webhook or policy');
+  const failurePolicy = setting('failure-policy');
+  if (failurePolicy !== 'Fail' && failurePolicy !== 'Ignore') throw new UsageError('--failure-policy: must be Fail or Ignore');
   return {
+    mode,
+    policy: { name: setting('policy-name') ?? 'envoy-injector', failurePolicy },
     port: parseInteger(setting('port'), '--port', 0, 65535),
     host: setting('host') ?? '::',
     logLevel,
@@ -163,6 +189,7 @@ export function parseServeArgs(args: readonly string[], env: NodeJS.ProcessEnv):
     maxConnections: parseInteger(setting('max-connections'), '--max-connections', 1, 1_000_000),
     // 0 (the chart's "off") and unset both mean no metrics port.
     metricsPort: setting('metrics-port') === undefined || setting('metrics-port') === '0' ? undefined : parseInteger(setting('metrics-port'), '--metrics-port', 1, 65535),
+    testCertValidityMs: testCertValidity === undefined ? undefined : parseTestCertValidity(testCertValidity),
   };
 }
 
@@ -213,7 +240,13 @@ export async function startInjector(
     const clientCa = settings.clientCaFile === undefined ? undefined : await readClientCa(settings.clientCaFile);
     const manager = new kube.CertificateManager({
       kubeConfig: connection.kubeConfig,
-      settings: { ...kube.DEFAULT_CERTIFICATE_SETTINGS, ...settings.certificates, namespace: ownNamespace ?? 'default', ...context.certificateSettings },
+      settings: {
+        ...kube.DEFAULT_CERTIFICATE_SETTINGS,
+        ...(settings.testCertValidityMs === undefined ? {} : kube.shortLivedCertificateSettings(settings.testCertValidityMs)),
+        ...settings.certificates,
+        namespace: ownNamespace ?? 'default',
+        ...context.certificateSettings,
+      },
       log,
       backoff,
       watchStaleAfterMs: context.watchStaleAfterMs,
@@ -316,7 +349,7 @@ export async function runServe(args: readonly string[], io: CommandIo, env: Node
     return 0;
   }
   const log = createLogger(settings.logLevel);
-  const injector = await startInjector(settings, { io, env, log });
+  const injector = settings.mode === 'policy' ? await startPolicyController(settings, { io, env, log }) : await startInjector(settings, { io, env, log });
   await new Promise<void>((resolve) => {
     let signals = 0;
     const onSignal = (signal: NodeJS.Signals): void => {
@@ -342,6 +375,13 @@ function parseInteger(value: string | undefined, flag: string, min: number, max:
   const number = Number(value);
   if (value === undefined || !/^\d+$/.test(value) || number < min || number > max) throw new UsageError(`${flag}: must be an integer from ${min} to ${max}`);
   return number;
+}
+
+function parseTestCertValidity(value: string): number {
+  const ms = parseDuration(value, '--test-cert-validity');
+  // Shorter than a second, a renewal would be due before the certificate is served.
+  if (ms < 1000) throw new UsageError('--test-cert-validity: must be at least 1s');
+  return ms;
 }
 
 /** `500ms`, `5s`, or a bare number of milliseconds. */

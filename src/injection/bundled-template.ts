@@ -1,5 +1,5 @@
 /**
- * The seed's sidecar template (DESIGN §1), the default of `npm start` and
+ * The seed's sidecar template (docs/design.md §5), the default of `npm start` and
  * `inject` when no template is given. Kept equal to
  * examples/envoy-initializer.yaml by a test. It is a teaching example: the
  * Helm chart ships a current Envoy instead.

@@ -23,7 +23,7 @@ export const Reason = {
 } as const;
 export type Reason = (typeof Reason)[keyof typeof Reason];
 
-/** The rules of DESIGN §2, in the order they are looked at. */
+/** The rules of docs/design.md §4, in the order they are looked at. */
 export const Rule = {
   kind: 'kind',
   excludedNamespace: 'excluded-namespace',
@@ -95,7 +95,7 @@ export type Decision =
       readonly trace: readonly TraceStep[];
     };
 
-/** Decides whether a Pod gets the sidecar, following DESIGN §2 rule by rule. */
+/** Decides whether a Pod gets the sidecar, following docs/design.md §4 rule by rule. */
 export function decideInjection(input: DecisionInput): Decision {
   const { pod, namespace, options } = input;
   const annotations = objectAt(objectAt(pod, 'metadata'), 'annotations');

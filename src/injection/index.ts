@@ -6,6 +6,7 @@ export * from './yaml.js';
 export * from './parse-template.js';
 export * from './decide-injection.js';
 export * from './inject-pod.js';
+export * from './apply-patch.js';
 export * from './workloads.js';
 export { BUNDLED_TEMPLATE_DATA } from './bundled-template.js';
 export * from './inject-manifests.js';

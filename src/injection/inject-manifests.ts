@@ -1,5 +1,6 @@
 import { ManifestError } from '../errors.js';
 import { admitPod, type Admission, type AdmitOptions } from './admit-pod.js';
+import { applyPodPatch } from './apply-patch.js';
 import { arrayAt, isJsonObject, type JsonObject } from './json.js';
 import type { TemplateSet } from './parse-template.js';
 import { findPodTemplate, replacePodTemplate } from './workloads.js';
@@ -10,6 +11,8 @@ export interface ManifestReport extends Admission {
   readonly kind: string;
   readonly name: string;
   readonly namespace: string;
+  /** The Pod (template) with the patch applied; undefined when not injected. */
+  readonly injected: JsonObject | undefined;
 }
 
 export interface ManifestSettings {
@@ -65,6 +68,7 @@ function processObject(object: JsonObject, settings: ManifestSettings, reports: 
     templates: settings.templates,
     options: settings.decision,
   });
-  reports.push({ ...admission, kind: location.kind, name: location.name, namespace });
-  return admission.injection === undefined ? object : replacePodTemplate(object, admission.injection.pod);
+  const injected = admission.injection === undefined ? undefined : applyPodPatch(location.pod, admission.injection.patch);
+  reports.push({ ...admission, kind: location.kind, name: location.name, namespace, injected });
+  return injected === undefined ? object : replacePodTemplate(object, injected);
 }

@@ -30,11 +30,10 @@ export interface KeptEntry {
 
 export interface InjectionResult {
   /**
-   * The built Pod. Shares unchanged subtrees with the input (never mutated) and
-   * the template's entries (deeply frozen): copy before changing it.
+   * The merge's one output: what turns the received Pod into the injected one.
+   * Its values share the template's entries (deeply frozen). Never empty: the
+   * status annotation is always added.
    */
-  readonly pod: JsonObject;
-  /** Turns the input into `pod`; empty when nothing changes. */
   readonly patch: readonly PatchOperation[];
   readonly status: InjectionStatus;
   readonly kept: readonly KeptEntry[];
@@ -52,7 +51,8 @@ export interface InjectOptions {
  * Merges a template into a Pod by name, like a strategic merge: the Pod's own
  * entries win, absent lists are created, nothing of the Pod's is removed or
  * reordered. The patch is built from what was added, so its cost is linear in
- * the Pod's size: a generic diff of two large Pods would not be.
+ * the Pod's size: a generic diff of two large Pods would not be. Whoever needs
+ * the injected Pod applies the patch (`applyPodPatch`), as the API server does.
  */
 export function injectPod(pod: JsonObject, template: SidecarTemplate, options: InjectOptions): InjectionResult {
   const spec = objectAt(pod, 'spec') ?? {};
@@ -94,16 +94,17 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
   const nativeSidecars = options.nativeSidecar ? sidecars.map((container) => ({ ...container, restartPolicy: 'Always' })) : [];
   const classicSidecars = options.nativeSidecar ? [] : sidecars;
 
-  const builtSpec: JsonObject = { ...spec };
+  // The lists the Pod lacks, created whole; for a Pod without `spec`, they are its new spec.
+  const createdLists: JsonObject = {};
   const specPatch: PatchOperation[] = [];
-  addToList(builtSpec, 'containers', [], classicSidecars, specPatch);
+  addToList(spec, createdLists, 'containers', [], classicSidecars, specPatch);
   // Native sidecars first, so the proxy is up before the app's own init containers run.
-  addToList(builtSpec, 'initContainers', nativeSidecars, templateInits, specPatch);
-  addToList(builtSpec, 'volumes', [], volumes, specPatch);
-  addToList(builtSpec, 'imagePullSecrets', [], pullSecrets, specPatch);
+  addToList(spec, createdLists, 'initContainers', nativeSidecars, templateInits, specPatch);
+  addToList(spec, createdLists, 'volumes', [], volumes, specPatch);
+  addToList(spec, createdLists, 'imagePullSecrets', [], pullSecrets, specPatch);
   // A Pod without `spec` is invalid, but admission runs before validation: add it whole.
   const patch: PatchOperation[] =
-    specPatch.length === 0 || isJsonObject(pod['spec']) ? specPatch : [{ op: 'add', path: jsonPointer('spec'), value: builtSpec }];
+    specPatch.length === 0 || isJsonObject(pod['spec']) ? specPatch : [{ op: 'add', path: jsonPointer('spec'), value: createdLists }];
 
   const status: InjectionStatus = {
     template: template.name,
@@ -113,52 +114,47 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
     volumes: volumes.map(nameOf),
     imagePullSecrets: pullSecrets.map(nameOf),
   };
-  const metadata = objectAt(pod, 'metadata');
-  const builtMetadata = addAnnotation(metadata, Annotations.status, JSON.stringify(status), patch);
+  addAnnotation(objectAt(pod, 'metadata'), Annotations.status, JSON.stringify(status), patch);
 
-  const built: JsonObject = { ...pod, metadata: builtMetadata };
-  if (specPatch.length > 0) built['spec'] = builtSpec;
   const warnings = kept.map(
     ({ list, name }) => `${list} "${name}" from template "${template.name}" is already in the Pod; kept the Pod's own`,
   );
-  return { pod: built, patch, status, kept, warnings };
+  return { patch, status, kept, warnings };
 }
 
-/** Adds `prepend` at the front and `append` at the end of `spec[key]`, recording the operations. */
+/**
+ * Records the operations that put `prepend` at the front and `append` at the
+ * end of `spec[key]`; a list `spec` lacks is created whole in `created`.
+ */
 function addToList(
   spec: JsonObject,
+  created: JsonObject,
   key: string,
   prepend: readonly JsonObject[],
   append: readonly JsonObject[],
   patch: PatchOperation[],
 ): void {
   if (prepend.length === 0 && append.length === 0) return;
-  const existing = arrayAt(spec, key);
-  if (existing === undefined) {
+  if (arrayAt(spec, key) === undefined) {
     // Absent (or null): add the whole list; `add .../-` on a missing list fails.
-    const created = [...prepend, ...append];
-    spec[key] = created;
-    patch.push({ op: 'add', path: jsonPointer('spec', key), value: created });
+    const list = [...prepend, ...append];
+    created[key] = list;
+    patch.push({ op: 'add', path: jsonPointer('spec', key), value: list });
     return;
   }
   prepend.forEach((entry, index) => patch.push({ op: 'add', path: jsonPointer('spec', key, index), value: entry }));
   for (const entry of append) patch.push({ op: 'add', path: jsonPointer('spec', key, '-'), value: entry });
-  spec[key] = [...prepend, ...existing, ...append];
 }
 
 /** Adds one annotation without replacing the map (which would wipe the others). */
-function addAnnotation(metadata: JsonObject | undefined, key: string, value: string, patch: PatchOperation[]): JsonObject {
+function addAnnotation(metadata: JsonObject | undefined, key: string, value: string, patch: PatchOperation[]): void {
   if (metadata === undefined) {
     patch.push({ op: 'add', path: jsonPointer('metadata'), value: { annotations: { [key]: value } } });
-    return { annotations: { [key]: value } };
-  }
-  const annotations = objectAt(metadata, 'annotations');
-  if (annotations === undefined) {
+  } else if (objectAt(metadata, 'annotations') === undefined) {
     patch.push({ op: 'add', path: jsonPointer('metadata', 'annotations'), value: { [key]: value } });
-    return { ...metadata, annotations: { [key]: value } };
+  } else {
+    patch.push({ op: 'add', path: jsonPointer('metadata', 'annotations', key), value });
   }
-  patch.push({ op: 'add', path: jsonPointer('metadata', 'annotations', key), value });
-  return { ...metadata, annotations: { ...annotations, [key]: value } };
 }
 
 function nameOf(entry: JsonObject): string {

@@ -1,4 +1,4 @@
-/** The annotation and label keys of DESIGN §2–§3, in one place. */
+/** The annotation and label keys of the decision and the merge (docs/design.md §4-§5), in one place. */
 export const Annotations = {
   inject: 'envoy-injector.io/inject',
   template: 'envoy-injector.io/template',

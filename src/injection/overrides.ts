@@ -19,7 +19,7 @@ export const DEFAULT_ALLOWED_OVERRIDES: readonly OverrideName[] = [OverrideName.
 export const OVERRIDE_ANNOTATION_PREFIX = 'envoy-injector.io/';
 
 /** Where each resource override lands in the container. */
-const RESOURCE_TARGETS = {
+export const RESOURCE_TARGETS = {
   [OverrideName.cpu]: { kind: 'requests', resource: 'cpu' },
   [OverrideName.memory]: { kind: 'requests', resource: 'memory' },
   [OverrideName.cpuLimit]: { kind: 'limits', resource: 'cpu' },
@@ -125,10 +125,10 @@ export function resolveOverrides(
  */
 export function imageProblem(reference: string): string | undefined {
   // The length bound first: it also keeps the regular expression's work small.
-  const match = reference.length > 512 ? null : IMAGE_REFERENCE.exec(reference);
+  const match = reference.length > MAX_IMAGE_REFERENCE_LENGTH ? null : IMAGE_REFERENCE.exec(reference);
   if (match === null) return `${describeValue(reference)} is not an image reference (example: "envoyproxy/envoy:v1.31.2")`;
   const name = match[1] ?? '';
-  if (name.length > 255) return `${describeValue(reference)}: the repository name is longer than 255 characters`;
+  if (name.length > MAX_IMAGE_NAME_LENGTH) return `${describeValue(reference)}: the repository name is longer than 255 characters`;
   return undefined;
 }
 
@@ -138,7 +138,12 @@ const PATH_COMPONENT = '[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*';
 const NAME = `(?:${DOMAIN}/)?${PATH_COMPONENT}(?:/${PATH_COMPONENT})*`;
 const TAG = '[\\w][\\w.-]{0,127}';
 const DIGEST = '[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9A-Fa-f]{32,}';
-const IMAGE_REFERENCE = new RegExp(`^(${NAME})(?::${TAG})?(?:@${DIGEST})?$`);
+/** The image reference grammar; JavaScript and RE2 (CEL, for policy mode) read it alike. */
+export const IMAGE_REFERENCE_PATTERN = `^(${NAME})(?::${TAG})?(?:@${DIGEST})?$`;
+export const MAX_IMAGE_REFERENCE_LENGTH = 512;
+/** The repository part (without tag and digest). */
+export const MAX_IMAGE_NAME_LENGTH = 255;
+const IMAGE_REFERENCE = new RegExp(IMAGE_REFERENCE_PATTERN);
 
 function describe(name: OverrideName): string {
   return name === OverrideName.image ? 'the proxy image' : `the proxy's ${RESOURCE_TARGETS[name].kind === 'limits' ? `${RESOURCE_TARGETS[name].resource} limit` : `${RESOURCE_TARGETS[name].resource} request`}`;

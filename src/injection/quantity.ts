@@ -11,8 +11,11 @@ export interface Quantity {
   readonly denominator: bigint;
 }
 
-const MAX_QUANTITY_LENGTH = 64;
-const QUANTITY = /^([+-]?)(\d+(?:\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?\d+)?$/;
+/** No real quantity is longer; exported with the pattern so policy mode checks the same way. */
+export const MAX_QUANTITY_LENGTH = 64;
+/** The quantity grammar as a regular expression that JavaScript and RE2 (CEL) read alike. */
+export const QUANTITY_PATTERN = '^([+-]?)(\\d+(?:\\.\\d*)?|\\.\\d+)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?\\d+)?$';
+const QUANTITY = new RegExp(QUANTITY_PATTERN);
 
 const BINARY_POWER: Readonly<Record<string, number>> = { Ki: 10, Mi: 20, Gi: 30, Ti: 40, Pi: 50, Ei: 60 };
 const DECIMAL_POWER: Readonly<Record<string, number>> = { m: -3, k: 3, M: 6, G: 9, T: 12, P: 15, E: 18 };
@@ -20,7 +23,7 @@ const DECIMAL_POWER: Readonly<Record<string, number>> = { m: -3, k: 3, M: 6, G: 
 /** The parsed quantity, or undefined when `text` is not one. */
 export function parseQuantity(text: string | number): Quantity | undefined {
   const source = typeof text === 'number' ? numberToText(text) : text;
-  // No real quantity is this long; the bound keeps BigInt parsing cheap on hostile input.
+  // The bound keeps BigInt parsing cheap on hostile input.
   if (source.length > MAX_QUANTITY_LENGTH) return undefined;
   const match = QUANTITY.exec(source);
   if (match === null) return undefined;

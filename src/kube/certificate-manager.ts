@@ -10,8 +10,8 @@ import {
 } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { CertificateError } from '../errors.js';
-import { checkKeyPair, describeCertificate, makeCa, makeServingCertificate, type KeyPair } from '../server/certificates.js';
-import type { TlsMaterial } from '../server/tls-files.js';
+import { BACKDATE_MS, checkKeyPair, describeCertificate, makeCa, makeServingCertificate, type KeyPair } from '../tls/certificates.js';
+import type { TlsMaterial } from '../tls/tls-files.js';
 import { describeKubeError, kubeErrorForLog, kubeErrorStatus } from './kube-errors.js';
 import { backoffDelayMs, type Backoff } from './backoff.js';
 import { ResilientInformer } from './resilient-informer.js';
@@ -45,6 +45,16 @@ export const DEFAULT_CERTIFICATE_SETTINGS = {
   checkIntervalMs: 60 * 60 * 1000,
   caBundleSettleMs: 2_000,
 } as const;
+
+/**
+ * For tests only (TEST_CERT_VALIDITY): serving certificates valid VALIDITYMS
+ * from now, renewed when half of that is left and checked ten times per
+ * validity, so that a test sees rotations in seconds. Validity is counted
+ * from notBefore, an hour early (see BACKDATE_MS), hence the addition.
+ */
+export function shortLivedCertificateSettings(validityMs: number): Pick<CertificateSettings, 'servingValidityDays' | 'renewBeforeMs' | 'checkIntervalMs'> {
+  return { servingValidityDays: (BACKDATE_MS + validityMs) / DAY_MS, renewBeforeMs: validityMs / 2, checkIntervalMs: Math.max(100, validityMs / 10) };
+}
 
 /** What the Secret holds: the serving pair, the CA that signs it, and the bundle the API server must trust. */
 interface StoredCertificates {

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { TemplateStore } from '../server/template-store.js';
+import type { TemplateStore } from '../state/template-store.js';
 import type { ClusterConnection } from './cluster-connection.js';
 import { NamespaceLabels } from './namespace-labels.js';
 import type { Backoff } from './backoff.js';

@@ -1,5 +1,7 @@
 // What serve loads only when a cluster is configured (this pulls in @kubernetes/client-node).
-export { CertificateManager, DEFAULT_CERTIFICATE_SETTINGS, type CertificateSettings } from './certificate-manager.js';
+export { CertificateManager, DEFAULT_CERTIFICATE_SETTINGS, shortLivedCertificateSettings, type CertificateSettings } from './certificate-manager.js';
 export { connectToCluster, type ClusterConnection } from './cluster-connection.js';
 export { ClusterVersionCheck } from './cluster-version.js';
 export { startClusterWatches, type ClusterWatches } from './cluster-watches.js';
+export { PolicySync, POLICY_FIELD_MANAGER } from './policy-sync.js';
+export { watchTemplateConfigMap } from './template-watch.js';

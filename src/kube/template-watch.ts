@@ -1,6 +1,6 @@
 import { CoreV1Api, KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import type { TemplateStore } from '../server/template-store.js';
+import type { TemplateStore } from '../state/template-store.js';
 import type { Backoff } from './backoff.js';
 import { ResilientInformer } from './resilient-informer.js';
 import { TrackedWatch } from './tracked-watch.js';

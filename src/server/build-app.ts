@@ -23,7 +23,7 @@ export const BODY_LIMIT_BYTES = 4 * 1024 * 1024;
 export interface ServerTimeouts {
   /** Whole request, from first byte to handler: below the webhook's timeoutSeconds (chart default 5 s). */
   readonly requestMs: number;
-  /** Request headers; also what cuts a slowloris client off. */
+  /** Request headers; also what cuts off a slowloris client, and a connection that never sends a request. */
   readonly headersMs: number;
   /** Idle keep-alive: longer than the API server's 90 s idle timeout, so the client closes first and never writes into a closing socket. */
   readonly keepAliveMs: number;

@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { ConnectionTracker } from './connection-tracker.js';
 import type { InjectorMetrics } from './metrics.js';
 
 /**
@@ -7,7 +8,11 @@ import type { InjectorMetrics } from './metrics.js';
  * speak TLS. It serves nothing else, so it exposes nothing the HTTPS port
  * does not.
  */
-export async function startMetricsServer(metrics: InjectorMetrics, host: string, port: number): Promise<{ port: number; close(): Promise<void> }> {
+export async function startMetricsServer(
+  metrics: InjectorMetrics,
+  host: string,
+  port: number,
+): Promise<{ port: number; close(): Promise<void>; closeAllConnections(): void }> {
   const server: Server = createServer((request, response) => {
     if (request.method !== 'GET' || (request.url ?? '').split('?')[0] !== '/metrics') {
       response.writeHead(404, { 'content-type': 'text/plain' }).end('not found: this port serves GET /metrics only\n');
@@ -20,12 +25,17 @@ export async function startMetricsServer(metrics: InjectorMetrics, host: string,
   });
   server.requestTimeout = 10_000;
   server.headersTimeout = 5_000;
+  const connections = new ConnectionTracker(server, 'connection');
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => resolve());
   });
   return {
     port: (server.address() as AddressInfo).port,
-    close: () => new Promise((resolve) => server.close(() => resolve())),
+    close: () => {
+      connections.closeIdle();
+      return new Promise((resolve) => server.close(() => resolve()));
+    },
+    closeAllConnections: () => server.closeAllConnections(),
   };
 }

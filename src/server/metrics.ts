@@ -1,5 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { Reason } from '../injection/index.js';
+import type { TemplateReloadRecorder } from '../state/template-store.js';
 
 /** Why a request ended in an error, beside the decision reasons: a fixed set, never free text. */
 export const ErrorReason = {
@@ -24,7 +25,7 @@ export interface MetricSources {
  * The injector's Prometheus metrics, in a registry of their own (no global
  * state, so tests and several apps in one process do not collide).
  */
-export class InjectorMetrics {
+export class InjectorMetrics implements TemplateReloadRecorder {
   readonly registry = new Registry();
 
   readonly admissionRequests = new Counter({
@@ -122,9 +123,15 @@ export class InjectorMetrics {
     histogram.observe(seconds);
   }
 
-  /** Replaces the template_info series: old hashes must not linger. */
-  setTemplates(templates: Iterable<{ name: string; hash: string }>): void {
+  templatesApplied(templates: Iterable<{ name: string; hash: string }>): void {
+    this.templateReloads.labels('applied').inc();
+    this.templateLastReload.setToCurrentTime();
+    // Replace the template_info series: old hashes must not linger.
     this.templateInfo.reset();
     for (const { name, hash } of templates) this.templateInfo.labels(name, hash).set(1);
+  }
+
+  templateReloadKept(result: 'rejected' | 'deleted'): void {
+    this.templateReloads.labels(result).inc();
   }
 }

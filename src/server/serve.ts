@@ -6,12 +6,13 @@ import type { Server as TlsServer } from 'node:tls';
 import { pino, type Logger } from 'pino';
 import type { TemplateSet } from '../injection/index.js';
 import { buildApp, DEFAULT_TIMEOUTS, type AppDependencies, type NamespaceLabelLookup, type ServerTimeouts } from './build-app.js';
-import { makeCertificates } from './certificates.js';
+import { makeCertificates } from '../tls/certificates.js';
+import { ConnectionTracker } from './connection-tracker.js';
 import { InjectorMetrics } from './metrics.js';
 import { startMetricsServer } from './metrics-server.js';
 import { ServerState } from './server-state.js';
-import { TemplateStore } from './template-store.js';
-import { readTlsFiles, secureContextOptions, TlsFileWatcher, type TlsFiles, type TlsMaterial } from './tls-files.js';
+import { TemplateStore } from '../state/template-store.js';
+import { readTlsFiles, secureContextOptions, TlsFileWatcher, type TlsFiles, type TlsMaterial } from '../tls/tls-files.js';
 
 export interface ServeOptions {
   readonly port: number;
@@ -43,7 +44,11 @@ export interface RunningServer {
   readonly app: ReturnType<typeof buildApp>;
   /** Applies a new serving certificate to new connections (open ones keep theirs). */
   setTls(material: TlsMaterial): void;
-  /** Readiness false, in-flight requests finish, listener closed; bounded by shutdownTimeoutMs. */
+  /**
+   * Readiness false for shutdownDelayMs; then connections with no request in
+   * flight are closed, in-flight requests finish and the listener closes;
+   * bounded by shutdownTimeoutMs.
+   */
   shutdown(): Promise<void>;
 }
 
@@ -111,6 +116,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
     );
   };
   state.tls = initialTls.info;
+  const connections = new ConnectionTracker(app.server, 'secureConnection');
 
   const watcher =
     'files' in options.tls
@@ -145,8 +151,12 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
         const force = setTimeout(() => {
           log.warn({ timeoutMs: options.shutdownTimeoutMs }, 'shutdown timed out: closing open connections');
           app.server.closeAllConnections();
+          metricsServer?.closeAllConnections();
         }, options.shutdownTimeoutMs);
         force.unref();
+        // Endpoints have drained: a connection with no request in flight now would only hold the close up.
+        const { closed, finishing } = connections.closeIdle();
+        log.info({ closed, finishing }, `closing: ${closed} connections with no request in flight closed, ${finishing} finishing their requests`);
         await Promise.all([app.close(), metricsServer?.close()]);
         clearTimeout(force);
         log.info('shut down');

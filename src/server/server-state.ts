@@ -1,5 +1,5 @@
-import type { CertificateInfo } from './certificates.js';
-import type { TemplateStore } from './template-store.js';
+import type { CertificateInfo } from '../tls/certificates.js';
+import type { TemplateStore } from '../state/template-store.js';
 
 export interface Readiness {
   readonly ready: boolean;

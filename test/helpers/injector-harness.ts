@@ -13,12 +13,16 @@ import { captureLog, type CapturedLog } from './server.js';
 export const NAMESPACE = 'envoy-injector';
 const silentIo = { stdin: Readable.from([]), stdout: { write: () => true }, stderr: { write: () => true } };
 
-export async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 5_000): Promise<T> {
+/**
+ * Polls `probe` until it gives a value. The bound only matters on failure, so it is generous: what
+ * takes a second on a busy machine must still arrive on one five times slower.
+ */
+export async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 30_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();
     if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
 }

@@ -1,9 +1,9 @@
-import jsonpatch from 'fast-json-patch';
 import { applyPatch, type Operation } from 'rfc6902';
 
 /**
- * Applies a JSON Patch with rfc6902, an implementation independent of ours and
- * of fast-json-patch, to a deep copy; throws on the first failed operation.
+ * Applies a JSON Patch with rfc6902, an implementation independent of
+ * fast-json-patch (which `inject` and `explain` apply patches with), to a deep
+ * copy; throws on the first failed operation.
  */
 export function applyIndependently<T>(document: T, patch: readonly unknown[]): T {
   const copy = structuredClone(document);
@@ -14,15 +14,3 @@ export function applyIndependently<T>(document: T, patch: readonly unknown[]): T
   return copy;
 }
 
-/**
- * The same with fast-json-patch, a second conforming implementation (through
- * its default export: its named exports fail at run time under Node ESM).
- */
-export function applyWithFastJsonPatch<T>(document: T, patch: readonly unknown[]): T {
-  const { applyPatch: apply, validate } = jsonpatch;
-  const operations = structuredClone(patch) as jsonpatch.Operation[];
-  const copy = structuredClone(document);
-  const error = validate(operations, copy);
-  if (error !== undefined) throw new Error(`fast-json-patch rejects the patch: ${error.name}: ${error.message}`);
-  return apply(copy, operations, true, true).newDocument;
-}

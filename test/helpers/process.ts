@@ -24,7 +24,7 @@ export async function spawnServer(args: readonly string[], env: NodeJS.ProcessEn
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   createInterface({ input: child.stderr! }).on('line', (line) => stderr.push(line));
   const port = await new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start: ${stderr.join('\n')}`)), 15_000);
+    const timer = setTimeout(() => reject(new Error(`server did not start within 30 s: ${stderr.join('\n')}`)), 30_000);
     createInterface({ input: child.stdout! }).on('line', (line) => {
       let entry: Record<string, unknown>;
       try {

@@ -7,8 +7,8 @@ import { parseTemplateData, BUNDLED_TEMPLATE_DATA, type DecisionOptions, type Te
 import type { InjectorMetrics } from '../../src/server/metrics.js';
 import { createServerState, writeCertificateFiles, startServer, type RunningServer, type ServeOptions } from '../../src/server/serve.js';
 import type { ServerState } from '../../src/server/server-state.js';
-import type { TemplateStore } from '../../src/server/template-store.js';
-import type { TlsFiles } from '../../src/server/tls-files.js';
+import type { TemplateStore } from '../../src/state/template-store.js';
+import type { TlsFiles } from '../../src/tls/tls-files.js';
 
 export interface CapturedLog {
   readonly logger: Logger;

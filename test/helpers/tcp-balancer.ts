@@ -1,7 +1,7 @@
 import { connect, createServer, type Server, type Socket } from 'node:net';
 
 /**
- * A round-robin TCP balancer on 127.0.0.1, like a Service's ClusterIP: each
+ * A round-robin TCP balancer on loopback, like a Service's ClusterIP: each
  * new client connection is joined to one backend for its whole life (TLS
  * passes through untouched), so keep-alive connections stay on the replica
  * they were opened to. A backend that refuses the connect is skipped and the
@@ -18,7 +18,8 @@ export interface TcpBalancer {
   close(): Promise<void>;
 }
 
-export async function startTcpBalancer(backends: () => readonly number[]): Promise<TcpBalancer> {
+/** LISTEN: where clients connect (default 127.0.0.1 on a free port), e.g. a Service's ClusterIP and port. */
+export async function startTcpBalancer(backends: () => readonly number[], listen: { host: string; port: number } = { host: '127.0.0.1', port: 0 }): Promise<TcpBalancer> {
   const sockets = new Set<Socket>();
   let next = 0;
   const balancer: TcpBalancer = {
@@ -75,7 +76,13 @@ export async function startTcpBalancer(backends: () => readonly number[]): Promi
     };
     tryBackend(0);
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(listen.port, listen.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
   const address = server.address();
   return Object.assign(balancer, { port: typeof address === 'object' && address !== null ? address.port : 0 });
 }

@@ -112,6 +112,13 @@ Names of the MutatingWebhookConfiguration and the Service.
 {{- end }}
 
 {{/*
+Policy mode: the MutatingAdmissionPolicy and its binding share this name.
+*/}}
+{{- define "envoy-injector.policyName" -}}
+{{- include "envoy-injector.fullname" . }}
+{{- end }}
+
+{{/*
 Namespaces no webhook ever sees, as a YAML flow list: the control plane's, the
 release's own and the configured ones, without duplicates.
 */}}

@@ -29,7 +29,7 @@ async function generate(...args: Parameters<typeof import('selfsigned').generate
   return selfsigned.generate(...args);
 }
 /** Certificates start an hour early so that a node whose clock lags still accepts a new one. */
-const BACKDATE_MS = 60 * 60 * 1000;
+export const BACKDATE_MS = 60 * 60 * 1000;
 
 /** The hosts every serving certificate answers for, whatever else is asked. */
 export const DEFAULT_HOSTS: readonly string[] = ['localhost', '127.0.0.1', '::1'];

@@ -1,0 +1,86 @@
+import type { Logger } from 'pino';
+import { UsageError } from '../errors.js';
+import { DEFAULT_BACKOFF, type Backoff } from '../kube/backoff.js';
+import { startHealthServer, type HealthServer } from '../server/health-server.js';
+import { createServerState } from '../server/serve.js';
+import { loadTemplates, type CommandIo } from './io.js';
+import type { ServeSettings } from './serve.js';
+
+export interface RunningPolicyController {
+  readonly health: HealthServer;
+  /** Stop serving health, stop the watch and the applies. */
+  stop(): Promise<void>;
+}
+
+/**
+ * `serve --mode policy`: no webhook, no certificates. The injector follows the
+ * template ConfigMap (or a file) and keeps the MutatingAdmissionPolicy compiled
+ * from it applied (the binding comes with the chart, or from `envoy-injector
+ * policy`); it is ready when the policy in the cluster matches the current
+ * templates.
+ */
+export async function startPolicyController(
+  settings: ServeSettings,
+  context: { io: CommandIo; env: NodeJS.ProcessEnv; log: Logger; backoff?: Backoff },
+): Promise<RunningPolicyController> {
+  const { io, log } = context;
+  const backoff = context.backoff ?? DEFAULT_BACKOFF;
+  const kube = await import('../kube/index.js');
+  const connection = kube.connectToCluster({ kubeconfig: settings.kubeconfig, env: context.env });
+  if (connection === undefined) throw new UsageError('--mode policy needs a cluster (--kubeconfig, or running in a Pod)');
+  const namespace = settings.namespace ?? connection.contextNamespace ?? 'default';
+  const initial = settings.templateFile === undefined ? undefined : { set: await loadTemplates(settings.templateFile, io), source: settings.templateFile };
+  const { state, metrics } = createServerState(log, initial);
+
+  const sync = new kube.PolicySync({
+    kubeConfig: connection.kubeConfig,
+    settings: {
+      name: settings.policy.name,
+      failurePolicy: settings.policy.failurePolicy,
+      injectorNamespace: namespace,
+      excludedNamespaces: settings.excludedNamespaces,
+      // The API exists from 1.34, and every such cluster has native sidecars: auto means on.
+      nativeSidecar: settings.nativeSidecar !== 'off',
+      allowedOverrides: settings.allowedOverrides,
+    },
+    backoff,
+    log,
+  });
+  state.templates.onApplied((templates) => sync.apply(templates));
+  if (state.templates.current !== undefined) sync.apply(state.templates.current);
+  const watch =
+    settings.templateFile === undefined
+      ? kube.watchTemplateConfigMap({ kubeConfig: connection.kubeConfig, namespace, name: settings.configMapName, store: state.templates, backoff, log })
+      : undefined;
+
+  let health: HealthServer;
+  try {
+    health = await startHealthServer({
+      host: settings.host,
+      port: settings.port,
+      metrics,
+      ready: () => {
+        const current = state.templates.current;
+        if (current === undefined) return { ready: false, reason: 'no valid sidecar template loaded yet' };
+        if (!sync.isInSync(current)) return { ready: false, reason: `MutatingAdmissionPolicy ${settings.policy.name} does not match the current templates yet` };
+        return { ready: true, reason: `MutatingAdmissionPolicy ${settings.policy.name} matches the current templates` };
+      },
+    });
+  } catch (error) {
+    watch?.stop();
+    sync.stop();
+    throw error;
+  }
+  log.info(
+    { port: health.port, policy: settings.policy.name, namespace, configMap: settings.templateFile === undefined ? settings.configMapName : undefined },
+    `envoy-injector policy mode: keeping MutatingAdmissionPolicy ${settings.policy.name} in sync (${connection.source}); health on http://${settings.host}:${health.port}`,
+  );
+  return {
+    health,
+    stop: async () => {
+      await health.close();
+      watch?.stop();
+      sync.stop();
+    },
+  };
+}

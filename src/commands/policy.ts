@@ -1,0 +1,65 @@
+import { parseArgs } from 'node:util';
+import { UsageError } from '../errors.js';
+import { formatManifests } from '../injection/index.js';
+import { compilePolicy, DEFAULT_POLICY_NAME, policyObjects } from '../policy/compile-policy.js';
+import { loadTemplates, type CommandIo } from './io.js';
+import { parseAllowedOverrides } from './options.js';
+
+export const POLICY_HELP = `Usage: envoy-injector policy [options]
+
+Prints the MutatingAdmissionPolicy and MutatingAdmissionPolicyBinding
+(admissionregistration.k8s.io/v1beta1, Kubernetes 1.34+ with the
+MutatingAdmissionPolicy feature gate) that make the API server itself inject
+the sidecar as the webhook would, from the same templates and settings.
+Review it, or apply it: envoy-injector policy ... | kubectl apply -f -
+
+Options:
+      --template-file F       a ConfigMap manifest or a bare template (default: the bundled seed template)
+      --template NAME         the default template of the file instead of "config"
+      --name NAME             name of the policy and binding (default "${DEFAULT_POLICY_NAME}")
+      --namespace NAME        the injector's namespace: never injected
+      --excluded-namespaces L comma-separated namespaces never injected (beyond kube-*)
+      --native-sidecar MODE   on | off: native sidecars unless the template or Pod says otherwise (default off)
+      --allowed-overrides L   the proxy-* annotations Pods may use (default: the resource ones; "none")
+      --failure-policy P      Fail (default) | Ignore: when an expression fails
+  -h, --help
+`;
+
+export async function runPolicy(args: readonly string[], io: CommandIo): Promise<number> {
+  const { values } = parseArgs({
+    args: [...args],
+    options: {
+      'template-file': { type: 'string' },
+      template: { type: 'string' },
+      name: { type: 'string', default: DEFAULT_POLICY_NAME },
+      namespace: { type: 'string' },
+      'excluded-namespaces': { type: 'string', default: '' },
+      'native-sidecar': { type: 'string', default: 'off' },
+      'allowed-overrides': { type: 'string' },
+      'failure-policy': { type: 'string', default: 'Fail' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    strict: true,
+  });
+  if (values.help) {
+    io.stdout.write(POLICY_HELP);
+    return 0;
+  }
+  if (values['native-sidecar'] !== 'on' && values['native-sidecar'] !== 'off') throw new UsageError('--native-sidecar: must be on or off');
+  const failurePolicy = values['failure-policy'];
+  if (failurePolicy !== 'Fail' && failurePolicy !== 'Ignore') throw new UsageError('--failure-policy: must be Fail or Ignore');
+  if (!DNS1123_SUBDOMAIN.test(values.name)) throw new UsageError(`--name: "${values.name}" must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.')`);
+  const templates = await loadTemplates(values['template-file'], io, values.template);
+  const compiled = compilePolicy(templates, {
+    name: values.name,
+    injectorNamespace: values.namespace,
+    excludedNamespaces: values['excluded-namespaces'].split(',').map((name) => name.trim()).filter((name) => name !== ''),
+    nativeSidecar: values['native-sidecar'] === 'on',
+    failurePolicy,
+    ...(values['allowed-overrides'] === undefined ? {} : { allowedOverrides: parseAllowedOverrides(values['allowed-overrides']) }),
+  });
+  io.stdout.write(formatManifests(policyObjects(compiled)));
+  return 0;
+}
+
+const DNS1123_SUBDOMAIN = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;

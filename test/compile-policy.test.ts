@@ -1,0 +1,181 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { isCelError, isCelList, isCelMap, run, type CelValue } from '@bufbuild/cel';
+import fc from 'fast-check';
+import { runCli } from '../src/cli.js';
+import { parseTemplateFile, type JsonObject, type JsonValue } from '../src/injection/index.js';
+import { celValue } from '../src/policy/cel-literal.js';
+import { compilePolicy, TEMPLATES_ANNOTATION } from '../src/policy/compile-policy.js';
+import { ROOT, seedTemplates } from './helpers/fixtures.js';
+
+/**
+ * The compiler's structure; what the compiled CEL does to Pods is proven
+ * against a real API server (test/e2e/policy-parity.test.ts), its text is
+ * pinned by golden files (test/golden.test.ts).
+ */
+
+const namedTemplates = () => parseTemplateFile(readFileSync(join(ROOT, 'test/golden/templates.yaml'), 'utf8'));
+
+function spec(object: JsonObject): JsonObject {
+  return object['spec'] as JsonObject;
+}
+
+function expressions(policy: JsonObject): string {
+  return JSON.stringify(spec(policy));
+}
+
+function celToJson(value: CelValue): JsonValue {
+  if (isCelList(value)) return [...value].map(celToJson);
+  if (isCelMap(value)) return Object.fromEntries([...value].map(([key, entry]) => [String(key), celToJson(entry)]));
+  if (typeof value === 'bigint') return Number(value);
+  if (value === null || typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') return value;
+  throw new Error(`not JSON: ${String(value)}`);
+}
+
+describe('compilePolicy', () => {
+  it('makes a v1beta1 MutatingAdmissionPolicy for Pod CREATE and a binding that names it', () => {
+    const { policy, binding } = compilePolicy(seedTemplates(), { name: 'mesh', failurePolicy: 'Ignore', labels: { team: 'platform' } });
+    assert.equal(policy['apiVersion'], 'admissionregistration.k8s.io/v1beta1');
+    assert.equal(policy['kind'], 'MutatingAdmissionPolicy');
+    assert.equal(binding['kind'], 'MutatingAdmissionPolicyBinding');
+    assert.deepEqual((policy['metadata'] as JsonObject)['labels'], { team: 'platform' });
+    assert.equal(spec(binding)['policyName'], 'mesh');
+    assert.equal(spec(policy)['failurePolicy'], 'Ignore');
+    assert.deepEqual((spec(policy)['matchConstraints'] as JsonObject)['resourceRules'], [
+      { apiGroups: [''], apiVersions: ['v1'], resources: ['pods'], operations: ['CREATE'], scope: 'Namespaced' },
+    ]);
+    const mutations = spec(policy)['mutations'] as JsonObject[];
+    assert.equal(mutations.length, 1, 'one mutation: every mutation re-encodes the whole Pod');
+    assert.equal(mutations[0]?.['patchType'], 'JSONPatch');
+  });
+
+  it('excludes kube-*, its own and the configured namespaces, and disabled ones, in the binding', () => {
+    const { binding } = compilePolicy(seedTemplates(), { injectorNamespace: 'mesh-system', excludedNamespaces: ['legacy', 'kube-system'] });
+    const selector = (spec(binding)['matchResources'] as JsonObject)['namespaceSelector'] as JsonObject;
+    assert.deepEqual(selector['matchExpressions'], [
+      { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['kube-system', 'kube-public', 'kube-node-lease', 'mesh-system', 'legacy'] },
+      { key: 'envoy-injector.io/inject', operator: 'NotIn', values: ['disabled'] },
+    ]);
+  });
+
+  it('has one branch per template, and only those names pass the known-template condition', () => {
+    const templates = namedTemplates();
+    const { policy } = compilePolicy(templates);
+    const expression = ((spec(policy)['mutations'] as JsonObject[])[0]?.['jsonPatch'] as JsonObject)['expression'] as string;
+    for (const name of templates.templates.keys()) assert.ok(expression.includes(`variables.template == "${name}"`), `a branch for ${name}`);
+    const known = (spec(policy)['matchConditions'] as JsonObject[]).find((condition) => condition['name'] === 'known-template');
+    assert.match(String(known?.['expression']), /in \["config", "debug"\]$/);
+    assert.equal((policy['metadata'] as JsonObject)['annotations'] !== undefined, true);
+    const hashes = ((policy['metadata'] as JsonObject)['annotations'] as JsonObject)[TEMPLATES_ANNOTATION];
+    assert.equal(hashes, [...templates.templates.values()].map((t) => `${t.name}=${t.hash}`).join(','));
+  });
+
+  it('falls back to the chosen default template, as the webhook does', () => {
+    const templates = namedTemplates();
+    const debug = templates.templates.get('debug');
+    assert.ok(debug !== undefined);
+    const { policy } = compilePolicy({ ...templates, defaultTemplate: debug });
+    const template = (spec(policy)['variables'] as JsonObject[]).find((variable) => variable['name'] === 'template');
+    assert.match(String(template?.['expression']), /orValue\("debug"\)$/);
+  });
+
+  it('writes the status annotation with the webhook\'s JSON for the template and its hash', () => {
+    const templates = seedTemplates();
+    const { policy } = compilePolicy(templates);
+    const head = JSON.stringify({ template: 'config', hash: templates.defaultTemplate.hash }).slice(0, -1);
+    const status = (spec(policy)['variables'] as JsonObject[]).find((variable) => variable['name'] === 't0Status');
+    assert.ok(String(status?.['expression']).startsWith(`${JSON.stringify(`${head},"containers":[`)} + `), 'the status JSON starts as the webhook\'s');
+    assert.ok(expressions(policy).includes('jsonpatch.escapeKey(\\"envoy-injector.io/status\\")'));
+  });
+
+  it('reads only the overrides allowed', () => {
+    const none = expressions(compilePolicy(seedTemplates(), { allowedOverrides: [] }).policy);
+    assert.ok(!none.includes('proxy-'), 'no override is read when none is allowed');
+    const resources = expressions(compilePolicy(seedTemplates()).policy);
+    assert.ok(resources.includes('envoy-injector.io/proxy-cpu') && !resources.includes('envoy-injector.io/proxy-image'));
+    const image = expressions(compilePolicy(seedTemplates(), { allowedOverrides: ['proxy-image'] }).policy);
+    assert.ok(image.includes('envoy-injector.io/proxy-image') && !image.includes('isQuantity'));
+  });
+
+  it('native sidecars follow the template, then the setting, and the Pod annotation wins', () => {
+    const native = (settingsNative: boolean) =>
+      (spec(compilePolicy(seedTemplates(), { nativeSidecar: settingsNative }).policy)['variables'] as JsonObject[]).find((v) => v['name'] === 't0Native')?.['expression'];
+    assert.equal(native(false), 'variables.nativeAnnotation == "true"');
+    assert.equal(native(true), 'variables.nativeAnnotation != "false"');
+  });
+});
+
+describe('celValue', () => {
+  it('writes CEL literals whose values are the JSON values (checked by an independent CEL evaluator)', () => {
+    fc.assert(
+      fc.property(fc.jsonValue({ maxDepth: 3 }), (value) => {
+        const json = JSON.parse(JSON.stringify(value)) as JsonValue;
+        // Integers beyond 2^53 and -0 do not survive JSON numbers anyway.
+        fc.pre(!JSON.stringify(json).match(/\d{16,}|-0\b/));
+        const result = run(celValue(json), {});
+        assert.ok(!isCelError(result), `${celValue(json)}: ${isCelError(result) ? result.message : ''}`);
+        assert.deepEqual(celToJson(result), json);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('escapes quotes, backslashes, newlines and non-ASCII text', () => {
+    const text = 'a "quoted" \\ back\nslash ~1 /é 日本';
+    assert.equal(run(celValue(text), {}), text);
+  });
+});
+
+describe('envoy-injector policy', () => {
+  async function cli(args: readonly string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+    let stdout = '';
+    let stderr = '';
+    const code = await runCli(['policy', ...args], {
+      stdin: process.stdin,
+      stdout: { write: (chunk: string) => (stdout += chunk) },
+      stderr: { write: (chunk: string) => (stderr += chunk) },
+    });
+    return { code, stdout, stderr };
+  }
+
+  it('prints the help', async () => {
+    const { code, stdout } = await cli(['--help']);
+    assert.equal(code, 0);
+    assert.match(stdout, /MutatingAdmissionPolicy/);
+  });
+
+  it('refuses bad settings with exit 2 and nothing on stdout', async () => {
+    for (const [args, message] of [
+      [['--native-sidecar', 'auto'], /--native-sidecar: must be on or off/],
+      [['--failure-policy', 'Never'], /--failure-policy: must be Fail or Ignore/],
+      [['--name', 'Not_A_Name'], /--name: "Not_A_Name" must be a DNS-1123 subdomain/],
+      [['--allowed-overrides', 'proxy-everything'], /--allowed-overrides: "proxy-everything" is not one of/],
+      [['--template-file', join(ROOT, 'test/golden/templates.yaml'), '--template', 'nope'], /--template nope: no such template \(known: config, debug\)/],
+    ] as const) {
+      const { code, stdout, stderr } = await cli(args);
+      assert.equal(code, 2, args.join(' '));
+      assert.equal(stdout, '');
+      assert.match(stderr, message);
+    }
+  });
+
+  it('explain refuses an unknown --mode', async () => {
+    let stderr = '';
+    const code = await runCli(['explain', '-f', join(ROOT, 'examples/myapp-pod.yaml'), '--mode', 'sideways'], {
+      stdin: process.stdin,
+      stdout: { write: () => true },
+      stderr: { write: (chunk: string) => (stderr += chunk) },
+    });
+    assert.equal(code, 2);
+    assert.match(stderr, /--mode: must be webhook or policy/);
+  });
+
+  it('refuses an invalid template file with its problems, and exit 1', async () => {
+    const { code, stdout, stderr } = await cli(['--template-file', join(ROOT, 'test/golden/annotation-keys.yaml')]);
+    assert.equal(code, 1);
+    assert.equal(stdout, '');
+    assert.match(stderr, /annotation-keys\.yaml: config: .*unknown field/);
+  });
+});

@@ -1,0 +1,262 @@
+import { readFileSync } from 'node:fs';
+import fc from 'fast-check';
+import { join } from 'node:path';
+import { findPodTemplate, isJsonObject, parseYamlDocuments, type JsonObject } from '../../src/injection/index.js';
+import { ROOT } from '../helpers/fixtures.js';
+import { largePod } from '../helpers/large-pod.js';
+
+/** The kinds of namespace a Pod is created in, once per path (webhook, policy). */
+export const NamespaceKind = {
+  /** Labeled envoy-injector.io/inject=enabled. */
+  enabled: 'enabled',
+  /** No label: only Pods that ask are injected. */
+  plain: 'plain',
+  /** Labeled envoy-injector.io/inject=disabled. */
+  disabled: 'disabled',
+  /** In the excluded namespaces setting. */
+  excluded: 'excluded',
+} as const;
+export type NamespaceKind = (typeof NamespaceKind)[keyof typeof NamespaceKind];
+
+export interface ParityCase {
+  readonly title: string;
+  readonly namespace: NamespaceKind;
+  readonly pod: JsonObject;
+}
+
+const INJECT = 'envoy-injector.io/inject';
+const TEMPLATE = 'envoy-injector.io/template';
+const NATIVE = 'envoy-injector.io/native-sidecar';
+const STATUS = 'envoy-injector.io/status';
+const LEGACY = 'initializer.kubernetes.io/envoy';
+const override = (name: string): string => `envoy-injector.io/${name}`;
+
+interface PodShape {
+  readonly annotations?: Record<string, string>;
+  readonly spec?: JsonObject;
+}
+
+function pod({ annotations, spec = {} }: PodShape): JsonObject {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: annotations === undefined ? {} : { annotations },
+    spec: { containers: [{ name: 'app', image: 'registry.example/app:1.0' }], ...spec },
+  };
+}
+
+/** Every Pod and Pod template of the golden corpus whose annotation keys Kubernetes accepts. */
+function goldenCorpus(): ParityCase[] {
+  const files = ['examples/myapp-pod.yaml', ...['deployment', 'existing-envoy', 'pod-with-volumes', 'native-job', 'mixed-kinds', 'named-template', 'explain-pods'].map((name) => `test/golden/${name}.yaml`)];
+  const cases: ParityCase[] = [];
+  for (const file of files) {
+    const documents = parseYamlDocuments(readFileSync(join(ROOT, file), 'utf8')).filter(isJsonObject);
+    const objects = documents.flatMap((document) => (document['kind'] === 'List' && Array.isArray(document['items']) ? document['items'].filter(isJsonObject) : [document]));
+    for (const object of objects) {
+      const found = findPodTemplate(object);
+      if (found === undefined) continue;
+      const metadata = isJsonObject(found.pod['metadata']) ? found.pod['metadata'] : {};
+      const { name: _name, namespace: _namespace, generateName: _generateName, ...rest } = metadata;
+      cases.push({
+        title: `golden ${file}: ${found.kind} ${found.name}`,
+        namespace: NamespaceKind.enabled,
+        pod: { apiVersion: 'v1', kind: 'Pod', metadata: rest, spec: isJsonObject(found.pod['spec']) ? found.pod['spec'] : {} },
+      });
+    }
+  }
+  return cases;
+}
+
+/** Each skip rule, each opt-in path, the merge's edges, native and classic, every override outcome. */
+function handWritten(): ParityCase[] {
+  const c = (title: string, namespace: NamespaceKind, shape: PodShape): ParityCase => ({ title, namespace, pod: pod(shape) });
+  return [
+    c('plain namespace, no annotation: skipped', 'plain', {}),
+    c('plain namespace, inject "true"', 'plain', { annotations: { [INJECT]: 'true' } }),
+    c('plain namespace, the seed\'s annotation', 'plain', { annotations: { [LEGACY]: 'true' } }),
+    c('plain namespace, inject "yes" (ignored) and the seed\'s annotation', 'plain', { annotations: { [INJECT]: 'yes', [LEGACY]: 'true' } }),
+    c('plain namespace, inject "false" beats the seed\'s annotation', 'plain', { annotations: { [INJECT]: 'false', [LEGACY]: 'true' } }),
+    c('enabled namespace, no annotation', 'enabled', {}),
+    c('enabled namespace, inject "false"', 'enabled', { annotations: { [INJECT]: 'false' } }),
+    c('enabled namespace, inject "yes" is ignored', 'enabled', { annotations: { [INJECT]: 'yes' } }),
+    c('disabled namespace beats inject "true"', 'disabled', { annotations: { [INJECT]: 'true' } }),
+    c('excluded namespace beats inject "true"', 'excluded', { annotations: { [INJECT]: 'true' } }),
+    c('hostNetwork in an enabled namespace: skipped', 'enabled', { spec: { hostNetwork: true } }),
+    c('hostNetwork with inject "true"', 'plain', { annotations: { [INJECT]: 'true' }, spec: { hostNetwork: true } }),
+    c('hostNetwork with the seed\'s annotation', 'enabled', { annotations: { [LEGACY]: 'true' }, spec: { hostNetwork: true } }),
+    c('already injected: left as it is', 'enabled', { annotations: { [STATUS]: '{"template":"config"}' } }),
+    c('named template "debug"', 'enabled', { annotations: { [TEMPLATE]: 'debug' } }),
+    c('named template "native" (the template asks for native sidecars)', 'enabled', { annotations: { [TEMPLATE]: 'native' } }),
+    c('unknown template: skipped', 'enabled', { annotations: { [TEMPLATE]: 'nope' } }),
+    c('empty template name: skipped', 'enabled', { annotations: { [TEMPLATE]: '' } }),
+    c('native-sidecar "true" with the default template', 'enabled', { annotations: { [NATIVE]: 'true' } }),
+    c('native-sidecar "false" beats the native template', 'enabled', { annotations: { [TEMPLATE]: 'native', [NATIVE]: 'false' } }),
+    c('native-sidecar "maybe" is ignored', 'enabled', { annotations: { [TEMPLATE]: 'native', [NATIVE]: 'maybe' } }),
+    c('native, with init containers of its own: the sidecars go first', 'enabled', {
+      annotations: { [NATIVE]: 'true' },
+      spec: { initContainers: [{ name: 'migrate', image: 'registry.example/migrate:1' }, { name: 'seed', image: 'registry.example/seed:1' }] },
+    }),
+    c('classic, with init containers of its own: the template\'s init container goes last', 'enabled', {
+      spec: { initContainers: [{ name: 'migrate', image: 'registry.example/migrate:1' }] },
+    }),
+    c('the Pod has its own envoy: kept, no overrides applied to it', 'enabled', {
+      annotations: { [override('proxy-cpu')]: '300m' },
+      spec: { containers: [{ name: 'app', image: 'registry.example/app:1.0' }, { name: 'envoy', image: 'registry.example/my-envoy:2' }] },
+    }),
+    c('an init container named like a template container: kept across lists', 'enabled', {
+      spec: { initContainers: [{ name: 'config-reloader', image: 'registry.example/reloader:9' }] },
+    }),
+    c('a container named like the template\'s init container', 'enabled', {
+      spec: { containers: [{ name: 'app', image: 'registry.example/app:1.0' }, { name: 'envoy-init', image: 'registry.example/init:9' }] },
+    }),
+    c('existing volume and pull secret of the same names: kept', 'enabled', {
+      spec: { volumes: [{ name: 'envoy-conf', emptyDir: {} }, { name: 'data', emptyDir: {} }], imagePullSecrets: [{ name: 'registry' }, { name: 'other' }] },
+    }),
+    c('existing lists without the template\'s names: appended', 'enabled', {
+      spec: { volumes: [{ name: 'data', emptyDir: {} }], imagePullSecrets: [{ name: 'other' }] },
+    }),
+    c('every template name already taken: only the status annotation', 'enabled', {
+      spec: {
+        containers: [{ name: 'envoy', image: 'a:1' }, { name: 'config-reloader', image: 'b:1' }],
+        initContainers: [{ name: 'envoy-init', image: 'c:1' }],
+        volumes: [{ name: 'envoy-conf', emptyDir: {} }, { name: 'envoy-cache', emptyDir: {} }],
+        imagePullSecrets: [{ name: 'registry' }],
+      },
+    }),
+    c('annotation keys and values with / and ~', 'enabled', {
+      annotations: { 'example.com/path': 'a/b~c', 'team.example.com/owner': '~1/~0', 'a.b.c/d': '/' },
+    }),
+    c('valid overrides: cpu and memory requests', 'enabled', { annotations: { [override('proxy-cpu')]: '250m', [override('proxy-memory')]: '128Mi' } }),
+    c('valid overrides: all four', 'enabled', {
+      annotations: { [override('proxy-cpu')]: '0.5', [override('proxy-cpu-limit')]: '2', [override('proxy-memory')]: '100M', [override('proxy-memory-limit')]: '1Gi' },
+    }),
+    c('invalid override: not a quantity', 'enabled', { annotations: { [override('proxy-cpu')]: 'lots', [override('proxy-memory')]: '96Mi' } }),
+    c('invalid override: negative', 'enabled', { annotations: { [override('proxy-memory')]: '-1Mi' } }),
+    c('invalid override: "1n" is a Kubernetes quantity but not ours', 'enabled', { annotations: { [override('proxy-cpu')]: '1n' } }),
+    c('override request above the template limit (a number): both kept', 'enabled', { annotations: { [override('proxy-cpu')]: '1.5' } }),
+    c('override request equal to the limit', 'enabled', { annotations: { [override('proxy-cpu')]: '1000m' } }),
+    c('override limit below the template request: kept', 'enabled', { annotations: { [override('proxy-memory-limit')]: '32Mi' } }),
+    c('overrides where the template has no resources', 'enabled', {
+      annotations: { [TEMPLATE]: 'native', [override('proxy-cpu')]: '200m', [override('proxy-memory-limit')]: '300Mi' },
+    }),
+    c('no valid override where the template has no resources', 'enabled', { annotations: { [TEMPLATE]: 'native', [override('proxy-cpu')]: 'x' } }),
+    c('limits-only template: a request is added', 'enabled', { annotations: { [TEMPLATE]: 'limits-only', [override('proxy-cpu')]: '100m' } }),
+    c('limits-only template: a request above the limit is dropped', 'enabled', { annotations: { [TEMPLATE]: 'limits-only', [override('proxy-cpu')]: '2' } }),
+    c('proxy-image: a valid reference', 'enabled', { annotations: { [override('proxy-image')]: 'registry.example:5000/mesh/envoy:v1.32.0' } }),
+    c('proxy-image: not a reference', 'enabled', { annotations: { [override('proxy-image')]: 'Not An Image' } }),
+    c('proxy-image: a digest', 'enabled', { annotations: { [override('proxy-image')]: `envoyproxy/envoy@sha256:${'a'.repeat(64)}` } }),
+    c('overrides of 100 KiB each: refused by the length bounds, cheaply', 'enabled', {
+      annotations: { [override('proxy-cpu')]: '1'.repeat(100 * 1024), [override('proxy-image')]: `registry.example/${'a'.repeat(100 * 1024)}:1` },
+    }),
+    c('a Pod without volumes, pull secrets or annotations', 'plain', { annotations: { [INJECT]: 'true' }, spec: { restartPolicy: 'Never' } }),
+    {
+      title: 'a 1 MiB Pod (CEL cost)',
+      namespace: 'enabled',
+      pod: bigPod(largePod(), { [override('proxy-cpu')]: '150m' }),
+    },
+    {
+      title: 'a 1 MiB Pod of 300 containers and 600 volumes, native (CEL cost)',
+      namespace: 'enabled',
+      pod: bigPod(largePod({ containers: 300, envVars: 3000, volumes: 600 }), { [NATIVE]: 'true', [override('proxy-memory')]: '100Mi' }),
+    },
+  ];
+}
+
+function bigPod(big: JsonObject, annotations: Record<string, string>): JsonObject {
+  const metadata = isJsonObject(big['metadata']) ? big['metadata'] : {};
+  return { ...big, metadata: { labels: metadata['labels'] ?? {}, annotations } };
+}
+
+/**
+ * Pods from every combination of a few independent choices, so that rules
+ * meet each other (what a property test would draw, but all of them).
+ */
+function combinations(): ParityCase[] {
+  const cases: ParityCase[] = [];
+  const injects = [undefined, 'true', 'false'] as const;
+  const templates = [undefined, 'debug', 'native'] as const;
+  const natives = [undefined, 'true', 'false'] as const;
+  let index = 0;
+  for (const inject of injects) {
+    for (const template of templates) {
+      for (const native of natives) {
+        index += 1;
+        const annotations: Record<string, string> = {};
+        if (inject !== undefined) annotations[INJECT] = inject;
+        if (template !== undefined) annotations[TEMPLATE] = template;
+        if (native !== undefined) annotations[NATIVE] = native;
+        // Vary the Pod's own lists with the index: missing, present, overlapping.
+        const spec: JsonObject = {};
+        if (index % 3 === 1) spec['volumes'] = [{ name: 'envoy-conf', emptyDir: {} }];
+        if (index % 3 === 2) spec['initContainers'] = [{ name: 'first', image: 'registry.example/first:1' }];
+        if (index % 4 === 0) spec['imagePullSecrets'] = [{ name: 'registry' }];
+        if (index % 5 === 0) annotations[override('proxy-memory')] = `${index}Mi`;
+        cases.push({
+          title: `combination ${index}: inject=${inject ?? '-'} template=${template ?? '-'} native=${native ?? '-'}`,
+          namespace: index % 2 === 0 ? 'enabled' : 'plain',
+          pod: pod({ annotations, spec }),
+        });
+      }
+    }
+  }
+  return cases;
+}
+
+/**
+ * Random Pods (a fixed seed, so a failure can be replayed): names drawn from
+ * a small set so the Pod's own entries often meet the template's, valid and
+ * invalid overrides, any namespace kind.
+ */
+function randomPods(count: number, seed: number): ParityCase[] {
+  const name = fc.constantFrom('envoy', 'config-reloader', 'envoy-init', 'app', 'web', 'log');
+  // Names unique across both lists, as the API server wants them: a case refused on both paths says little.
+  const containerLists = fc
+    .uniqueArray(fc.record({ name, init: fc.boolean() }), { selector: (entry) => entry.name, maxLength: 4 })
+    .map((entries) => ({
+      containers: entries.filter((entry) => !entry.init).map((entry) => ({ name: entry.name, image: `registry.example/${entry.name}:1` })),
+      initContainers: entries.filter((entry) => entry.init).map((entry) => ({ name: entry.name, image: `registry.example/${entry.name}:1` })),
+    }));
+  const volumes = fc.uniqueArray(fc.constantFrom('envoy-conf', 'envoy-cache', 'data', 'tmp'), { maxLength: 3 }).map((names) => names.map((n) => ({ name: n, emptyDir: {} })));
+  const secrets = fc.uniqueArray(fc.constantFrom('registry', 'other'), { maxLength: 2 }).map((names) => names.map((n) => ({ name: n })));
+  const quantity = fc.constantFrom('10m', '250m', '1', '1.5', '2Gi', '64Mi', '100M', '-1', 'x', '1n', '', '1e3', '0');
+  const annotation = fc.record(
+    {
+      [INJECT]: fc.constantFrom('true', 'false', 'yes'),
+      [LEGACY]: fc.constantFrom('true', 'false'),
+      [TEMPLATE]: fc.constantFrom('config', 'debug', 'native', 'limits-only', 'nope'),
+      [NATIVE]: fc.constantFrom('true', 'false', 'maybe'),
+      [override('proxy-cpu')]: quantity,
+      [override('proxy-memory')]: quantity,
+      [override('proxy-cpu-limit')]: quantity,
+      [override('proxy-memory-limit')]: quantity,
+      [override('proxy-image')]: fc.constantFrom('envoyproxy/envoy:v1.32.1', 'bad image', 'localhost:5000/envoy'),
+      'example.com/other': fc.constantFrom('a/b', '~', '~1'),
+    },
+    { requiredKeys: [] },
+  );
+  const arbitrary = fc.record({
+    namespace: fc.constantFrom<NamespaceKind>('enabled', 'enabled', 'plain', 'disabled', 'excluded'),
+    annotations: fc.option(annotation, { nil: undefined }),
+    lists: containerLists,
+    volumes: fc.option(volumes, { nil: undefined }),
+    imagePullSecrets: fc.option(secrets, { nil: undefined }),
+    hostNetwork: fc.integer({ min: 0, max: 4 }).map((draw) => draw === 0),
+  });
+  return fc.sample(arbitrary, { seed, numRuns: count }).map((drawn, index) => {
+    const spec: JsonObject = { containers: [{ name: 'main', image: 'registry.example/main:1' }, ...drawn.lists.containers] };
+    if (drawn.lists.initContainers.length > 0) spec['initContainers'] = drawn.lists.initContainers;
+    if (drawn.volumes !== undefined) spec['volumes'] = drawn.volumes;
+    if (drawn.imagePullSecrets !== undefined) spec['imagePullSecrets'] = drawn.imagePullSecrets;
+    if (drawn.hostNetwork) spec['hostNetwork'] = true;
+    const annotations: Record<string, string> | undefined =
+      drawn.annotations === undefined ? undefined : Object.fromEntries(Object.entries(drawn.annotations).flatMap(([key, value]) => (value === undefined ? [] : [[key, String(value)]])));
+    const metadata: JsonObject = annotations === undefined ? {} : { annotations };
+    return { title: `random ${index} (seed ${seed})`, namespace: drawn.namespace, pod: { apiVersion: 'v1', kind: 'Pod', metadata, spec } };
+  });
+}
+
+export const RANDOM_SEED = 12;
+
+export function parityCases(randomCount = 40): ParityCase[] {
+  return [...goldenCorpus(), ...handWritten(), ...combinations(), ...randomPods(randomCount, RANDOM_SEED)];
+}
