@@ -500,6 +500,13 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     }
   });
 
+  it('nativeSidecar on or off: no access to Nodes', async () => {
+    for (const nativeSidecar of ['on', 'off']) {
+      const rules = only(await renderChart({ nativeSidecar }), 'ClusterRole')['rules'] as Obj[];
+      assert.ok(!JSON.stringify(rules).includes('nodes'), nativeSidecar);
+    }
+  });
+
   it('matchConditions off: no CEL, and the webhook for ordinary namespaces uses failurePolicy Ignore', () => {
     const webhooks = webhooksOf(manifestsOf('noMatchConditions'));
     assert.deepEqual(
@@ -516,6 +523,8 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
   it('RBAC grants exactly what the injector needs, per certificate mode', () => {
     const configMapRule = { apiGroups: [''], resources: ['configmaps'], resourceNames: ['envoy-initializer'], verbs: ['get', 'list', 'watch'] };
     const namespacesRule = { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] };
+    // nativeSidecar auto (the default): kubelet versions, read-only.
+    const nodesRule = { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch'] };
     const expected = {
       auto: {
         role: [
@@ -525,10 +534,11 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
         ],
         clusterRole: [
           namespacesRule,
+          nodesRule,
           { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: [CLUSTER_NAME], verbs: ['get', 'list', 'watch', 'update', 'patch'] },
         ],
       },
-      files: { role: [configMapRule], clusterRole: [namespacesRule] },
+      files: { role: [configMapRule], clusterRole: [namespacesRule, nodesRule] },
     };
     for (const scenario of ['default', 'auto', 'certManager', 'secret', 'customTemplate']) {
       const manifests = manifestsOf(scenario);
@@ -543,7 +553,7 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
       assert.equal(JSON.stringify(clusterRole['rules']).includes('secrets'), false, `${scenario}: cluster-wide Secret access`);
       for (const rule of [...(role['rules'] as Obj[]), ...(clusterRole['rules'] as Obj[])]) {
         const verbs = rule['verbs'] as string[];
-        const nameable = (rule['resources'] as string[]).some((resource) => resource !== 'namespaces');
+        const nameable = (rule['resources'] as string[]).some((resource) => resource !== 'namespaces' && resource !== 'nodes');
         // create cannot be limited by resourceNames; every other verb on a named object must be.
         if (nameable && !(verbs.length === 1 && verbs[0] === 'create')) assert.ok(Array.isArray(rule['resourceNames']), `${scenario}: ${JSON.stringify(rule)}`);
       }

@@ -5,7 +5,7 @@ import { UsageError } from '../errors.js';
 import { DEFAULT_ALLOWED_OVERRIDES, type OverrideName } from '../injection/index.js';
 import { DEFAULT_BACKOFF, type Backoff } from '../kube/backoff.js';
 import { clusterRequested } from '../kube/cluster-request.js';
-import type { CertificateManager, CertificateSettings, ClusterVersionCheck, ClusterWatches } from '../kube/index.js';
+import type { CertificateManager, CertificateSettings, ClusterVersionCheck, ClusterWatches, KubeletVersions } from '../kube/index.js';
 import type { InjectorMetrics } from '../server/metrics.js';
 import { createLogger, createServerState, ensureDevCertificates, startServer, type RunningServer, type ServeOptions } from '../server/serve.js';
 import type { ServerState } from '../server/server-state.js';
@@ -47,7 +47,8 @@ Options:
   --namespace NAME          POD_NAMESPACE        the injector's own namespace: never injected, holds the ConfigMap
                                                  (default: the kubeconfig context's or service account's, else default)
   --native-sidecar MODE     NATIVE_SIDECAR       auto | on | off (default auto: native sidecars when the
-                                                 API server is 1.29 or later; off outside a cluster)
+                                                 API server and every node's kubelet are 1.29 or later;
+                                                 off outside a cluster)
   --allowed-overrides LIST  ALLOWED_OVERRIDES    the proxy-* annotations Pods may use (default
                                                  proxy-cpu,proxy-memory,proxy-cpu-limit,proxy-memory-limit; add
                                                  proxy-image to let Pods choose the proxy image; "none" for none)
@@ -268,10 +269,25 @@ export async function startInjector(
     };
   }
   state.nativeSidecar = settings.nativeSidecar === 'on';
-  const versionCheck: ClusterVersionCheck | undefined =
-    settings.nativeSidecar === 'auto' && kube !== undefined && connection !== undefined
-      ? new kube.ClusterVersionCheck({ kubeConfig: connection.kubeConfig, log, backoff, onNativeSidecar: (native) => (state.nativeSidecar = native) })
-      : undefined;
+  // auto: native sidecars when the API server and every kubelet are 1.29+.
+  const followVersions = settings.nativeSidecar === 'auto' && kube !== undefined && connection !== undefined;
+  let apiServerNative = false;
+  const kubelets: KubeletVersions | undefined = followVersions
+    ? new kube.KubeletVersions({ kubeConfig: connection.kubeConfig, backoff, watchStaleAfterMs: context.watchStaleAfterMs, log, onChange: () => (state.nativeSidecar = apiServerNative && (kubelets?.allNative ?? false)) })
+    : undefined;
+  const versionCheck: ClusterVersionCheck | undefined = followVersions
+    ? new kube.ClusterVersionCheck({
+        kubeConfig: connection.kubeConfig,
+        log,
+        backoff,
+        onNativeSidecar: (native) => {
+          apiServerNative = native;
+          state.nativeSidecar = native && (kubelets?.allNative ?? false);
+        },
+      })
+    : undefined;
+  if (kubelets !== undefined) state.addCheck('nodes', () => kubelets.problem());
+  kubelets?.start();
   versionCheck?.start();
   const cluster: ClusterWatches | undefined =
     kube === undefined || connection === undefined
@@ -317,6 +333,7 @@ export async function startInjector(
     cluster?.stop();
     certificates?.stop();
     versionCheck?.stop();
+    kubelets?.stop();
     throw error;
   }
   // Resolves after the first attempt; failures are retried in the background and shown by /readyz.
@@ -338,6 +355,7 @@ export async function startInjector(
       cluster?.stop();
       certificates?.stop();
       versionCheck?.stop();
+      kubelets?.stop();
     },
   };
 }

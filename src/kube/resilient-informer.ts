@@ -47,6 +47,10 @@ export class ResilientInformer<T extends KubernetesObject> {
     this.#listWatch.on(verb, callback);
   }
 
+  list(): readonly T[] {
+    return this.#listWatch.list();
+  }
+
   get(name: string, namespace?: string): T | undefined {
     return this.#listWatch.get(name, namespace);
   }

@@ -27,6 +27,7 @@ interface Resource {
 
 const RESOURCES: Readonly<Record<string, Resource>> = {
   namespaces: { group: '', version: 'v1', kind: 'Namespace', namespaced: false },
+  nodes: { group: '', version: 'v1', kind: 'Node', namespaced: false },
   configmaps: { group: '', version: 'v1', kind: 'ConfigMap', namespaced: true },
   secrets: { group: '', version: 'v1', kind: 'Secret', namespaced: true },
   mutatingwebhookconfigurations: { group: 'admissionregistration.k8s.io', version: 'v1', kind: 'MutatingWebhookConfiguration', namespaced: false },
