@@ -51,6 +51,7 @@ const scenarios = (): Record<string, Scenario> => ({
   noMatchConditions: { values: { webhook: { matchConditions: false } } },
   hpa: { values: { autoscaling: { enabled: true, minReplicas: 3, maxReplicas: 7 } } },
   excluded: { values: { excludedNamespaces: ['legacy', 'batch-jobs'] } },
+  proxyIpv4Only: { values: { proxy: { listenAddress: '0.0.0.0', healthPort: 15021 } } },
   customTemplate: {
     values: {
       templates: {
@@ -101,6 +102,13 @@ function webhooksOf(manifests: Manifest[]): Webhook[] {
 }
 function templatesOf(manifests: Manifest[]): TemplateSet {
   return parseTemplateData(only(manifests, 'ConfigMap')['data'] as Record<string, string>);
+}
+/** The default template's Envoy container and its inline bootstrap. */
+function defaultEnvoy(manifests: Manifest[]): { envoy: Obj; bootstrap: Obj } {
+  const envoy = templatesOf(manifests).defaultTemplate.containers[0] as Obj;
+  const args = envoy['args'] as string[];
+  assert.equal(args[0], '--config-yaml');
+  return { envoy, bootstrap: parseYaml(args[1] as string) as Obj };
 }
 
 const FULLNAME = `${RELEASE}-envoy-injector`;
@@ -617,7 +625,7 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     const bootstrap = parseYaml(args[1] as string) as Obj;
     assert.deepEqual(at(bootstrap, 'admin', 'address', 'socket_address'), { address: '127.0.0.1', port_value: 9901 });
     const listener = (at(bootstrap, 'static_resources', 'listeners') as Obj[])[0] as Obj;
-    assert.deepEqual(at(listener, 'address', 'socket_address'), { address: '0.0.0.0', port_value: 9902 });
+    assert.deepEqual(at(listener, 'address', 'socket_address'), { address: '::', port_value: 9902, ipv4_compat: true });
     const manager = at(listener, 'filter_chains', 0, 'filters', 0) as Obj;
     assert.equal(manager['name'], 'envoy.filters.network.http_connection_manager');
     const routes = at(manager, 'typed_config', 'route_config', 'virtual_hosts', 0, 'routes') as Obj[];
@@ -646,6 +654,24 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     assert.deepEqual(schemaProblems(pod), []);
   });
 
+  it('the health listener answers the probe on IPv4 and IPv6 ("::" with ipv4_compat) by default, IPv4 only with 0.0.0.0; probe, containerPort and listener agree', () => {
+    const expected: [string, Obj][] = [
+      ['default', { address: '::', port_value: 9902, ipv4_compat: true }],
+      ['proxyIpv4Only', { address: '0.0.0.0', port_value: 15021 }],
+    ];
+    for (const [scenario, socketAddress] of expected) {
+      const { envoy, bootstrap } = defaultEnvoy(manifestsOf(scenario));
+      const listeners = at(bootstrap, 'static_resources', 'listeners') as Obj[];
+      assert.deepEqual(listeners.map((listener) => listener['name']), ['health'], scenario);
+      assert.deepEqual(at(listeners[0], 'address', 'socket_address'), socketAddress, scenario);
+      const port = socketAddress['port_value'];
+      assert.deepEqual(envoy['ports'], [{ name: 'envoy-health', containerPort: port, protocol: 'TCP' }], scenario);
+      assert.deepEqual(at(envoy, 'readinessProbe', 'httpGet'), { path: '/ready', port }, scenario);
+      // The admin API can stop Envoy: loopback only, whatever the listener's address.
+      assert.deepEqual(at(bootstrap, 'admin', 'address', 'socket_address'), { address: '127.0.0.1', port_value: 9901 }, scenario);
+    }
+  });
+
   it('a custom default template and named templates are rendered from values', () => {
     const manifests = manifestsOf('customTemplate');
     const data = only(manifests, 'ConfigMap')['data'] as Record<string, string>;
@@ -669,6 +695,7 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
       ['an unknown override', { allowedOverrides: ['proxy-env'] }, /at '\/allowedOverrides\/0': value must be one of/],
       ['a bad nativeSidecar', { nativeSidecar: true }, /at '\/nativeSidecar': got boolean, want string/],
       ['secret mode without a Secret', { certificates: { mode: 'secret' } }, /at '\/certificates\/secretName': minLength: got 0, want 1/],
+      ['a proxy.listenAddress that is no wildcard', { proxy: { listenAddress: '10.0.0.7' } }, /at '\/proxy\/listenAddress': value must be one of '::', '0.0.0.0'/],
       ['a duration without unit', { certificates: { certManager: { duration: '365d' } } }, /at '\/certificates\/certManager\/duration': '365d' does not match pattern/],
     ];
     const results = await Promise.all(

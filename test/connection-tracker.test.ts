@@ -3,6 +3,7 @@ import { createServer } from 'node:http';
 import { connect, type AddressInfo, type Socket } from 'node:net';
 import { describe, it } from 'node:test';
 import { ConnectionTracker } from '../src/server/connection-tracker.js';
+import { until } from './helpers/injector-harness.js';
 
 /** A connected plain TCP socket, what it received, and when the server closed it. */
 async function openClient(port: number): Promise<{ socket: Socket; received: () => string }> {
@@ -14,18 +15,6 @@ async function openClient(port: number): Promise<{ socket: Socket; received: () 
   socket.on('data', (chunk: Buffer) => chunks.push(chunk));
   socket.on('error', () => {});
   return { socket, received: () => Buffer.concat(chunks).toString('utf8') };
-}
-
-function until(condition: () => boolean, awaited: string): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  return new Promise((resolve, reject) => {
-    const poll = (): void => {
-      if (condition()) resolve();
-      else if (Date.now() > deadline) reject(new Error(`not reached within 20 s: ${awaited}`));
-      else setTimeout(poll, 10);
-    };
-    poll();
-  });
 }
 
 describe('ConnectionTracker', () => {
@@ -49,16 +38,16 @@ describe('ConnectionTracker', () => {
       const silent = await openClient(port);
       const idle = await openClient(port);
       idle.socket.write('GET /fast HTTP/1.1\r\nHost: x\r\n\r\n');
-      await until(() => idle.received().endsWith('fast'), 'the idle connection answered');
+      await until('the idle connection answered', () => idle.received().endsWith('fast') || undefined);
       const slow = await openClient(port);
       slow.socket.write('GET /slow HTTP/1.1\r\nHost: x\r\n\r\n');
-      await until(() => slow.received().endsWith('o'), 'the slow answer started');
+      await until('the slow answer started', () => slow.received().endsWith('o') || undefined);
 
       assert.deepEqual(tracker.closeIdle(), { closed: 2, finishing: 1 });
-      await until(() => silent.socket.destroyed && idle.socket.destroyed, 'the never-requested and the idle connection closed by the server');
+      await until('the never-requested and the idle connection closed by the server', () => (silent.socket.destroyed && idle.socket.destroyed) || undefined);
       assert.equal(slow.socket.destroyed, false);
       release();
-      await until(() => slow.socket.destroyed, 'the slow connection closed by the server after its answer');
+      await until('the slow connection closed by the server after its answer', () => slow.socket.destroyed || undefined);
       assert.match(slow.received(), /^HTTP\/1\.1 200 OK\r\n/);
       assert.match(slow.received(), /\r\nConnection: keep-alive\r\n/);
       assert.ok(slow.received().endsWith('\r\n\r\nok'), 'the whole answer arrived before the close');

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, it, type TestContext } from 'node:test';
 import { AdmissionregistrationV1Api, AppsV1Api, CoreV1Api, type V1Pod } from '@kubernetes/client-node';
+import { parseYaml } from '../../src/injection/index.js';
 import { largePod } from '../helpers/large-pod.js';
 import { forEachKubeVersion, type KubeVersion } from './control-plane.js';
 import { createNamespace, deleteNamespaces, envoyImage, eventually, helmInstall, helmUninstall, plainPod, sidecar, uniqueName, type Release } from './cluster.js';
@@ -67,6 +68,19 @@ forEachKubeVersion('the injector as the chart\'s ServiceAccount, called by the A
     assert.equal(sidecar(stored), expectedPlacement(version));
     assert.match(envoyImage(stored) ?? '', /^envoyproxy\/envoy:v\d/);
     assert.equal(stored.spec?.containers[0]?.name, 'app', 'the application container stays first');
+  });
+
+  it('the stored Envoy\'s health listener is "::" with ipv4_compat, on the port of its probe and containerPort (issue 15)', async () => {
+    const stored = await core().readNamespacedPod({ name: 'injected', namespace: ns.enabled });
+    const envoy = [...(stored.spec?.initContainers ?? []), ...(stored.spec?.containers ?? [])].find((container) => container.name === 'envoy');
+    assert.ok(envoy !== undefined, 'the stored Pod has the envoy container');
+    const args = envoy.args ?? [];
+    assert.equal(args[0], '--config-yaml');
+    const bootstrap = parseYaml(args[1] ?? '') as { static_resources: { listeners: { name: string; address: { socket_address: Record<string, unknown> } }[] } };
+    assert.deepEqual(bootstrap.static_resources.listeners.map((listener) => listener.name), ['health']);
+    assert.deepEqual(bootstrap.static_resources.listeners[0]?.address.socket_address, { address: '::', port_value: 9902, ipv4_compat: true });
+    assert.equal(envoy.readinessProbe?.httpGet?.port, 9902);
+    assert.deepEqual(envoy.ports?.map((port) => port.containerPort), [9902]);
   });
 
   it('opted out by annotation, in a disabled namespace, kube-system or the release namespace: stored untouched', async () => {

@@ -207,7 +207,8 @@ static_resources:
   listeners:
     - name: health
       address:
-        socket_address: {address: 0.0.0.0, port_value: {{ $p.healthPort }}}
+        {{- /* "::" with ipv4_compat: one socket answers probes of an IPv4 or an IPv6 Pod address. */}}
+        socket_address: {address: {{ $p.listenAddress | quote }}, port_value: {{ $p.healthPort }}{{ if eq $p.listenAddress "::" }}, ipv4_compat: true{{ end }}}
       filter_chains:
         - filters:
             - name: envoy.filters.network.http_connection_manager
