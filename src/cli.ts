@@ -4,6 +4,7 @@ import { runInject } from './commands/inject.js';
 import { runPolicy } from './commands/policy.js';
 import { reportError, type CommandIo } from './commands/io.js';
 import { runServe } from './commands/serve.js';
+import { runStatus } from './commands/status.js';
 
 const HELP = `Usage: envoy-injector <command> [options]
 
@@ -11,24 +12,26 @@ Commands:
   serve      run the admission webhook (HTTPS)
   inject     inject the sidecar into manifests offline
   explain    show, rule by rule, what the webhook would decide and change for manifests
+  status     which workloads run Pods injected with an outdated template; --restart rolls them
   policy     print the MutatingAdmissionPolicy that injects without the webhook (Kubernetes 1.34+)
   certs      make a development CA and serving certificate
 
 Run "envoy-injector <command> --help" for a command's options.
 `;
 
-type Command = (args: readonly string[], io: CommandIo) => Promise<number>;
+type Command = (args: readonly string[], io: CommandIo, env: NodeJS.ProcessEnv) => Promise<number>;
 
 const COMMANDS: Readonly<Record<string, Command>> = {
   serve: runServe,
   inject: runInject,
   explain: runExplain,
+  status: runStatus,
   policy: runPolicy,
   certs: runCerts,
 };
 
 /** Runs one command; resolves to the process exit code. */
-export async function runCli(argv: readonly string[], io: CommandIo): Promise<number> {
+export async function runCli(argv: readonly string[], io: CommandIo, env: NodeJS.ProcessEnv = process.env): Promise<number> {
   const [name, ...args] = argv;
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     io.stdout.write(HELP);
@@ -40,7 +43,7 @@ export async function runCli(argv: readonly string[], io: CommandIo): Promise<nu
     return 2;
   }
   try {
-    return await command(args, io);
+    return await command(args, io, env);
   } catch (error) {
     if (error instanceof TypeError && 'code' in error && String(error.code).startsWith('ERR_PARSE_ARGS')) {
       io.stderr.write(`envoy-injector ${name}: ${error.message}\n`);

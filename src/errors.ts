@@ -57,3 +57,10 @@ export class NamespaceLabelsUnknownError extends InjectorError {
     super('EI_NAMESPACE_LABELS_UNKNOWN', message, options);
   }
 }
+
+/** A Kubernetes API call that failed (unreachable, forbidden, not found). */
+export class ClusterError extends InjectorError {
+  constructor(message: string, options?: ErrorOptions) {
+    super('EI_CLUSTER_REQUEST', message, options);
+  }
+}

@@ -1,30 +1,9 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { Readable } from 'node:stream';
 import { describe, it } from 'node:test';
-import { runCli } from '../src/cli.js';
 import { parseYamlDocuments, type JsonObject } from '../src/injection/index.js';
 import { ROOT } from './helpers/fixtures.js';
-
-async function run(args: string[], stdin = ''): Promise<{ code: number; stdout: string; stderr: string }> {
-  let stdout = '';
-  let stderr = '';
-  const code = await runCli(args, {
-    stdin: Readable.from([stdin]),
-    stdout: { write: (chunk: string) => (stdout += chunk) },
-    stderr: { write: (chunk: string) => (stderr += chunk) },
-  });
-  return { code, stdout, stderr };
-}
-
-function tempFile(name: string, content: string): string {
-  const path = join(mkdtempSync(join(tmpdir(), 'ei-cli-')), name);
-  writeFileSync(path, content);
-  return path;
-}
+import { runCliCaptured as run, tempFile } from './helpers/run-cli.js';
 
 describe('envoy-injector inject', () => {
   it('the installed bin injects the seed Pod (as `npx envoy-injector inject -f examples/myapp-pod.yaml`)', () => {

@@ -12,6 +12,8 @@ import {
   type TemplateSet,
 } from '../src/injection/index.js';
 import { runCli } from '../src/cli.js';
+import { FakeApiServer } from './helpers/fake-api-server.js';
+import { runStatusCli, seedFleet } from './helpers/fleet-fixture.js';
 import { ROOT, seedTemplates } from './helpers/fixtures.js';
 import { applyIndependently } from './helpers/patch.js';
 
@@ -54,6 +56,9 @@ const POLICY_CASES: readonly { readonly golden: string; readonly args: readonly 
 /** explain over six kinds of Pods: opted in, opted out, excluded namespace, by label, conflict, overrides, native. */
 const EXPLAIN_INPUT = 'explain-pods.yaml';
 const EXPLAIN_GOLDEN = { text: 'explain-pods.golden.txt', json: 'explain-pods.golden.json', policy: 'explain-pods.policy.golden.txt' } as const;
+
+/** status over the fleet of helpers/fleet-fixture.ts, served by the fake API server. */
+const STATUS_GOLDEN = { table: 'status.golden.txt', json: 'status.golden.json' } as const;
 
 function templatesFor(goldenCase: GoldenCase): TemplateSet {
   return goldenCase.templateFile === undefined
@@ -117,6 +122,23 @@ describe('golden files: inject output for each input manifest', () => {
     });
   }
 
+  for (const format of ['table', 'json'] as const) {
+    it(`status --output ${format} over the fleet fixture → ${STATUS_GOLDEN[format]}`, async () => {
+      const fake = await FakeApiServer.start();
+      try {
+        seedFleet(fake);
+        const { code, stdout, stderr } = await runStatusCli(['--kubeconfig', fake.writeKubeconfig(), '--output', format]);
+        assert.equal(code, 3, stderr);
+        const goldenPath = join(GOLDEN_DIR, STATUS_GOLDEN[format]);
+        if (UPDATE) writeFileSync(goldenPath, stdout);
+        assert.equal(stdout, readFileSync(goldenPath, 'utf8'), `${STATUS_GOLDEN[format]} is stale: run UPDATE_GOLDEN=1 npm test and review the diff`);
+        if (format === 'table') assert.ok(readFileSync(join(ROOT, 'README.md'), 'utf8').includes('```\n' + stdout + '```\n'), 'the README shows this very table: copy it there');
+      } finally {
+        await fake.close();
+      }
+    });
+  }
+
   for (const policyCase of POLICY_CASES) {
     it(`policy ${policyCase.args.join(' ')} → ${policyCase.golden}`, async () => {
       let stdout = '';
@@ -137,7 +159,7 @@ describe('golden files: inject output for each input manifest', () => {
   }
 
   it('has no golden or input file that no case uses', () => {
-    const explainFiles = [EXPLAIN_INPUT, ...Object.values(EXPLAIN_GOLDEN), ...POLICY_CASES.map((c) => c.golden)];
+    const explainFiles = [EXPLAIN_INPUT, ...Object.values(EXPLAIN_GOLDEN), ...POLICY_CASES.map((c) => c.golden), ...Object.values(STATUS_GOLDEN)];
     const used = new Set([...explainFiles, ...CASES.flatMap((c) => [c.golden, c.input, c.templateFile].filter((f) => f !== undefined).map((f) => f.replace('test/golden/', '')))]);
     const unused = readdirSync(GOLDEN_DIR).filter((file) => !used.has(file));
     assert.deepEqual(unused, [], 'remove these files or add a case for them');

@@ -16,6 +16,7 @@ const RANK: Readonly<Record<string, number>> = {
   admission: 3,
   state: 3,
   policy: 3,
+  fleet: 3,
   injection: 2,
   tls: 2,
   errors: 1,
@@ -26,6 +27,7 @@ const PURE = ['node:crypto', 'js-yaml', 'fast-json-patch'];
 const ALLOWED_PACKAGES: Readonly<Record<string, readonly string[]>> = {
   injection: PURE,
   policy: PURE,
+  fleet: PURE,
   // Reading PEM files is the only I/O of tls/.
   tls: ['node:crypto', 'node:net', 'node:tls', 'node:fs/promises', 'selfsigned'],
   state: ['pino'],
@@ -38,7 +40,7 @@ const FORBIDDEN_PACKAGES: Readonly<Record<string, readonly string[]>> = {
   server: ['@kubernetes/client-node'],
 };
 // The pure rooms touch no process, clock, timer, console or randomness.
-const PURE_ROOMS = new Set(['injection', 'policy']);
+const PURE_ROOMS = new Set(['injection', 'policy', 'fleet']);
 const AMBIENT = new Set(['process', 'setTimeout', 'setInterval', 'setImmediate', 'fetch', 'performance', 'console', 'require', 'globalThis']);
 
 const srcDir = join(dirname(fileURLToPath(import.meta.url)), '..', 'src');
@@ -166,7 +168,7 @@ describe('layering of src/', () => {
     { name: 'tls importing an HTTP server', file: 'tls/x.ts', text: "import { createServer } from 'node:https';", expected: /imports node:https: tls may import only/ },
     { name: 'kube importing fastify', file: 'kube/x.ts', text: "import fastify from 'fastify';", expected: /fastify, which kube must not use/ },
     { name: 'server importing client-node', file: 'server/x.ts', text: "import { KubeConfig } from '@kubernetes/client-node';", expected: /client-node, which server must not use/ },
-    { name: 'a room with no place', file: 'fleet/x.ts', text: '', expected: /room fleet has no place/ },
+    { name: 'a room with no place', file: 'gadgets/x.ts', text: '', expected: /room gadgets has no place/ },
   ];
   for (const { name, file, text, expected } of breaks) {
     it(`refuses ${name}`, () => {

@@ -77,19 +77,18 @@ describe('template validation: each broken template is rejected with the exact p
     { name: 'container without image', data: { config: 'containers: [{name: envoy}]' }, problem: 'config: containers[0].image: required' },
     { name: 'duplicate container names across lists', data: { config: 'containers: [{name: envoy, image: "e:1"}]\ninitContainers: [{name: envoy, image: "e:1"}]' }, problem: 'config: initContainers[0].name: "envoy" duplicates containers[0].name' },
     { name: 'port out of range', data: { config: 'containers: [{name: envoy, image: "e:1", ports: [{containerPort: 80}, {containerPort: 70000}]}]' }, problem: 'config: containers[0].ports[1].containerPort: must be 1-65535' },
-    { name: 'port as string', data: { config: 'containers: [{name: envoy, image: "e:1", ports: [{containerPort: "80"}]}]' }, problem: 'config: containers[0].ports[0].containerPort: must be 1-65535' },
+    { name: 'port as string', data: { config: 'containers: [{name: envoy, image: "e:1", ports: [{containerPort: "80"}]}]' }, problem: 'config: containers[0].ports[0].containerPort: must be an integer (32-bit), got "80"' },
     { name: 'port missing', data: { config: 'containers: [{name: envoy, image: "e:1", ports: [{protocol: TCP}]}]' }, problem: 'config: containers[0].ports[0].containerPort: required' },
     { name: 'bad protocol', data: { config: 'containers: [{name: envoy, image: "e:1", ports: [{containerPort: 80, protocol: HTTP}]}]' }, problem: 'config: containers[0].ports[0].protocol: must be one of TCP, UDP, SCTP' },
     { name: 'unknown container field (typo)', data: { config: 'containers: [{name: envoy, image: "e:1", imagePullPolice: Always}]' }, problem: 'config: containers[0].imagePullPolice: unknown field' },
-    { name: 'args not strings', data: { config: 'containers: [{name: envoy, image: "e:1", args: [--port, 80]}]' }, problem: 'config: containers[0].args: must be a list of strings' },
+    { name: 'args not strings', data: { config: 'containers: [{name: envoy, image: "e:1", args: [--port, 80]}]' }, problem: 'config: containers[0].args[1]: must be a string (quote numbers and booleans), got 80' },
     { name: 'env value not a string', data: { config: 'containers: [{name: envoy, image: "e:1", env: [{name: PORT, value: 80}]}]' }, problem: 'config: containers[0].env[0].value: must be a string (quote numbers and booleans)' },
     { name: 'bad quantity', data: { config: 'containers: [{name: envoy, image: "e:1", resources: {limits: {memory: 512MB}}}]' }, problem: 'config: containers[0].resources.limits.memory: "512MB" is not a quantity' },
     { name: 'request above limit', data: { config: 'containers: [{name: envoy, image: "e:1", resources: {limits: {cpu: "1"}, requests: {cpu: 1500m}}}]' }, problem: 'config: containers[0].resources.requests.cpu: must be less than or equal to the limit' },
     { name: 'probe without handler', data: { config: 'containers: [{name: envoy, image: "e:1", readinessProbe: {periodSeconds: 5}}]' }, problem: 'config: containers[0].readinessProbe: must have exactly one of exec, httpGet, tcpSocket, grpc' },
     { name: 'restartPolicy on a regular container', data: { config: 'containers: [{name: envoy, image: "e:1", restartPolicy: Always}]' }, problem: 'config: containers[0].restartPolicy: only init containers may set restartPolicy' },
-    { name: 'volume without source', data: { config: 'volumes: [{name: conf}]' }, problem: 'config: volumes[0]: must have exactly one volume source' },
-    { name: 'volume with two sources', data: { config: 'volumes: [{name: conf, configMap: {name: a}, emptyDir: {}}]' }, problem: 'config: volumes[0]: must have exactly one volume source, found configMap, emptyDir' },
-    { name: 'volume source misspelled', data: { config: 'volumes: [{name: conf, configmap: {name: a}}]' }, problem: 'config: volumes[0].configmap: unknown field (not a volume source)' },
+    { name: 'volume with two sources', data: { config: 'volumes: [{name: conf, configMap: {name: a}, emptyDir: {}}]' }, problem: 'config: volumes[0]: may not have more than one volume source, found configMap, emptyDir' },
+    { name: 'volume source misspelled', data: { config: 'volumes: [{name: conf, configmap: {name: a}}]' }, problem: 'config: volumes[0].configmap: unknown field (did you mean configMap?)' },
     { name: 'duplicate volume', data: { config: 'volumes: [{name: conf, emptyDir: {}}, {name: conf, emptyDir: {}}]' }, problem: 'config: volumes[1].name: "conf" duplicates volumes[0].name' },
     { name: 'pull secret without name', data: { config: 'imagePullSecrets: [{}]' }, problem: 'config: imagePullSecrets[0].name: required' },
     { name: 'nativeSidecar not a boolean', data: { config: `containers:\n  - ${ENVOY}\nnativeSidecar: "yes"` }, problem: 'config: nativeSidecar: must be true or false' },
@@ -120,6 +119,13 @@ describe('template validation: each broken template is rejected with the exact p
       ]);
       assert.equal(error.message, error.problems.join('; '));
     }
+  });
+
+  it('a nested field of the wrong shape is reported once, at its full path', () => {
+    assert.deepEqual(problemsOf({ config: 'containers: [{name: envoy, image: "e:1", ports: 80, env: [PORT]}]' }), [
+      'config: containers[0].ports: must be a list, got 80',
+      'config: containers[0].env[0]: must be a mapping, got "PORT"',
+    ]);
   });
 
   it('rejects a ConfigMap file without data and a file of two documents', () => {

@@ -13,15 +13,8 @@ export function kubeErrorStatus(error: unknown): number | undefined {
  */
 export function describeKubeError(error: unknown): string {
   if (error instanceof ApiException) {
-    let message = '';
-    try {
-      const body: unknown = typeof error.body === 'string' ? JSON.parse(error.body) : error.body;
-      const status = body as { message?: unknown } | undefined;
-      if (typeof status?.message === 'string') message = status.message;
-    } catch {
-      // not a Status body
-    }
-    return `HTTP ${error.code}${message === '' ? '' : `: ${message}`}`;
+    const message = kubeErrorStatusBody(error)?.message;
+    return `HTTP ${error.code}${typeof message === 'string' && message !== '' ? `: ${message}` : ''}`;
   }
   const status = kubeErrorStatus(error);
   const text = error instanceof Error ? error.message : String(error);
@@ -37,4 +30,15 @@ export function kubeErrorForLog(error: unknown): Error {
   logged.name = error instanceof Error ? error.name : 'Error';
   if (error instanceof Error && error.stack !== undefined) logged.stack = `${logged.name}: ${logged.message}\n${error.stack.split('\n').filter((line) => line.trimStart().startsWith('at ')).join('\n')}`;
   return Object.assign(logged, { status: kubeErrorStatus(error) });
+}
+
+/** The `Status` object a failed API call answered with, when there was one. */
+export function kubeErrorStatusBody(error: unknown): { message?: unknown; metadata?: { continue?: unknown } } | undefined {
+  if (!(error instanceof ApiException)) return undefined;
+  try {
+    const body: unknown = typeof error.body === 'string' ? JSON.parse(error.body) : error.body;
+    return typeof body === 'object' && body !== null ? body : undefined;
+  } catch {
+    return undefined; // not a Status body
+  }
 }

@@ -65,7 +65,7 @@ export interface ControlPlane extends ControlPlaneAddress {
 }
 
 interface StartOptions {
-  /** kube-controller-manager too: default ServiceAccounts, Deployments making Pods, namespace deletion. */
+  /** kube-controller-manager too: default ServiceAccounts, Deployments and StatefulSets making Pods, namespace deletion. */
   readonly controllers?: boolean;
   /** 1.34 only: serve admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicy (on by default there). */
   readonly mutatingAdmissionPolicy?: boolean;
@@ -178,7 +178,7 @@ export async function startControlPlane(version: KubeVersion, options: StartOpti
         `--root-ca-file=${files.ca}`,
         '--use-service-account-credentials=false',
         '--leader-elect=false',
-        '--controllers=serviceaccount,serviceaccount-token,namespace,garbagecollector,root-ca-cert-publisher,deployment,replicaset',
+        '--controllers=serviceaccount,serviceaccount-token,namespace,garbagecollector,root-ca-cert-publisher,deployment,replicaset,statefulset',
       ], join(dir, 'kube-controller-manager.log'));
       processes.push(controllerManager);
       // Its serviceaccount controller gives `default` its ServiceAccount: the sign that it runs.

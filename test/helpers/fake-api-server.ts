@@ -10,9 +10,9 @@ import { makeCertificates } from '../../src/tls/certificates.js';
 
 /**
  * A small Kubernetes API server for tests: HTTPS with its own CA, bearer
- * token auth, LIST and WATCH (newline-delimited events, BOOKMARKs, 410 for an
- * expired resourceVersion, field selectors on metadata.name, metadata-only
- * responses), GET/POST/PUT/PATCH/DELETE with optimistic concurrency, /version,
+ * token auth, LIST (paged with limit/continue, label selectors) and WATCH
+ * (newline-delimited events, BOOKMARKs, 410 for an expired resourceVersion,
+ * field selectors on metadata.name, metadata-only responses), GET/POST/PUT/PATCH/DELETE with optimistic concurrency, /version,
  * and faults on demand (500s, dropped watches, compacted history).
  */
 
@@ -31,6 +31,13 @@ const RESOURCES: Readonly<Record<string, Resource>> = {
   configmaps: { group: '', version: 'v1', kind: 'ConfigMap', namespaced: true },
   secrets: { group: '', version: 'v1', kind: 'Secret', namespaced: true },
   mutatingwebhookconfigurations: { group: 'admissionregistration.k8s.io', version: 'v1', kind: 'MutatingWebhookConfiguration', namespaced: false },
+  pods: { group: '', version: 'v1', kind: 'Pod', namespaced: true },
+  replicasets: { group: 'apps', version: 'v1', kind: 'ReplicaSet', namespaced: true },
+  deployments: { group: 'apps', version: 'v1', kind: 'Deployment', namespaced: true },
+  statefulsets: { group: 'apps', version: 'v1', kind: 'StatefulSet', namespaced: true },
+  daemonsets: { group: 'apps', version: 'v1', kind: 'DaemonSet', namespaced: true },
+  jobs: { group: 'batch', version: 'v1', kind: 'Job', namespaced: true },
+  cronjobs: { group: 'batch', version: 'v1', kind: 'CronJob', namespaced: true },
   mutatingadmissionpolicies: { group: 'admissionregistration.k8s.io', version: 'v1beta1', kind: 'MutatingAdmissionPolicy', namespaced: false },
 };
 
@@ -87,6 +94,7 @@ export class FakeApiServer {
   #failures: { remaining: number; status: number; match: (path: string) => boolean } | undefined;
   #stall: ((path: string) => boolean) | undefined;
   readonly #stalled = new Set<ServerResponse>();
+  #expiredContinues = 0;
 
   private constructor(server: Server, ca: string, sockets: Set<Socket>) {
     this.#server = server;
@@ -207,6 +215,15 @@ export class FakeApiServer {
     }
   }
 
+  /**
+   * The next `count` list requests that carry a `continue` token answer 410
+   * Gone, as after an etcd compaction, with a token in the Status that
+   * resumes where the expired one stopped (what a real API server offers).
+   */
+  expireContinueTokens(count: number): void {
+    this.#expiredContinues = count;
+  }
+
   /** Closes every open watch stream, as an API server restart or a load balancer would. */
   dropWatches(): void {
     for (const watch of this.#watches) watch.response.destroy();
@@ -281,7 +298,13 @@ export class FakeApiServer {
           record(200);
           return this.#watch(route.resource, route.namespace, fieldName(query['fieldSelector']), query, metadataOnly, response);
         }
-        return send(200, this.#list(route.resource, route.namespace, fieldName(query['fieldSelector']), metadataOnly));
+        if (query['continue'] !== undefined && query['continue'] !== '' && this.#expiredContinues > 0) {
+          this.#expiredContinues -= 1;
+          const resume = encodeContinue(decodeContinue(query['continue']), true);
+          return send(410, { ...(status(410, 'Expired', 'The provided continue parameter is too old to display a consistent list result.') as object), metadata: { continue: resume } });
+        }
+        const listed = this.#list(route.resource, route.namespace, fieldName(query['fieldSelector']), query, metadataOnly);
+        return typeof listed === 'string' ? send(400, status(400, 'BadRequest', listed)) : send(200, listed);
       }
       if (method === 'GET') {
         const found = this.#objects.get(this.#key(route.resource, route.namespace, route.name ?? ''));
@@ -331,17 +354,25 @@ export class FakeApiServer {
     });
   }
 
-  #list(resource: string, namespace: string | undefined, name: string | undefined, metadataOnly: boolean): unknown {
+  /** A list, or the message of a 400. Pages follow key order; `continue` is the last key served. */
+  #list(resource: string, namespace: string | undefined, name: string | undefined, query: Record<string, string>, metadataOnly: boolean): unknown {
     const info = this.#resource(resource);
-    const items = [...this.#objects.entries()]
-      .filter(([key]) => key.startsWith(`${resource}/`))
-      .map(([, object]) => object)
-      .filter((object) => matches(object, namespace, name));
+    const selector = parseLabelSelector(query['labelSelector'] ?? '');
+    if (typeof selector === 'string') return selector;
+    const after = query['continue'] === undefined || query['continue'] === '' ? undefined : decodeContinue(query['continue']);
+    const limit = query['limit'] === undefined ? 0 : Number(query['limit']);
+    const matching = [...this.#objects.entries()]
+      .filter(([key]) => key.startsWith(`${resource}/`) && (after === undefined || key > after))
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .filter(([, object]) => matches(object, namespace, name) && selector(labelsOf(object)));
+    const page = limit > 0 ? matching.slice(0, limit) : matching;
+    const lastKey = page.at(-1)?.[0];
+    const more = limit > 0 && matching.length > limit && lastKey !== undefined;
     return {
       kind: metadataOnly ? 'PartialObjectMetadataList' : `${info.kind}List`,
       apiVersion: metadataOnly ? 'meta.k8s.io/v1' : info.group === '' ? info.version : `${info.group}/${info.version}`,
-      metadata: { resourceVersion: String(this.#resourceVersion) },
-      items: items.map((item) => (metadataOnly ? partial(item) : item)),
+      metadata: { resourceVersion: String(this.#resourceVersion), ...(more ? { continue: encodeContinue(lastKey, false) } : {}) },
+      items: page.map(([, item]) => (metadataOnly ? partial(item) : item)),
     };
   }
 
@@ -423,6 +454,35 @@ function fieldName(selector: string | undefined): string | undefined {
 
 function matches(object: KubeObject, namespace: string | undefined, name: string | undefined): boolean {
   return (namespace === undefined || object.metadata.namespace === namespace) && (name === undefined || object.metadata.name === name);
+}
+
+/** A continue token: the last key served (and, after a 410, a mark, so the token differs as a real one does). */
+function encodeContinue(after: string, inconsistent: boolean): string {
+  return Buffer.from(JSON.stringify({ after, inconsistent })).toString('base64');
+}
+
+function decodeContinue(token: string): string {
+  return (JSON.parse(Buffer.from(token, 'base64').toString('utf8')) as { after: string }).after;
+}
+
+function labelsOf(object: KubeObject): Record<string, string> {
+  const labels = object.metadata['labels'];
+  return typeof labels === 'object' && labels !== null ? (labels as Record<string, string>) : {};
+}
+
+/** Equality-based selectors (`a=b`, `a==b`, `a!=b`, `a`, `!a`, comma-separated); a message for anything else. */
+function parseLabelSelector(text: string): ((labels: Record<string, string>) => boolean) | string {
+  const tests: ((labels: Record<string, string>) => boolean)[] = [];
+  for (const term of text.split(',').map((part) => part.trim()).filter((part) => part !== '')) {
+    const match = /^(!?)([\w./-]+)(?:\s*(==|=|!=)\s*([\w.-]*))?$/.exec(term);
+    if (match === null) return `unable to parse requirement: ${term}`;
+    const [, not, key = '', op, value = ''] = match;
+    if (op === undefined) tests.push((labels) => Object.hasOwn(labels, key) !== (not === '!'));
+    else if (not === '!') return `unable to parse requirement: ${term}`;
+    else if (op === '!=') tests.push((labels) => labels[key] !== value);
+    else tests.push((labels) => labels[key] === value);
+  }
+  return (labels) => tests.every((test) => test(labels));
 }
 
 function partial(object: KubeObject): unknown {

@@ -1,0 +1,192 @@
+import { Annotations, decideInjection, isJsonObject, stringAt, type DecisionOptions, type JsonObject, type TemplateSet } from '../injection/index.js';
+
+/** A controller reference, as `metadata.ownerReferences[]` names it. */
+export interface OwnerRef {
+  readonly kind: string;
+  readonly name: string;
+}
+
+/** What the report needs of one Pod: a few fields, so that 50,000 of them fit in memory. */
+export interface PodRecord {
+  readonly namespace: string;
+  readonly name: string;
+  /** The controller owner (`controller: true`), if any. */
+  readonly owner: OwnerRef | undefined;
+  readonly annotations: Readonly<Record<string, string>>;
+  readonly hostNetwork: boolean;
+}
+
+export interface FleetInput {
+  readonly pods: Iterable<PodRecord>;
+  /** The controller of each ReplicaSet and Job seen, keyed by `ownerKey`; absent when it has none. */
+  readonly owners: ReadonlyMap<string, OwnerRef>;
+  /** The live template set (the injector's ConfigMap). */
+  readonly templates: TemplateSet;
+  /** Labels of a namespace; undefined when unknown (treated as none, as the webhook does). */
+  readonly namespaceLabels: (namespace: string) => Readonly<Record<string, string>> | undefined;
+  /** The webhook's own settings, for Pods without a status: would it inject them now? */
+  readonly decision: DecisionOptions;
+}
+
+/** One hash an outdated group carries, with how many Pods carry it. */
+export interface OutdatedHash {
+  readonly template: string;
+  readonly hash: string;
+  readonly pods: number;
+}
+
+export interface WorkloadReport {
+  readonly namespace: string;
+  /** Deployment, StatefulSet, DaemonSet, CronJob, Job, ReplicaSet, Pod, or another controller's kind. */
+  readonly kind: string;
+  readonly name: string;
+  /** Template names of its injected Pods, sorted. */
+  readonly templates: readonly string[];
+  readonly current: number;
+  readonly outdated: number;
+  /** Pods without a status that the webhook would inject if they were created now. */
+  readonly notInjected: number;
+  readonly outdatedHashes: readonly OutdatedHash[];
+  /** Whether `--restart` can roll it (a Pod template to annotate). */
+  readonly restartable: boolean;
+}
+
+export interface FleetReport {
+  /** The live templates, by name, with the hash the injector writes today. */
+  readonly templates: readonly { readonly name: string; readonly hash: string }[];
+  /** Workloads with at least one injected Pod or Pod that should be; sorted by namespace, kind, name. */
+  readonly workloads: readonly WorkloadReport[];
+  readonly totals: { readonly pods: number; readonly current: number; readonly outdated: number; readonly notInjected: number };
+}
+
+/** The kinds `--restart` rolls, as `kubectl rollout restart` does: the ones with a Pod template and a rollout. */
+export const RESTARTABLE_KINDS: readonly string[] = ['Deployment', 'StatefulSet', 'DaemonSet'];
+
+/** A status we cannot read is reported under these names (and counted outdated: a restart rewrites it). */
+const UNREADABLE = { template: '?', hash: 'unreadable' } as const;
+
+/** `ns/Kind/name`: how `owners` is keyed. */
+export function ownerKey(namespace: string, kind: string, name: string): string {
+  return `${namespace}/${kind}/${name}`;
+}
+
+/**
+ * The workload a Pod belongs to: its controller, followed up one level for
+ * ReplicaSets (to their Deployment) and Jobs (to their CronJob); a Pod without
+ * a controller is its own workload.
+ */
+export function resolveWorkload(pod: PodRecord, owners: ReadonlyMap<string, OwnerRef>): OwnerRef {
+  const { owner } = pod;
+  if (owner === undefined) return { kind: 'Pod', name: pod.name };
+  if (owner.kind === 'ReplicaSet' || owner.kind === 'Job') return owners.get(ownerKey(pod.namespace, owner.kind, owner.name)) ?? owner;
+  return owner;
+}
+
+/** The template name and hash of `envoy-injector.io/status`, or undefined when the Pod has none. */
+export function readInjectionStatus(annotations: Readonly<Record<string, string>>): { template: string; hash: string } | undefined {
+  if (!Object.hasOwn(annotations, Annotations.status)) return undefined;
+  let status: unknown;
+  try {
+    status = JSON.parse(annotations[Annotations.status] ?? '');
+  } catch {
+    return UNREADABLE;
+  }
+  const object = isJsonObject(status) ? status : undefined;
+  const template = stringAt(object, 'template');
+  const hash = stringAt(object, 'hash');
+  return template === undefined || hash === undefined ? UNREADABLE : { template, hash };
+}
+
+type PodState = { state: 'current'; template: string } | { state: 'outdated'; template: string; hash: string } | { state: 'notInjected' } | { state: 'ignored' };
+
+/**
+ * Current: injected with the hash the injector computes for that template
+ * today. Outdated: any other hash, or a template no longer in the set. Not
+ * injected: no status, though the webhook would inject the Pod if it were
+ * created now (it predates the label, or was admitted while the webhook was
+ * away). Everything else is none of our business.
+ */
+function classifyPod(pod: PodRecord, input: FleetInput): PodState {
+  const status = readInjectionStatus(pod.annotations);
+  if (status !== undefined) {
+    const live = input.templates.templates.get(status.template);
+    return live !== undefined && live.hash === status.hash
+      ? { state: 'current', template: status.template }
+      : { state: 'outdated', template: status.template, hash: status.hash };
+  }
+  const asCreated: JsonObject = { metadata: { annotations: { ...pod.annotations } }, spec: { hostNetwork: pod.hostNetwork } };
+  const decision = decideInjection({
+    operation: 'CREATE',
+    kind: { group: '', kind: 'Pod' },
+    namespace: pod.namespace,
+    namespaceLabels: input.namespaceLabels(pod.namespace),
+    pod: asCreated,
+    templates: input.templates,
+    options: input.decision,
+  });
+  return decision.inject ? { state: 'notInjected' } : { state: 'ignored' };
+}
+
+interface Tally {
+  readonly namespace: string;
+  readonly workload: OwnerRef;
+  readonly templates: Set<string>;
+  current: number;
+  outdated: number;
+  notInjected: number;
+  readonly hashes: Map<string, OutdatedHash>;
+}
+
+/** Groups Pods by workload and counts them current, outdated and not injected. */
+export function buildFleetReport(input: FleetInput): FleetReport {
+  const tallies = new Map<string, Tally>();
+  const totals = { pods: 0, current: 0, outdated: 0, notInjected: 0 };
+  for (const pod of input.pods) {
+    const classified = classifyPod(pod, input);
+    if (classified.state === 'ignored') continue;
+    const workload = resolveWorkload(pod, input.owners);
+    const key = ownerKey(pod.namespace, workload.kind, workload.name);
+    let tally = tallies.get(key);
+    if (tally === undefined) {
+      tally = { namespace: pod.namespace, workload, templates: new Set(), current: 0, outdated: 0, notInjected: 0, hashes: new Map() };
+      tallies.set(key, tally);
+    }
+    totals.pods += 1;
+    totals[classified.state] += 1;
+    tally[classified.state] += 1;
+    if (classified.state === 'current' || classified.state === 'outdated') tally.templates.add(classified.template);
+    if (classified.state === 'outdated') {
+      const hashKey = `${classified.template}@${classified.hash}`;
+      const seen = tally.hashes.get(hashKey);
+      tally.hashes.set(hashKey, { template: classified.template, hash: classified.hash, pods: (seen?.pods ?? 0) + 1 });
+    }
+  }
+  const workloads = [...tallies.values()]
+    .map((tally): WorkloadReport => ({
+      namespace: tally.namespace,
+      kind: tally.workload.kind,
+      name: tally.workload.name,
+      templates: [...tally.templates].sort(),
+      current: tally.current,
+      outdated: tally.outdated,
+      notInjected: tally.notInjected,
+      outdatedHashes: [...tally.hashes.values()].sort((a, b) => compareText(`${a.template}@${a.hash}`, `${b.template}@${b.hash}`)),
+      restartable: RESTARTABLE_KINDS.includes(tally.workload.kind),
+    }))
+    .sort((a, b) => compareText(a.namespace, b.namespace) || compareText(a.kind, b.kind) || compareText(a.name, b.name));
+  const templates = [...input.templates.templates.values()]
+    .map((template) => ({ name: template.name, hash: template.hash }))
+    .sort((a, b) => compareText(a.name, b.name));
+  return { templates, workloads, totals };
+}
+
+/** What `--restart` does with a report: roll the restartable outdated workloads, name the others. */
+export function planRestarts(report: FleetReport): { restart: WorkloadReport[]; byHand: WorkloadReport[] } {
+  const outdated = report.workloads.filter((workload) => workload.outdated > 0);
+  return { restart: outdated.filter((workload) => workload.restartable), byHand: outdated.filter((workload) => !workload.restartable) };
+}
+
+/** Code-point order: the same on every machine and locale (golden files depend on it). */
+function compareText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}

@@ -1,0 +1,247 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, afterEach, before, beforeEach, describe, it } from 'node:test';
+import { FakeApiServer } from './helpers/fake-api-server.js';
+import { ROOT } from './helpers/fixtures.js';
+import { addPod, injectedAnnotations, INJECTOR_NAMESPACE, LIVE, LIVE_DATA, OLD, runStatusCli, seedFleet } from './helpers/fleet-fixture.js';
+
+interface StatusJson {
+  source: string;
+  templates: { name: string; hash: string }[];
+  workloads: { namespace: string; kind: string; name: string; templates: string[]; current: number; outdated: number; notInjected: number; outdatedHashes: { template: string; hash: string; pods: number }[]; restartable: boolean }[];
+  totals: { pods: number; current: number; outdated: number; notInjected: number };
+  restart?: { dryRun: boolean; targets: { kind: string; name: string }[]; confirmed: boolean; restartedAt?: string; restarted: { kind: string; name: string }[]; failed: { kind: string; name: string; error: string }[]; notRestartable: { kind: string; name: string }[] };
+}
+
+const RESTARTED_AT = 'kubectl.kubernetes.io/restartedAt';
+
+describe('envoy-injector status against an API server', () => {
+  let fake: FakeApiServer;
+  let kubeconfig: string;
+  beforeEach(async () => {
+    fake = await FakeApiServer.start();
+    kubeconfig = fake.writeKubeconfig();
+    seedFleet(fake);
+  });
+  afterEach(async () => {
+    await fake.close();
+  });
+  const status = (args: string[], options: { stdin?: string; tty?: boolean } = {}) => runStatusCli(['--kubeconfig', kubeconfig, ...args], options);
+  const patches = () => fake.requests.filter((request) => request.method === 'PATCH');
+  const restartedAt = (resource: string, name: string) =>
+    ((fake.get(resource, 'shop', name)?.['spec'] as { template: { metadata: { annotations?: Record<string, string> } } }).template.metadata.annotations ?? {})[RESTARTED_AT];
+
+  it('groups Pods by workload and exits 3 when some are outdated', async () => {
+    const { code, stdout, stderr } = await status([]);
+    assert.equal(code, 3, stderr);
+    assert.match(stdout, /^shop +Deployment\/web +config +1 +2 +1 +config@sha256:\w{16} \(2\)$/m);
+    assert.match(stdout, /^shop +StatefulSet\/db +config +0 +2 +0 /m);
+    assert.match(stdout, /^shop +CronJob\/report +config +0 +1 +0 /m);
+    assert.match(stdout, /^legacy +Pod\/tool +lite +1 +0 +0 +-$/m);
+    assert.match(stdout, /--restart would restart: Deployment shop\/web, StatefulSet shop\/db\./);
+    assert.match(stdout, /Recreate by hand \(no Pod template to roll\): CronJob shop\/report, Pod shop\/debug\./);
+    assert.doesNotMatch(stdout, /opted-out|node-probe|quiet|report-29000|going/, 'opted out, hostNetwork, disabled, finished and terminating Pods are not reported');
+  });
+
+  it('--output json: the same report for machines', async () => {
+    const { code, stdout } = await status(['-o', 'json']);
+    assert.equal(code, 3);
+    const report = JSON.parse(stdout) as StatusJson;
+    assert.equal(report.source, `ConfigMap ${INJECTOR_NAMESPACE}/envoy-initializer`);
+    assert.deepEqual(report.templates, [...LIVE.templates.values()].map(({ name, hash }) => ({ name, hash })));
+    assert.deepEqual(report.totals, { pods: 12, current: 4, outdated: 6, notInjected: 2 });
+    const web = report.workloads.find((workload) => workload.name === 'web');
+    assert.deepEqual(web, { namespace: 'shop', kind: 'Deployment', name: 'web', templates: ['config'], current: 1, outdated: 2, notInjected: 1, outdatedHashes: [{ template: 'config', hash: OLD.defaultTemplate.hash, pods: 2 }], restartable: true });
+    assert.equal(report.restart, undefined);
+  });
+
+  it('exits 0 when every injected Pod in scope is current (-n, -l)', async () => {
+    const inLegacy = await status(['-n', 'legacy']);
+    assert.equal(inLegacy.code, 0, inLegacy.stderr);
+    assert.match(inLegacy.stdout, /1 Pod in 1 workload \(namespace legacy\): 1 current, 0 outdated, 0 not injected\./);
+    const agents = await status(['-l', 'app=agent', '-o', 'json']);
+    assert.equal(agents.code, 0);
+    assert.deepEqual((JSON.parse(agents.stdout) as StatusJson).workloads.map((w) => `${w.kind}/${w.name}`), ['DaemonSet/agent']);
+    const none = await status(['-n', 'quiet']);
+    assert.equal(none.code, 0);
+    assert.match(none.stdout, /No injected Pods, and none missing the sidecar, in namespace quiet\./);
+  });
+
+  it('reads a handful of lists, owners once per scope and never Pod by Pod', async () => {
+    await status([]);
+    const calls = fake.requests.map((request) => `${request.method} ${request.path}`);
+    assert.deepEqual(calls.sort(), [
+      'GET /api/v1/namespaces',
+      `GET /api/v1/namespaces/${INJECTOR_NAMESPACE}/configmaps/envoy-initializer`,
+      'GET /api/v1/pods',
+      'GET /apis/apps/v1/replicasets',
+      'GET /apis/batch/v1/jobs',
+    ]);
+    for (const path of ['/apis/apps/v1/replicasets', '/apis/batch/v1/jobs', '/api/v1/namespaces']) {
+      assert.match(fake.requests.find((request) => request.path === path)?.accept ?? '', /as=PartialObjectMetadataList/, `${path} is read as metadata only`);
+    }
+    fake.requests.length = 0;
+    await status(['-n', 'shop']);
+    assert.deepEqual(fake.requests.map((request) => `${request.method} ${request.path}`).sort(), [
+      'GET /api/v1/namespaces/envoy-injector-system/configmaps/envoy-initializer',
+      'GET /api/v1/namespaces/shop',
+      'GET /api/v1/namespaces/shop/pods',
+      'GET /apis/apps/v1/namespaces/shop/replicasets',
+      'GET /apis/batch/v1/namespaces/shop/jobs',
+    ]);
+  });
+
+  it('--restart --dry-run shows what it would restart and changes nothing', async () => {
+    const before = ['web', 'api'].map((name) => fake.get('deployments', 'shop', name)?.metadata.resourceVersion);
+    const { code, stdout } = await status(['--restart', '--dry-run']);
+    assert.equal(code, 3);
+    assert.match(stdout, /Dry run, nothing changed\. --restart would set kubectl\.kubernetes\.io\/restartedAt on the Pod template of:\n  Deployment shop\/web\n  StatefulSet shop\/db\n/);
+    assert.match(stdout, /Not restarted \(no Pod template to roll; recreate them by hand\): CronJob shop\/report, Pod shop\/debug\./);
+    assert.deepEqual(patches(), []);
+    assert.deepEqual(['web', 'api'].map((name) => fake.get('deployments', 'shop', name)?.metadata.resourceVersion), before);
+    const json = JSON.parse((await status(['--restart', '--dry-run', '-o', 'json'])).stdout) as StatusJson;
+    assert.deepEqual(json.restart?.targets.map((ref) => `${ref.kind}/${ref.name}`), ['Deployment/web', 'StatefulSet/db']);
+    assert.deepEqual(json.restart?.restarted, []);
+    assert.equal(json.restart?.dryRun, true);
+    assert.deepEqual(patches(), []);
+  });
+
+  it('--restart --yes patches restartedAt on the outdated Deployment, StatefulSet and DaemonSet only', async () => {
+    // A second DaemonSet, outdated: the fixture's one is current.
+    fake.apply('daemonsets', { metadata: { name: 'logs', namespace: 'shop' }, spec: { template: { metadata: {}, spec: { containers: [] } } } });
+    addPod(fake, 'shop', 'logs-z9', { owner: { kind: 'DaemonSet', name: 'logs' }, annotations: injectedAnnotations(OLD) });
+    const started = Date.now();
+    const { code, stdout, stderr } = await status(['--restart', '--yes', '-o', 'json']);
+    assert.equal(code, 3, stderr);
+    const { restart } = JSON.parse(stdout) as StatusJson;
+    assert.deepEqual(restart?.restarted.map((ref) => `${ref.kind}/${ref.name}`), ['DaemonSet/logs', 'Deployment/web', 'StatefulSet/db']);
+    assert.deepEqual(restart?.notRestartable.map((ref) => `${ref.kind}/${ref.name}`), ['CronJob/report', 'Pod/debug']);
+    assert.deepEqual(patches().map((request) => request.path), [
+      '/apis/apps/v1/namespaces/shop/daemonsets/logs',
+      '/apis/apps/v1/namespaces/shop/deployments/web',
+      '/apis/apps/v1/namespaces/shop/statefulsets/db',
+    ]);
+    for (const [resource, name] of [['daemonsets', 'logs'], ['deployments', 'web'], ['statefulsets', 'db']] as const) {
+      const stamp = restartedAt(resource, name);
+      assert.equal(stamp, restart?.restartedAt);
+      assert.ok(Date.parse(stamp ?? '') >= Math.floor(started / 1000) * 1000, `${name}: ${stamp} is now`);
+    }
+    assert.equal(restartedAt('deployments', 'api'), undefined, 'a current Deployment is not touched');
+    assert.equal(restartedAt('daemonsets', 'agent'), undefined, 'a current DaemonSet is not touched');
+  });
+
+  it('--restart on a terminal asks first: yes restarts, anything else restarts nothing', async () => {
+    const declined = await status(['--restart'], { tty: true, stdin: 'n\n' });
+    assert.equal(declined.code, 3);
+    assert.match(declined.stdout, /Restart 2 workloads \(as kubectl rollout restart\):\n  Deployment shop\/web\n  StatefulSet shop\/db\n/);
+    assert.match(declined.stderr, /Restart them\? \[y\/N\] $/);
+    assert.match(declined.stdout, /Not confirmed: nothing restarted\./);
+    assert.deepEqual(patches(), []);
+
+    const ended = await status(['--restart'], { tty: true });
+    assert.match(ended.stdout, /Not confirmed: nothing restarted\./, 'end of input is a no');
+    assert.deepEqual(patches(), []);
+
+    const accepted = await status(['--restart'], { tty: true, stdin: 'yes\n' });
+    assert.equal(accepted.code, 3);
+    assert.match(accepted.stdout, /  restarted Deployment shop\/web\n  restarted StatefulSet shop\/db\n/);
+    assert.equal(patches().length, 2);
+    const printed = accepted.stdout.slice(accepted.stdout.indexOf('Set kubectl')).replace(/restartedAt=\S+ on:/, 'restartedAt=2026-12-01T03:24:10Z on:');
+    assert.ok(readFileSync(join(ROOT, 'README.md'), 'utf8').includes('```\n' + printed + '```\n'), `the README shows what --restart prints:\n${printed}`);
+  });
+
+  it('--restart without --yes and without a terminal refuses before touching the cluster', async () => {
+    const { code, stderr } = await status(['--restart']);
+    assert.equal(code, 2);
+    assert.match(stderr, /--restart asks before restarting, but standard input is not a terminal: add --yes to restart without asking, or --dry-run to see what would be restarted/);
+    assert.deepEqual(fake.requests, []);
+  });
+
+  it('a restart that fails is reported, the others still happen, and the exit code is 1', async () => {
+    fake.failNext(1, 403, (path) => path.endsWith('/statefulsets/db'));
+    const { code, stdout } = await status(['--restart', '--yes']);
+    assert.equal(code, 1);
+    assert.match(stdout, /  restarted Deployment shop\/web\n  FAILED    StatefulSet shop\/db: restarting StatefulSet shop\/db: HTTP 403: injected failure\n/);
+    assert.ok(restartedAt('deployments', 'web'));
+    assert.equal(restartedAt('statefulsets', 'db'), undefined);
+  });
+
+  it('errors: each names the thing and the fix, with exit 1 (cluster) or 2 (usage)', async () => {
+    const noCluster = await runStatusCli([]);
+    assert.equal(noCluster.code, 2);
+    assert.match(noCluster.stderr, /status reads a cluster: pass --kubeconfig FILE or set KUBECONFIG/);
+    for (const [args, message] of [
+      [['--dry-run'], /--dry-run and --yes go with --restart/],
+      [['-o', 'yaml'], /--output: must be table or json/],
+      [['--page-size', '0'], /--page-size: must be an integer from 1 to 10000/],
+    ] as const) {
+      const result = await status([...args]);
+      assert.equal(result.code, 2, args.join(' '));
+      assert.match(result.stderr, message);
+    }
+    const wrongNamespace = await status(['--injector-namespace', 'elsewhere']);
+    assert.equal(wrongNamespace.code, 1);
+    assert.match(wrongNamespace.stderr, /reading the templates, ConfigMap elsewhere\/envoy-initializer: HTTP 404: .*is the injector installed there\? see --injector-namespace and --configmap/);
+
+    fake.failNext(1, 403, (path) => path === '/api/v1/pods');
+    const forbidden = await status([]);
+    assert.equal(forbidden.code, 1);
+    assert.match(forbidden.stderr, /^envoy-injector: listing Pods in all namespaces: HTTP 403: injected failure\n$/);
+
+    fake.apply('configmaps', { metadata: { name: 'envoy-initializer', namespace: INJECTOR_NAMESPACE }, data: { ...LIVE_DATA, config: 'containers: [{name: envoy}]' } });
+    const invalid = await status([]);
+    assert.equal(invalid.code, 1);
+    assert.match(invalid.stderr, /ConfigMap envoy-injector-system\/envoy-initializer: config: containers\[0\]\.image: required/);
+  });
+});
+
+describe('envoy-injector status: paging', () => {
+  let fake: FakeApiServer;
+  before(async () => {
+    fake = await FakeApiServer.start();
+    fake.apply('namespaces', { metadata: { name: INJECTOR_NAMESPACE } });
+    fake.apply('configmaps', { metadata: { name: 'envoy-initializer', namespace: INJECTOR_NAMESPACE }, data: LIVE_DATA });
+    const live = injectedAnnotations(LIVE);
+    const old = injectedAnnotations(OLD);
+    // 1,200 Pods of 600 Deployments in 3 namespaces: one Pod current and one outdated each.
+    for (let n = 0; n < 3; n++) {
+      fake.apply('namespaces', { metadata: { name: `team-${n}`, labels: { 'envoy-injector.io/inject': 'enabled' } } });
+      for (let d = 0; d < 200; d++) {
+        const rs = `app-${d}-5f7c`;
+        fake.apply('replicasets', { metadata: { name: rs, namespace: `team-${n}`, ownerReferences: [{ apiVersion: 'apps/v1', kind: 'Deployment', name: `app-${d}`, uid: `u-${n}-${d}`, controller: true }] } });
+        addPod(fake, `team-${n}`, `${rs}-a`, { owner: { kind: 'ReplicaSet', name: rs }, annotations: live });
+        addPod(fake, `team-${n}`, `${rs}-b`, { owner: { kind: 'ReplicaSet', name: rs }, annotations: old });
+      }
+    }
+  });
+  after(async () => {
+    await fake.close();
+  });
+
+  it('1,200 Pods with a page size of 500: three Pod pages joined by continue, every Pod counted once', async () => {
+    const { code, stdout, stderr } = await runStatusCli(['--kubeconfig', fake.writeKubeconfig(), '--page-size', '500', '-o', 'json']);
+    assert.equal(code, 3, stderr);
+    const report = JSON.parse(stdout) as StatusJson;
+    assert.deepEqual(report.totals, { pods: 1200, current: 600, outdated: 600, notInjected: 0 });
+    assert.equal(report.workloads.length, 600);
+    assert.ok(report.workloads.every((workload) => workload.kind === 'Deployment' && workload.current === 1 && workload.outdated === 1));
+    const podPages = fake.requests.filter((request) => request.path === '/api/v1/pods');
+    assert.deepEqual(podPages.map((request) => request.query['limit']), ['500', '500', '500']);
+    assert.equal(podPages[0]?.query['continue'], undefined);
+    assert.ok(podPages[1]?.query['continue'] && podPages[2]?.query['continue'] && podPages[1].query['continue'] !== podPages[2].query['continue']);
+    // 600 ReplicaSets: two pages of the metadata-only list, not 1,200 GETs.
+    assert.equal(fake.requests.filter((request) => request.path === '/apis/apps/v1/replicasets').length, 2);
+    assert.equal(fake.requests.length, 1 + 3 + 2 + 1, 'the ConfigMap, 3 Pod pages, 2 ReplicaSet pages, 1 Namespace page');
+  });
+
+  it('a continue token expired by a compaction: the list goes on from the token the 410 offers, with a note', async () => {
+    fake.requests.length = 0;
+    fake.expireContinueTokens(1);
+    const { code, stdout, stderr } = await runStatusCli(['--kubeconfig', fake.writeKubeconfig(), '--page-size', '500', '-o', 'json']);
+    assert.equal(code, 3, stderr);
+    assert.deepEqual((JSON.parse(stdout) as StatusJson).totals, { pods: 1200, current: 600, outdated: 600, notInjected: 0 }, 'no Pod lost or counted twice');
+    assert.deepEqual(fake.requests.filter((request) => request.path === '/api/v1/pods').map((request) => request.status), [200, 410, 200, 200]);
+    assert.match(stderr, /^envoy-injector: note: listing Pods in all namespaces outlasted the API server's history \(410 Gone\); the rest was listed as it is now/);
+  });
+});

@@ -1,0 +1,203 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, it } from 'node:test';
+import { AppsV1Api, CoreV1Api, KubernetesObjectApi, RbacAuthorizationV1Api, type KubernetesObject, type V1Pod } from '@kubernetes/client-node';
+import { parseTemplateData, parseYamlDocuments } from '../../src/injection/index.js';
+import { runStatusCli } from '../helpers/fleet-fixture.js';
+import { ROOT } from '../helpers/fixtures.js';
+import { forEachKubeVersion } from './control-plane.js';
+import { createNamespace, deleteNamespaces, envoyImage, eventually, helmInstall, helmUninstall, plainPod, uniqueName, type Release } from './cluster.js';
+import { startChartInjector, type ChartInjector } from './injector-process.js';
+
+interface StatusJson {
+  workloads: { namespace: string; kind: string; name: string; current: number; outdated: number; notInjected: number }[];
+  totals: { pods: number; current: number; outdated: number; notInjected: number };
+  restart?: { restarted: { kind: string; name: string }[]; notRestartable: { kind: string; name: string }[] };
+}
+
+const RESTARTED_AT = 'kubectl.kubernetes.io/restartedAt';
+
+/** The README's RBAC block for `status`, applied as written (the Role moved to the release's namespace). */
+function readmeRbac(injectorNamespace: string): KubernetesObject[] {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  const section = readme.slice(readme.indexOf('### The permissions each form needs'));
+  const yaml = /```yaml\n([\s\S]*?)```/.exec(section)?.[1];
+  assert.ok(yaml !== undefined, 'the README has the RBAC block');
+  return (parseYamlDocuments(yaml) as KubernetesObject[]).map((object) =>
+    object.kind === 'Role' ? { ...object, metadata: { ...object.metadata, namespace: injectorNamespace } } : object,
+  );
+}
+
+/** Which of the namespace's workloads `status` reports, as `Kind/name current/outdated/notInjected`. */
+function rows(report: StatusJson, namespace: string): string[] {
+  return report.workloads.filter((workload) => workload.namespace === namespace).map((w) => `${w.kind}/${w.name} ${w.current}/${w.outdated}/${w.notInjected}`);
+}
+
+forEachKubeVersion('envoy-injector status and --restart against the API server and its controllers', (plane) => {
+  let release: Release | undefined;
+  let injector: ChartInjector | undefined;
+  const ns = { enabled: uniqueName('fleet'), disabled: uniqueName('fleet-off'), users: uniqueName('fleet-users'), many: uniqueName('fleet-many') };
+  const reader = uniqueName('status-reader');
+  const restarter = uniqueName('status-restarter');
+  const kubeconfigs = { reader: '', restarter: '' };
+  const core = () => plane().kubeConfig.makeApiClient(CoreV1Api);
+  const apps = () => plane().kubeConfig.makeApiClient(AppsV1Api);
+  const podsOf = async (namespace: string): Promise<V1Pod[]> => (await core().listNamespacedPod({ namespace })).items.filter((pod) => pod.metadata?.deletionTimestamp === undefined);
+  const status = (who: 'reader' | 'restarter', args: string[], stdin?: string) =>
+    runStatusCli(['--kubeconfig', kubeconfigs[who], '--injector-namespace', release?.namespace ?? '', ...args], stdin === undefined ? {} : { stdin });
+  const statusJson = async (args: string[]) => {
+    const result = await status('reader', [...args, '-o', 'json']);
+    assert.ok(result.code === 0 || result.code === 3, `status ${args.join(' ')}: exit ${result.code}: ${result.stderr}`);
+    return { code: result.code, report: JSON.parse(result.stdout) as StatusJson };
+  };
+  /** Until every Pod of the namespace is created and injected with IMAGE (or none, for the disabled one). */
+  const settled = (namespace: string, count: number, image?: string) =>
+    eventually(`${count} Pods in ${namespace}${image === undefined ? '' : ` with ${image}`}`, async () => {
+      const pods = await podsOf(namespace);
+      return pods.length === count && (image === undefined || pods.every((pod) => envoyImage(pod) === image)) ? pods : undefined;
+    }, 60_000, 250);
+
+  before(async () => {
+    release = await helmInstall(plane(), { name: uniqueName('fleet'), namespace: uniqueName('fleet-system') }, { proxy: { image: { tag: 'v1.39.0' } } });
+    await Promise.all([
+      createNamespace(plane(), ns.enabled, { 'envoy-injector.io/inject': 'enabled' }),
+      createNamespace(plane(), ns.disabled, { 'envoy-injector.io/inject': 'disabled' }),
+      createNamespace(plane(), ns.users),
+      createNamespace(plane(), ns.many),
+    ]);
+    injector = await startChartInjector(plane(), release);
+    await eventually('a first Pod injected through the API server', async () => {
+      const pod = await core().createNamespacedPod({ namespace: ns.enabled, body: plainPod('warmup'), dryRun: 'All' });
+      return envoyImage(pod) === undefined ? undefined : true;
+    }, 30_000, 200);
+
+    // Two users: one with the README's read rules, one with the restart rules as well.
+    const objects = KubernetesObjectApi.makeApiClient(plane().kubeConfig);
+    const rbac = plane().kubeConfig.makeApiClient(RbacAuthorizationV1Api);
+    for (const object of readmeRbac(release.namespace)) {
+      const named = { ...object, metadata: { ...object.metadata, name: `${object.metadata?.name ?? ''}-${ns.users}` } };
+      await objects.create(named);
+    }
+    for (const [user, roles] of [[reader, ['envoy-injector-status']], [restarter, ['envoy-injector-status', 'envoy-injector-restart']]] as const) {
+      await core().createNamespacedServiceAccount({ namespace: ns.users, body: { metadata: { name: user } } });
+      for (const role of roles) {
+        await rbac.createClusterRoleBinding({
+          body: { metadata: { name: `${role}-${user}` }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: `${role}-${ns.users}` }, subjects: [{ kind: 'ServiceAccount', name: user, namespace: ns.users }] },
+        });
+      }
+      await rbac.createNamespacedRoleBinding({
+        namespace: release.namespace,
+        body: { metadata: { name: `status-${user}` }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: `envoy-injector-status-${ns.users}` }, subjects: [{ kind: 'ServiceAccount', name: user, namespace: ns.users }] },
+      });
+    }
+    kubeconfigs.reader = await plane().serviceAccountKubeconfig(ns.users, reader);
+    kubeconfigs.restarter = await plane().serviceAccountKubeconfig(ns.users, restarter);
+
+    // The fleet, injected with the first template.
+    const labels = (app: string) => ({ app });
+    const template = (app: string) => ({ metadata: { labels: labels(app) }, spec: { containers: [{ name: app, image: `registry.example/${app}:1` }] } });
+    // Recreate, and one StatefulSet replica: without a kubelet no Pod ever becomes ready, so a rolling update would stop after its first new Pod.
+    await apps().createNamespacedDeployment({ namespace: ns.enabled, body: { metadata: { name: 'web' }, spec: { replicas: 2, strategy: { type: 'Recreate' }, selector: { matchLabels: labels('web') }, template: template('web') } } });
+    await apps().createNamespacedStatefulSet({ namespace: ns.enabled, body: { metadata: { name: 'db' }, spec: { replicas: 1, serviceName: 'db', podManagementPolicy: 'Parallel', selector: { matchLabels: labels('db') }, template: template('db') } } });
+    await core().createNamespacedPod({ namespace: ns.enabled, body: plainPod('solo') });
+    await core().createNamespacedPod({ namespace: ns.disabled, body: plainPod('untouched') });
+    await settled(ns.enabled, 4, 'envoyproxy/envoy:v1.39.0');
+    await settled(ns.disabled, 1);
+  });
+  after(async () => {
+    await injector?.stop().catch(() => undefined);
+    if (release !== undefined) await helmUninstall(plane(), release).catch(() => undefined);
+    await deleteNamespaces(plane(), Object.values(ns));
+    const rbac = plane().kubeConfig.makeApiClient(RbacAuthorizationV1Api);
+    for (const name of ['envoy-injector-status', 'envoy-injector-restart']) await rbac.deleteClusterRole({ name: `${name}-${ns.users}` }).catch(() => undefined);
+    for (const name of [`envoy-injector-status-${reader}`, `envoy-injector-status-${restarter}`, `envoy-injector-restart-${restarter}`]) await rbac.deleteClusterRoleBinding({ name }).catch(() => undefined);
+  });
+
+  it('before any change: every injected Pod is current (exit 0), the disabled namespace has nothing to report', async () => {
+    const { code, report } = await statusJson(['-n', ns.enabled]);
+    assert.equal(code, 0);
+    assert.deepEqual(rows(report, ns.enabled), ['Deployment/web 2/0/0', 'Pod/solo 1/0/0', 'StatefulSet/db 1/0/0']);
+    const disabled = await statusJson(['-n', ns.disabled]);
+    assert.equal(disabled.code, 0);
+    assert.deepEqual(disabled.report.workloads, []);
+  });
+
+  it('after a template change: the old Pods are outdated, a Pod made since is current, exit 3 (one namespace and all)', async () => {
+    assert.ok(release !== undefined);
+    await helmInstall(plane(), release, { proxy: { image: { tag: 'v1.39.1' } } }, { upgrade: true });
+    await eventually('the new template in a dry-run Pod', async () => {
+      const pod = await core().createNamespacedPod({ namespace: ns.enabled, body: plainPod('probe'), dryRun: 'All' });
+      return envoyImage(pod) === 'envoyproxy/envoy:v1.39.1' ? true : undefined;
+    });
+    await core().createNamespacedPod({ namespace: ns.enabled, body: plainPod('late') });
+    const expected = ['Deployment/web 0/2/0', 'Pod/late 1/0/0', 'Pod/solo 0/1/0', 'StatefulSet/db 0/1/0'];
+    const { code, report } = await statusJson(['-n', ns.enabled]);
+    assert.equal(code, 3);
+    assert.deepEqual(rows(report, ns.enabled), expected);
+    // Cluster-wide, with the README's ClusterRole: the same rows (other tests' namespaces may add theirs).
+    const everywhere = await statusJson([]);
+    assert.equal(everywhere.code, 3);
+    assert.deepEqual(rows(everywhere.report, ns.enabled), expected);
+    assert.deepEqual(rows(everywhere.report, ns.disabled), []);
+    const table = await status('reader', ['-n', ns.enabled]);
+    assert.equal(table.code, 3);
+    assert.match(table.stdout, /--restart would restart: Deployment \S+\/web, StatefulSet \S+\/db\./);
+  });
+
+  it('--restart --dry-run changes nothing; without patch permission each restart fails with a 403 (exit 1)', async () => {
+    const before = await Promise.all([apps().readNamespacedDeployment({ name: 'web', namespace: ns.enabled }), apps().readNamespacedStatefulSet({ name: 'db', namespace: ns.enabled })]);
+    const dryRun = await status('reader', ['-n', ns.enabled, '--restart', '--dry-run']);
+    assert.equal(dryRun.code, 3, dryRun.stderr);
+    const after = await Promise.all([apps().readNamespacedDeployment({ name: 'web', namespace: ns.enabled }), apps().readNamespacedStatefulSet({ name: 'db', namespace: ns.enabled })]);
+    assert.deepEqual(after.map((object) => object.metadata?.resourceVersion), before.map((object) => object.metadata?.resourceVersion));
+    const forbidden = await status('reader', ['-n', ns.enabled, '--restart', '--yes']);
+    assert.equal(forbidden.code, 1);
+    assert.match(forbidden.stdout, /FAILED +Deployment \S+\/web: restarting Deployment \S+\/web: HTTP 403/);
+  });
+
+  it('--restart --yes patches the outdated Deployment and StatefulSet only; their new Pods are injected and reported current', async () => {
+    const solo = await core().readNamespacedPod({ name: 'solo', namespace: ns.enabled });
+    const result = await status('restarter', ['-n', ns.enabled, '--restart', '--yes', '-o', 'json']);
+    assert.equal(result.code, 3, result.stderr);
+    const { restart } = JSON.parse(result.stdout) as StatusJson;
+    assert.deepEqual(restart?.restarted.map((ref) => `${ref.kind}/${ref.name}`), ['Deployment/web', 'StatefulSet/db']);
+    assert.deepEqual(restart?.notRestartable.map((ref) => `${ref.kind}/${ref.name}`), ['Pod/solo']);
+    const web = await apps().readNamespacedDeployment({ name: 'web', namespace: ns.enabled });
+    const db = await apps().readNamespacedStatefulSet({ name: 'db', namespace: ns.enabled });
+    assert.ok(web.spec?.template.metadata?.annotations?.[RESTARTED_AT]);
+    assert.ok(db.spec?.template.metadata?.annotations?.[RESTARTED_AT]);
+    const { report } = await eventually('the controllers to replace the outdated Pods', async () => {
+      const seen = await statusJson(['-n', ns.enabled]);
+      return rows(seen.report, ns.enabled).join() === ['Deployment/web 2/0/0', 'Pod/late 1/0/0', 'Pod/solo 0/1/0', 'StatefulSet/db 1/0/0'].join() ? seen : undefined;
+    }, 60_000, 500);
+    assert.equal(report.totals.outdated, 1, 'only the bare Pod is left outdated');
+    const soloAfter = await core().readNamespacedPod({ name: 'solo', namespace: ns.enabled });
+    assert.equal(soloAfter.metadata?.uid, solo.metadata?.uid, 'the bare Pod was not touched');
+    assert.equal(envoyImage((await settled(ns.enabled, 5)).find((pod) => pod.metadata?.name?.startsWith('web-')) ?? {}), 'envoyproxy/envoy:v1.39.1');
+    await core().deleteNamespacedPod({ name: 'solo', namespace: ns.enabled });
+    const { code } = await eventually('the bare Pod gone', async () => {
+      const seen = await statusJson(['-n', ns.enabled]);
+      return seen.report.totals.outdated === 0 ? seen : undefined;
+    });
+    assert.equal(code, 0, 'all current: exit 0');
+  });
+
+  it('1,200 stored Pods in pages of 500: each counted once, current or outdated by its hash', async () => {
+    assert.ok(release !== undefined);
+    const configMap = await core().readNamespacedConfigMap({ name: 'envoy-initializer', namespace: release.namespace });
+    const live = parseTemplateData(configMap.data ?? {}).defaultTemplate.hash;
+    const statusOf = (hash: string) => JSON.stringify({ template: 'config', hash, containers: ['envoy'], initContainers: [], volumes: [], imagePullSecrets: [] });
+    // A namespace without the label: no webhook call, the Pods are stored as sent (no kubelet runs them).
+    const names = Array.from({ length: 1200 }, (_, index) => `pod-${String(index).padStart(4, '0')}`);
+    for (let start = 0; start < names.length; start += 40) {
+      await Promise.all(names.slice(start, start + 40).map((name, offset) =>
+        core().createNamespacedPod({ namespace: ns.many, body: plainPod(name, { annotations: { 'envoy-injector.io/status': statusOf((start + offset) % 3 === 0 ? 'sha256:0000000000000000' : live) } }) }),
+      ));
+    }
+    const { code, report } = await statusJson(['-n', ns.many, '--page-size', '500']);
+    assert.equal(code, 3);
+    assert.deepEqual(report.totals, { pods: 1200, current: 800, outdated: 400, notInjected: 0 });
+    assert.deepEqual(new Set(report.workloads.map((workload) => workload.name)).size, 1200);
+  });
+});

@@ -1,0 +1,166 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { buildFleetReport, ownerKey, planRestarts, readInjectionStatus, resolveWorkload, type OwnerRef, type PodRecord } from '../src/fleet/fleet-report.js';
+import { parseTemplateData } from '../src/injection/index.js';
+import { injectedAnnotations } from './helpers/fleet-fixture.js';
+
+const OLD = parseTemplateData({ config: 'containers: [{name: envoy, image: "envoy:1"}]', lite: 'containers: [{name: tiny, image: "tiny:1"}]' });
+const OLDER = parseTemplateData({ config: 'containers: [{name: envoy, image: "envoy:0"}]' });
+const LIVE = parseTemplateData({ config: 'containers: [{name: envoy, image: "envoy:2"}]', lite: 'containers: [{name: tiny, image: "tiny:1"}]' });
+
+/** The status annotation exactly as the webhook writes it, from the injector's own code. */
+const injectedWith = injectedAnnotations;
+
+function pod(name: string, options: Partial<PodRecord> = {}): PodRecord {
+  return { namespace: 'shop', name, owner: undefined, annotations: {}, hostNetwork: false, ...options };
+}
+
+const LABELS: Record<string, Record<string, string>> = {
+  shop: { 'envoy-injector.io/inject': 'enabled' },
+  quiet: { 'envoy-injector.io/inject': 'disabled' },
+  plain: {},
+  'envoy-injector-system': { 'envoy-injector.io/inject': 'enabled' },
+};
+
+function report(pods: PodRecord[], owners = new Map<string, OwnerRef>(), templates = LIVE) {
+  return buildFleetReport({
+    pods,
+    owners,
+    templates,
+    namespaceLabels: (namespace) => LABELS[namespace],
+    decision: { injectorNamespace: 'envoy-injector-system', excludedNamespaces: ['batch-jobs'] },
+  });
+}
+
+describe('fleet report: the workload of a Pod', () => {
+  const owners = new Map<string, OwnerRef>([
+    [ownerKey('shop', 'ReplicaSet', 'web-5d8f'), { kind: 'Deployment', name: 'web' }],
+    [ownerKey('shop', 'Job', 'report-2889'), { kind: 'CronJob', name: 'report' }],
+  ]);
+  const cases: [string, OwnerRef | undefined, OwnerRef][] = [
+    ['a ReplicaSet of a Deployment: the Deployment', { kind: 'ReplicaSet', name: 'web-5d8f' }, { kind: 'Deployment', name: 'web' }],
+    ['a ReplicaSet not listed or without a controller: the ReplicaSet', { kind: 'ReplicaSet', name: 'solo' }, { kind: 'ReplicaSet', name: 'solo' }],
+    ['a Job of a CronJob: the CronJob', { kind: 'Job', name: 'report-2889' }, { kind: 'CronJob', name: 'report' }],
+    ['a Job of its own', { kind: 'Job', name: 'migrate' }, { kind: 'Job', name: 'migrate' }],
+    ['a StatefulSet', { kind: 'StatefulSet', name: 'db' }, { kind: 'StatefulSet', name: 'db' }],
+    ['a DaemonSet', { kind: 'DaemonSet', name: 'agent' }, { kind: 'DaemonSet', name: 'agent' }],
+    ['another controller (a CRD)', { kind: 'Rollout', name: 'canary' }, { kind: 'Rollout', name: 'canary' }],
+    ['no controller: the bare Pod', undefined, { kind: 'Pod', name: 'debug' }],
+  ];
+  for (const [title, owner, expected] of cases) {
+    it(title, () => assert.deepEqual(resolveWorkload(pod('debug', { owner }), owners), expected));
+  }
+  it('owners are per namespace: the same ReplicaSet name elsewhere is not followed', () => {
+    assert.deepEqual(resolveWorkload(pod('x', { namespace: 'other', owner: { kind: 'ReplicaSet', name: 'web-5d8f' } }), owners), { kind: 'ReplicaSet', name: 'web-5d8f' });
+  });
+});
+
+describe('fleet report: current, outdated, not injected', () => {
+  it('compares the status hash with the hash the injector computes for the live template', () => {
+    const { workloads, totals } = report([
+      pod('a', { annotations: injectedWith(LIVE, 'config') }),
+      pod('b', { annotations: injectedWith(OLD, 'config') }),
+      pod('c', { annotations: injectedWith(OLD, 'lite') }),
+    ]);
+    assert.deepEqual(workloads.map((w) => [w.name, w.current, w.outdated]), [['a', 1, 0], ['b', 0, 1], ['c', 1, 0]]);
+    assert.deepEqual(workloads[1]?.outdatedHashes, [{ template: 'config', hash: OLD.defaultTemplate.hash, pods: 1 }]);
+    assert.deepEqual(totals, { pods: 3, current: 2, outdated: 1, notInjected: 0 });
+  });
+
+  it('a template whose YAML only changed layout and key order keeps its Pods current', () => {
+    const relaid = parseTemplateData({ config: 'containers:\n  - image: "envoy:2"\n    name: envoy\n', lite: 'containers: [{name: tiny, image: "tiny:1"}]' });
+    assert.equal(report([pod('a', { annotations: injectedWith(LIVE, 'config') })], new Map(), relaid).totals.current, 1);
+  });
+
+  it('a template no longer in the set, or a status that does not parse, is outdated', () => {
+    const onlyConfig = parseTemplateData({ config: 'containers: [{name: envoy, image: "envoy:2"}]' });
+    const { workloads } = report(
+      [pod('gone', { annotations: injectedWith(LIVE, 'lite') }), pod('garbled', { annotations: { 'envoy-injector.io/status': '{not json' } }), pod('partial', { annotations: { 'envoy-injector.io/status': '{"template":"config"}' } })],
+      new Map(),
+      onlyConfig,
+    );
+    assert.deepEqual(workloads.map((w) => [w.name, w.outdated, w.outdatedHashes.map((h) => `${h.template}@${h.hash}`)]), [
+      ['garbled', 1, ['?@unreadable']],
+      ['gone', 1, [`lite@${LIVE.templates.get('lite')?.hash}`]],
+      ['partial', 1, ['?@unreadable']],
+    ]);
+  });
+
+  it('counts a Pod without a status as not injected only when the webhook would inject it now', () => {
+    const { workloads } = report([
+      pod('labeled-namespace'),
+      pod('annotated-true', { namespace: 'plain', annotations: { 'envoy-injector.io/inject': 'true' } }),
+      pod('legacy-annotation', { namespace: 'plain', annotations: { 'initializer.kubernetes.io/envoy': 'true' } }),
+      pod('opted-out', { annotations: { 'envoy-injector.io/inject': 'false' } }),
+      pod('host-network', { hostNetwork: true }),
+      pod('unlabeled', { namespace: 'plain' }),
+      pod('disabled-namespace', { namespace: 'quiet', annotations: { 'envoy-injector.io/inject': 'true' } }),
+      pod('injector-itself', { namespace: 'envoy-injector-system' }),
+      pod('excluded', { namespace: 'batch-jobs', annotations: { 'envoy-injector.io/inject': 'true' } }),
+      pod('kube', { namespace: 'kube-system', annotations: { 'envoy-injector.io/inject': 'true' } }),
+      pod('labels-unknown', { namespace: 'unlisted' }),
+      pod('unknown-template', { annotations: { 'envoy-injector.io/template': 'nope' } }),
+    ]);
+    assert.deepEqual(workloads.map((w) => `${w.namespace}/${w.name}:${w.notInjected}`), ['plain/annotated-true:1', 'plain/legacy-annotation:1', 'shop/labeled-namespace:1']);
+  });
+});
+
+describe('fleet report: grouping and the restart plan', () => {
+  const owners = new Map<string, OwnerRef>([
+    [ownerKey('shop', 'ReplicaSet', 'web-new'), { kind: 'Deployment', name: 'web' }],
+    [ownerKey('shop', 'ReplicaSet', 'web-old'), { kind: 'Deployment', name: 'web' }],
+    [ownerKey('shop', 'Job', 'report-1'), { kind: 'CronJob', name: 'report' }],
+  ]);
+  const live = injectedWith(LIVE, 'config');
+  const old = injectedWith(OLD, 'config');
+  // lite did not change between the two sets: its Pods stay current.
+  const lite = injectedWith(OLD, 'lite');
+  const fleet = report(
+    [
+      pod('web-new-1', { owner: { kind: 'ReplicaSet', name: 'web-new' }, annotations: live }),
+      pod('web-old-1', { owner: { kind: 'ReplicaSet', name: 'web-old' }, annotations: old }),
+      pod('web-old-2', { owner: { kind: 'ReplicaSet', name: 'web-old' }, annotations: injectedWith(OLDER, 'config') }),
+      pod('web-old-3', { owner: { kind: 'ReplicaSet', name: 'web-old' }, annotations: old }),
+      pod('web-new-2', { owner: { kind: 'ReplicaSet', name: 'web-new' } }),
+      pod('db-0', { owner: { kind: 'StatefulSet', name: 'db' }, annotations: old }),
+      pod('db-1', { owner: { kind: 'StatefulSet', name: 'db' }, annotations: { ...lite, 'envoy-injector.io/template': 'lite' } }),
+      pod('agent-x', { owner: { kind: 'DaemonSet', name: 'agent' }, annotations: live }),
+      pod('report-1-abc', { owner: { kind: 'Job', name: 'report-1' }, annotations: old }),
+      pod('debug', { annotations: old }),
+      pod('web-1', { namespace: 'plain', owner: { kind: 'ReplicaSet', name: 'web-1' }, annotations: { ...old, 'envoy-injector.io/inject': 'true' } }),
+    ],
+    owners,
+  );
+
+  it('one row per workload, sorted, with its counts, templates and the hashes of its outdated Pods', () => {
+    const rows = fleet.workloads.map((w) => ({ at: `${w.namespace} ${w.kind}/${w.name}`, templates: w.templates.join(','), counts: [w.current, w.outdated, w.notInjected], restartable: w.restartable }));
+    assert.deepEqual(rows, [
+      { at: 'plain ReplicaSet/web-1', templates: 'config', counts: [0, 1, 0], restartable: false },
+      { at: 'shop CronJob/report', templates: 'config', counts: [0, 1, 0], restartable: false },
+      { at: 'shop DaemonSet/agent', templates: 'config', counts: [1, 0, 0], restartable: true },
+      { at: 'shop Deployment/web', templates: 'config', counts: [1, 3, 1], restartable: true },
+      { at: 'shop Pod/debug', templates: 'config', counts: [0, 1, 0], restartable: false },
+      { at: 'shop StatefulSet/db', templates: 'config,lite', counts: [1, 1, 0], restartable: true },
+    ]);
+    const db = fleet.workloads.find((w) => w.name === 'db');
+    assert.deepEqual(db?.outdatedHashes, [{ template: 'config', hash: OLD.defaultTemplate.hash, pods: 1 }]);
+    const webHashes = [
+      { template: 'config', hash: OLD.defaultTemplate.hash, pods: 2 },
+      { template: 'config', hash: OLDER.defaultTemplate.hash, pods: 1 },
+    ].sort((a, b) => (a.hash < b.hash ? -1 : 1));
+    assert.deepEqual(fleet.workloads.find((w) => w.name === 'web')?.outdatedHashes, webHashes);
+    assert.deepEqual(fleet.totals, { pods: 11, current: 3, outdated: 7, notInjected: 1 });
+    assert.deepEqual(fleet.templates, [...LIVE.templates.values()].map((t) => ({ name: t.name, hash: t.hash })));
+  });
+
+  it('--restart rolls outdated Deployments, StatefulSets and DaemonSets; everything else outdated is for a human', () => {
+    const plan = planRestarts(fleet);
+    assert.deepEqual(plan.restart.map((w) => `${w.kind}/${w.name}`), ['Deployment/web', 'StatefulSet/db']);
+    assert.deepEqual(plan.byHand.map((w) => `${w.kind}/${w.name}`), ['ReplicaSet/web-1', 'CronJob/report', 'Pod/debug']);
+  });
+
+  it('reads the status annotation the webhook writes', () => {
+    assert.deepEqual(readInjectionStatus(live), { template: 'config', hash: LIVE.defaultTemplate.hash });
+    assert.equal(readInjectionStatus({}), undefined);
+  });
+});
