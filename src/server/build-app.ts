@@ -4,6 +4,7 @@ import Fastify, { LogController, type FastifyError, type FastifySchemaValidation
 import type { Logger } from 'pino';
 import {
   AdmissionReviewSchema,
+  PatchMemo,
   requestProblem,
   reviewAdmission,
   type AdmissionReviewRequest,
@@ -52,6 +53,8 @@ export interface AppDependencies {
 /** Builds the Fastify app; never listens (see serve.ts). */
 export function buildApp(deps: AppDependencies) {
   const timeouts = deps.timeouts ?? DEFAULT_TIMEOUTS;
+  // Pods of one shape get one patch: computed once per template set (see patch-memo.ts).
+  const memo = new PatchMemo();
   const app = Fastify({
     loggerInstance: deps.log,
     // One line per admission is ours to write (at debug); Fastify's two per request would flood info.
@@ -147,7 +150,7 @@ export function buildApp(deps: AppDependencies) {
       return reply.code(503).send({ kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', reason: 'ServiceUnavailable', code: 503, message: error.message });
     }
     const options = { ...deps.decisionOptions, nativeSidecar: deps.state.nativeSidecar };
-    const outcome = reviewAdmission(admission, { templates, namespaceLabels, options });
+    const outcome = reviewAdmission(admission, { templates, namespaceLabels, options, memo });
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     deps.metrics.recordAdmission(outcome.result, outcome.reason, seconds);
     if (request.log.isLevelEnabled('debug')) {
