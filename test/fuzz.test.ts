@@ -693,7 +693,7 @@ describe('fuzz: malformed and adversarial AdmissionReviews over HTTPS', () => {
     // Timeouts far above what even a slow, busy machine needs to take in a 4 MiB body: this test is
     // about the answers to bad input; cutting slow clients off is the fault tests' subject.
     server = await startTestServer({
-      namespaceLabels: async (namespace) => labels.get(namespace),
+      namespaceLabels: async (namespace) => labels.get(namespace) ?? {},
       timeouts: { requestMs: 120_000, headersMs: 120_000, keepAliveMs: 100_000 },
     });
   });

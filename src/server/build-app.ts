@@ -9,6 +9,7 @@ import {
   reviewAdmission,
   type AdmissionReviewRequest,
 } from '../admission/index.js';
+import { NamespaceLabelsUnknownError } from '../errors.js';
 import { isExcludedNamespace, type AdmitOptions } from '../injection/index.js';
 import { ErrorReason, type InjectorMetrics } from './metrics.js';
 import type { ServerState } from './server-state.js';
@@ -31,7 +32,8 @@ export interface ServerTimeouts {
 
 export const DEFAULT_TIMEOUTS: ServerTimeouts = { requestMs: 4_000, headersMs: 3_000, keepAliveMs: 100_000 };
 
-export type NamespaceLabelLookup = (namespace: string) => Promise<Readonly<Record<string, string>> | undefined>;
+/** Labels of a namespace; rejects with NamespaceLabelsUnknownError when they cannot be known. */
+export type NamespaceLabelLookup = (namespace: string) => Promise<Readonly<Record<string, string>>>;
 
 export interface AppDependencies {
   readonly log: Logger;
@@ -131,14 +133,22 @@ export function buildApp(deps: AppDependencies) {
     const templates = deps.state.templates.current;
     // Labels are only worth a lookup when the decision can reach the namespace rules.
     const { namespace } = admission;
-    const namespaceLabels =
-      deps.namespaceLabels !== undefined &&
-      namespace !== undefined &&
-      admission.operation === 'CREATE' &&
-      admission.kind.kind === 'Pod' &&
-      !isExcludedNamespace(namespace, deps.decisionOptions)
-        ? await deps.namespaceLabels(namespace)
-        : undefined;
+    let namespaceLabels: Readonly<Record<string, string>> | undefined;
+    try {
+      namespaceLabels =
+        deps.namespaceLabels !== undefined &&
+        namespace !== undefined &&
+        admission.operation === 'CREATE' &&
+        admission.kind.kind === 'Pod' &&
+        !isExcludedNamespace(namespace, deps.decisionOptions)
+          ? await deps.namespaceLabels(namespace)
+          : undefined;
+    } catch (error) {
+      if (!(error instanceof NamespaceLabelsUnknownError)) throw error;
+      // Not an AdmissionResponse: an HTTP error is what lets the webhook's failurePolicy decide.
+      deps.metrics.recordAdmission('error', ErrorReason.namespaceLabelsUnknown, Number(process.hrtime.bigint() - started) / 1e9);
+      return reply.code(503).send({ kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', reason: 'ServiceUnavailable', code: 503, message: error.message });
+    }
     const options = { ...deps.decisionOptions, nativeSidecar: deps.state.nativeSidecar };
     const outcome = reviewAdmission(admission, { templates, namespaceLabels, options, memo });
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
