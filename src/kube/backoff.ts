@@ -1,6 +1,8 @@
 export interface Backoff {
   readonly initialMs: number;
   readonly maxMs: number;
+  /** A watch that ends cleanly sooner than this after opening did no useful work and counts as a failure (default 1 s). */
+  readonly quickCloseMs?: number;
 }
 
 /** client-go's defaults are close: start fast, cap at half a minute. */

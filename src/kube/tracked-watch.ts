@@ -10,7 +10,7 @@ type WatchArgs = Parameters<Watch['watch']>;
  */
 export const DEFAULT_WATCH_STALE_AFTER_MS = 90_000;
 /** A stream that ends cleanly sooner than this did no useful work: reopening it at once would hammer the server. */
-const MIN_HEALTHY_WATCH_MS = 1_000;
+const DEFAULT_QUICK_CLOSE_MS = 1_000;
 
 /**
  * client-node's Watch, plus: watch bookmarks; a server-side timeout so that
@@ -76,7 +76,7 @@ export class TrackedWatch extends Watch {
       }
       if (silent) return done(new Error(`no event or bookmark for ${this.#staleAfterMs} ms: the stream is presumed dead, restarting the watch`));
       if (error === null || error === undefined) {
-        if (Date.now() - openedAt < MIN_HEALTHY_WATCH_MS) {
+        if (Date.now() - openedAt < (this.#backoff.quickCloseMs ?? DEFAULT_QUICK_CLOSE_MS)) {
           const delayMs = backoffDelayMs(this.#backoff, this.#quickCloses);
           this.#quickCloses += 1;
           setTimeout(() => done(null), delayMs).unref();
