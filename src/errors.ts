@@ -51,6 +51,13 @@ export class CertificateError extends InjectorError {
   }
 }
 
+/** The labels of a Pod's namespace cannot be known (no synced watch, the direct read failed). */
+export class NamespaceLabelsUnknownError extends InjectorError {
+  constructor(message: string, options?: ErrorOptions) {
+    super('EI_NAMESPACE_LABELS_UNKNOWN', message, options);
+  }
+}
+
 /** A Kubernetes API call that failed (unreachable, forbidden, not found). */
 export class ClusterError extends InjectorError {
   constructor(message: string, options?: ErrorOptions) {

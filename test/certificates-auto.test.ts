@@ -29,6 +29,16 @@ function webhookConfiguration(caBundle?: string) {
   };
 }
 
+const encode = (text: string): string => Buffer.from(text).toString('base64');
+
+function tlsSecret(pairs: { ca: { cert: string; key: string }; serving: { cert: string; key: string } }) {
+  return {
+    metadata: { name: 'envoy-injector-tls', namespace: NAMESPACE },
+    type: 'kubernetes.io/tls',
+    data: { 'tls.crt': encode(pairs.serving.cert), 'tls.key': encode(pairs.serving.key), 'ca.crt': encode(pairs.ca.cert), 'ca.key': encode(pairs.ca.key) },
+  };
+}
+
 /** The caBundle of each webhook, decoded: what the API server trusts. */
 function caBundles(fake: FakeApiServer): string[] {
   const config = fake.get('mutatingwebhookconfigurations', undefined, 'envoy-injector') as { webhooks: { clientConfig: { caBundle?: string } }[] } | undefined;
@@ -40,6 +50,10 @@ function secretText(fake: FakeApiServer, key: string): string {
   assert.ok(secret !== undefined, 'the Secret exists');
   return Buffer.from(secret.data[key] ?? '', 'base64').toString('utf8');
 }
+
+/** What a kubelet probe does: HTTPS without verifying the certificate (it may not be trusted yet). */
+const INSECURE = { ca: '', extra: { rejectUnauthorized: false } };
+const readyz = (harness: Harness) => httpsCall(`${harness.url}/readyz`, INSECURE);
 
 /** A request as the API server makes it: trusting only the webhook's caBundle, naming the Service. */
 function callAsApiServer(fake: FakeApiServer, harness: Harness, path = '/healthz') {
@@ -95,7 +109,6 @@ describe('certificates.mode auto: the injector manages its own certificate', () 
     // A Secret from an earlier install whose CA and serving certificate expire in 40 days.
     const oldCa = await makeCa({ commonName: 'old CA', validDays: 40 });
     const oldServing = await makeServingCertificate({ ca: oldCa, hosts: [SERVICE_HOST, `${SERVICE_HOST}.cluster.local`, `envoy-injector.${NAMESPACE}`, 'envoy-injector'], validDays: 40 });
-    const encode = (text: string) => Buffer.from(text).toString('base64');
     fake.apply('secrets', {
       metadata: { name: 'envoy-injector-tls', namespace: NAMESPACE },
       type: 'kubernetes.io/tls',
@@ -107,6 +120,7 @@ describe('certificates.mode auto: the injector manages its own certificate', () 
     harnesses.push(harness);
     const oldFingerprint = new X509Certificate(oldServing.cert).fingerprint256;
     assert.equal((await callAsApiServer(fake, harness)).peerFingerprint, oldFingerprint, 'not renewed yet: 40 days left');
+    await until('ready', async () => ((await callAsApiServer(fake, harness, '/readyz')).status === 200 ? true : undefined));
 
     let failures = 0;
     let requests = 0;
@@ -166,6 +180,111 @@ describe('certificates.mode auto: the injector manages its own certificate', () 
     const after = secretText(fake, 'tls.crt');
     assert.notEqual(after, before);
     await until('new certificate served', async () => ((await callAsApiServer(fake, harness)).peerFingerprint === new X509Certificate(after).fingerprint256 ? true : undefined));
+  });
+
+  it('a serving certificate signed by another CA of the same name is not served: the signature is checked, not the name', async () => {
+    const ca = await makeCa({ commonName: `envoy-injector CA (${NAMESPACE})`, validDays: 3650 });
+    const impostor = await makeCa({ commonName: `envoy-injector CA (${NAMESPACE})`, validDays: 3650 });
+    const wrongLeaf = await makeServingCertificate({ ca: impostor, hosts: [SERVICE_HOST, `${SERVICE_HOST}.cluster.local`, `envoy-injector.${NAMESPACE}`, 'envoy-injector'], validDays: 365 });
+    fake.apply('secrets', tlsSecret({ ca, serving: wrongLeaf }));
+    fake.apply('mutatingwebhookconfigurations', webhookConfiguration(ca.cert));
+    const harness = await startHarness(fake, AUTO);
+    harnesses.push(harness);
+    const served = new X509Certificate(secretText(fake, 'tls.crt'));
+    assert.notEqual(served.fingerprint256, new X509Certificate(wrongLeaf.cert).fingerprint256, 'the mis-signed certificate was replaced');
+    assert.ok(served.verify(new X509Certificate(ca.cert).publicKey), 'the new one is signed by the CA');
+    assert.equal(secretText(fake, 'ca.crt').trim(), ca.cert.trim(), 'the CA was kept');
+    assert.equal((await callAsApiServer(fake, harness)).status, 200);
+  });
+
+  it('three replicas finding an unusable Secret at once: one write wins, and every replica serves a certificate the caBundle trusts', async () => {
+    const ca = await makeCa({ commonName: 'leftover', validDays: 3650 });
+    // A leftover Secret without ca.key: unusable, so every replica wants to replace it.
+    fake.apply('secrets', { metadata: { name: 'envoy-injector-tls', namespace: NAMESPACE }, type: 'kubernetes.io/tls', data: { 'tls.crt': encode(ca.cert), 'tls.key': encode(ca.key) } });
+    const started = await Promise.all([startHarness(fake, AUTO), startHarness(fake, AUTO), startHarness(fake, AUTO)]);
+    harnesses.push(...started);
+    const writes = fake.requests.filter((r) => r.method === 'PUT' && r.path.endsWith('/secrets/envoy-injector-tls'));
+    assert.equal(writes.filter((r) => r.status === 200).length, 1, 'one replace won; the others were refused (409) and read the winner');
+    const secretCert = new X509Certificate(secretText(fake, 'tls.crt')).fingerprint256;
+    for (const [index, harness] of started.entries()) {
+      const answer = await callAsApiServer(fake, harness);
+      assert.equal(answer.status, 200, `replica ${index} is trusted`);
+      assert.equal(answer.peerFingerprint, secretCert, `replica ${index} serves the stored certificate`);
+    }
+  });
+
+  it('a deleted Secret with three replicas: recreated with the CA they hold, and no replica is ever untrusted', async () => {
+    const started: Harness[] = [];
+    for (let i = 0; i < 3; i++) started.push(await startHarness(fake, AUTO));
+    harnesses.push(...started);
+    const ca = secretText(fake, 'ca.crt').trim();
+    const before = secretText(fake, 'tls.crt');
+    for (const harness of started) await until('ready', async () => ((await readyz(harness)).status === 200 ? true : undefined));
+    fake.remove('secrets', NAMESPACE, 'envoy-injector-tls');
+    const failures: string[] = [];
+    let checks = 0;
+    await until('recreated and served by every replica', async () => {
+      for (const [index, harness] of started.entries()) {
+        checks += 1;
+        const answer = await callAsApiServer(fake, harness).catch((error: Error) => error);
+        if (answer instanceof Error) failures.push(`replica ${index}: ${answer.message}`);
+      }
+      const secret = fake.get('secrets', NAMESPACE, 'envoy-injector-tls');
+      if (secret === undefined) return undefined;
+      const after = secretText(fake, 'tls.crt');
+      if (after === before) return undefined;
+      const fingerprint = new X509Certificate(after).fingerprint256;
+      const served = await Promise.all(started.map((harness) => callAsApiServer(fake, harness)));
+      return served.every((answer) => answer.peerFingerprint === fingerprint) ? true : undefined;
+    }, 15_000);
+    assert.deepEqual(failures, [], `${failures.length} of ${checks} calls as the API server failed`);
+    assert.equal(secretText(fake, 'ca.crt').trim(), ca, 'the CA every replica held was reused');
+    for (const bundle of caBundles(fake)) assert.ok(bundle.includes(ca));
+  });
+
+  it('a Secret of another type under its name: listens, /healthz up, /readyz says why, no CA published; recovers once it is deleted', async () => {
+    fake.apply('secrets', { metadata: { name: 'envoy-injector-tls', namespace: NAMESPACE }, type: 'Opaque', data: { password: encode('hunter2') } });
+    const harness = await startHarness(fake, AUTO);
+    harnesses.push(harness);
+    assert.equal((await httpsCall(`${harness.url}/healthz`, INSECURE)).status, 200, 'alive');
+    const problem = await until('readiness naming the Secret', async () => {
+      const answer = await readyz(harness);
+      const body = JSON.parse(answer.body) as { problems: string[] };
+      return answer.status === 503 ? body.problems.find((text) => text.includes('type Opaque')) : undefined;
+    });
+    assert.match(problem, /Secret envoy-injector\/envoy-injector-tls has type Opaque, not kubernetes.io\/tls.*delete it/);
+    assert.deepEqual(caBundles(fake), ['', ''], 'no CA published that is not stored');
+    assert.equal(secretText(fake, 'password'), 'hunter2', 'the Secret was left as it was');
+    assert.ok(!fake.requests.some((r) => r.method === 'DELETE'), 'nothing deleted');
+
+    fake.remove('secrets', NAMESPACE, 'envoy-injector-tls');
+    await until('ready after the Secret was deleted', async () => ((await readyz(harness)).status === 200 ? true : undefined));
+    const ca = secretText(fake, 'ca.crt').trim();
+    assert.ok(caBundles(fake).every((bundle) => bundle.includes(ca)));
+    assert.equal((await callAsApiServer(fake, harness)).status, 200);
+  });
+
+  it('a failed caBundle patch is retried with backoff; meanwhile /readyz and a metric say the served CA is not trusted', async () => {
+    const harness = await startHarness(fake, AUTO);
+    harnesses.push(harness);
+    const ca = secretText(fake, 'ca.crt').trim();
+    await until('ready', async () => ((await readyz(harness)).status === 200 ? true : undefined));
+    assert.match(await harness.injector.metrics.registry.getSingleMetricAsString('envoy_injector_ca_bundle_trusted'), /envoy_injector_ca_bundle_trusted 1/);
+    // `helm upgrade --force`: the configuration comes back without a caBundle, and the PATCHes fail.
+    const named = (path: string) => path === '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/envoy-injector';
+    fake.failNext(100_000, 500, named);
+    fake.apply('mutatingwebhookconfigurations', webhookConfiguration());
+    const unready = await until('unready, naming the caBundle', async () => {
+      const answer = await readyz(harness);
+      return answer.status === 503 ? (JSON.parse(answer.body) as { problems: string[] }) : undefined;
+    });
+    assert.ok(unready.problems.some((text) => /caBundle of MutatingWebhookConfiguration envoy-injector does not trust the serving CA/.test(text)), unready.problems.join('; '));
+    assert.match(await harness.injector.metrics.registry.getSingleMetricAsString('envoy_injector_ca_bundle_trusted'), /envoy_injector_ca_bundle_trusted 0/);
+    await until('several attempts', () => (fake.requests.filter((r) => named(r.path) && r.status === 500).length >= 3 ? true : undefined));
+    fake.failNext(0);
+    await until('caBundle restored without waiting for the hourly check', () => (caBundles(fake).every((bundle) => bundle.includes(ca)) ? true : undefined));
+    await until('ready again', async () => ((await readyz(harness)).status === 200 ? true : undefined));
+    assert.match(await harness.injector.metrics.registry.getSingleMetricAsString('envoy_injector_ca_bundle_trusted'), /envoy_injector_ca_bundle_trusted 1/);
   });
 
   it('TEST_CERT_VALIDITY (tests only): certificates valid that long from now, renewed and served one after another', async () => {

@@ -6,7 +6,8 @@ import { CHART_DIR, ensureHelm, helm, KUBE_VERSION, NAMESPACE, only, RELEASE, re
 
 /** What `helm template` must be told a 1.34 cluster with the feature gate serves. */
 const MAP_API = 'admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy';
-const FULLNAME = `${RELEASE}-envoy-injector`;
+/** The policy and its binding are cluster-scoped: their name carries the release namespace. */
+const POLICY_NAME_OF_RELEASE = `${RELEASE}-envoy-injector-${NAMESPACE}`;
 
 function container(manifests: readonly Manifest[]): JsonObject {
   const deployment = only(manifests, 'Deployment');
@@ -34,15 +35,15 @@ describe('Helm chart, mode: policy', { timeout: 120_000 }, () => {
     const binding = only(manifests, 'MutatingAdmissionPolicyBinding');
     const configMap = only(manifests, 'ConfigMap');
     const templates = parseTemplateData(configMap['data'] as Record<string, string>);
-    const compiled = compilePolicy(templates, { name: FULLNAME, injectorNamespace: NAMESPACE, excludedNamespaces: ['legacy'] }).binding;
+    const compiled = compilePolicy(templates, { name: POLICY_NAME_OF_RELEASE, injectorNamespace: NAMESPACE, excludedNamespaces: ['legacy'] }).binding;
     assert.equal(binding.apiVersion, compiled['apiVersion']);
-    assert.equal(binding.metadata.name, FULLNAME);
+    assert.equal(binding.metadata.name, POLICY_NAME_OF_RELEASE);
     assert.deepEqual(binding['spec'], compiled['spec']);
   });
 
   it('RBAC: the template ConfigMap and this release\'s policy by name, nothing else', () => {
     assert.deepEqual(only(manifests, 'ClusterRole')['rules'], [
-      { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingadmissionpolicies'], resourceNames: [FULLNAME], verbs: ['get', 'create', 'patch'] },
+      { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingadmissionpolicies'], resourceNames: [POLICY_NAME_OF_RELEASE], verbs: ['get', 'create', 'patch'] },
     ]);
     assert.deepEqual(only(manifests, 'Role')['rules'], [{ apiGroups: [''], resources: ['configmaps'], resourceNames: ['envoy-initializer'], verbs: ['get', 'list', 'watch'] }]);
   });
@@ -50,7 +51,7 @@ describe('Helm chart, mode: policy', { timeout: 120_000 }, () => {
   it('runs the injector in policy mode, probed over plain HTTP, without certificates', () => {
     const variables = env(manifests);
     assert.equal(variables['MODE'], 'policy');
-    assert.equal(variables['POLICY_NAME'], FULLNAME);
+    assert.equal(variables['POLICY_NAME'], POLICY_NAME_OF_RELEASE);
     assert.equal(variables['FAILURE_POLICY'], 'Fail');
     for (const name of ['CERT_MODE', 'CERT_SECRET', 'TLS_CERT_FILE', 'WEBHOOK_CONFIG_NAME']) assert.equal(name in variables, false, `${name} is not set`);
     const main = container(manifests);

@@ -112,6 +112,8 @@ function defaultEnvoy(manifests: Manifest[]): { envoy: Obj; bootstrap: Obj } {
 }
 
 const FULLNAME = `${RELEASE}-envoy-injector`;
+/** Cluster-scoped objects carry the release namespace too. */
+const CLUSTER_NAME = `${FULLNAME}-${NAMESPACE}`;
 
 // ---- the tests ------------------------------------------------------------
 
@@ -251,9 +253,8 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     assert.equal(at(deployment, 'spec', 'template', 'metadata', 'labels', 'envoy-injector.io/injector'), FULLNAME);
   });
 
-  it('Deployment options: HPA instead of replicas, priorityClassName, metrics port and scrape annotations, cluster domain', () => {
+  it('Deployment options: an HPA, priorityClassName, metrics port and scrape annotations, cluster domain', () => {
     const hpaManifests = manifestsOf('hpa');
-    assert.equal(at(only(hpaManifests, 'Deployment'), 'spec', 'replicas'), undefined);
     const hpa = only(hpaManifests, 'HorizontalPodAutoscaler');
     assert.deepEqual(at(hpa, 'spec', 'scaleTargetRef'), { apiVersion: 'apps/v1', kind: 'Deployment', name: FULLNAME });
     assert.equal(at(hpa, 'spec', 'minReplicas'), 3);
@@ -286,6 +287,38 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     assert.deepEqual(Object.keys(envoy['securityContext'] as Obj).sort(), ['allowPrivilegeEscalation', 'capabilities', 'readOnlyRootFilesystem', 'runAsNonRoot', 'seccompProfile']);
   });
 
+  it('fewer than two replicas guaranteed (replicaCount 1, or an HPA with minReplicas 1): the PDB allows one Pod down, so a drain cannot block', async () => {
+    for (const values of [{ replicaCount: 1 }, { autoscaling: { enabled: true, minReplicas: 1, maxReplicas: 3 } }, { replicaCount: 1, podDisruptionBudget: { minAvailable: '50%' } }]) {
+      const pdb = only(await renderChart(values), 'PodDisruptionBudget');
+      assert.deepEqual(at(pdb, 'spec', 'maxUnavailable'), 1, JSON.stringify(values));
+      assert.equal(at(pdb, 'spec', 'minAvailable'), undefined, JSON.stringify(values));
+    }
+    assert.equal(at(only(await renderChart({ autoscaling: { enabled: true, minReplicas: 2, maxReplicas: 3 } }), 'PodDisruptionBudget'), 'spec', 'minAvailable'), 1);
+  });
+
+  it('the same release name in two namespaces: cluster-scoped objects do not collide, and every reference follows', async () => {
+    const clusterScoped = ['ClusterRole', 'ClusterRoleBinding', 'MutatingWebhookConfiguration'];
+    const names = async (namespace: string) => {
+      const manifests = await renderChart({ certificates: { mode: 'auto' } }, { namespace });
+      const byKind = new Map(manifests.filter((manifest) => clusterScoped.includes(manifest.kind)).map((manifest) => [manifest.kind, manifest.metadata.name]));
+      // What points at them: the binding's roleRef, the RBAC rule on the webhook configuration, the injector's setting.
+      assert.equal(at(only(manifests, 'ClusterRoleBinding'), 'roleRef', 'name'), byKind.get('ClusterRole'));
+      const rules = only(manifests, 'ClusterRole')['rules'] as Obj[];
+      assert.ok(rules.some((rule) => (rule['resourceNames'] as string[] | undefined)?.includes(byKind.get('MutatingWebhookConfiguration') ?? '')), 'the ClusterRole names the webhook configuration');
+      assert.equal(envOf(manifests).get('WEBHOOK_CONFIG_NAME'), byKind.get('MutatingWebhookConfiguration'));
+      for (const name of byKind.values()) assert.ok(name.length <= 63, name);
+      return byKind;
+    };
+    const [a, b] = await Promise.all([names('team-a'), names('team-b')]);
+    for (const kind of clusterScoped) assert.notEqual(a.get(kind), b.get(kind), `${kind} names collide`);
+    const long = await names('a-namespace-whose-name-is-rather-long-for-this-purpose');
+    assert.notEqual(long.get('ClusterRole'), (await names('a-namespace-whose-name-is-rather-long-for-this-purpose-too')).get('ClusterRole'), 'truncation keeps names apart');
+  });
+
+  it('autoscaling on: the Deployment keeps a replica count (never dropped to 1 when the HPA is turned on by an upgrade)', () => {
+    assert.equal(at(only(manifestsOf('hpa'), 'Deployment'), 'spec', 'replicas'), 3, 'minReplicas when nothing runs yet');
+  });
+
   it('PodDisruptionBudget minAvailable 1 on by default; Service 443 → the named port https', () => {
     const manifests = manifestsOf('default');
     const pdb = only(manifests, 'PodDisruptionBudget');
@@ -310,7 +343,7 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
       SHUTDOWN_TIMEOUT: '10s',
       POD_NAMESPACE: { fieldRef: { fieldPath: 'metadata.namespace' } },
     };
-    const auto = { ...common, CERT_MODE: 'auto', CERT_SECRET: `${FULLNAME}-tls`, WEBHOOK_CONFIG_NAME: FULLNAME, SERVICE_NAME: FULLNAME, CLUSTER_DOMAIN: 'cluster.local' };
+    const auto = { ...common, CERT_MODE: 'auto', CERT_SECRET: `${FULLNAME}-tls`, WEBHOOK_CONFIG_NAME: CLUSTER_NAME, SERVICE_NAME: FULLNAME, CLUSTER_DOMAIN: 'cluster.local' };
     assert.deepEqual(Object.fromEntries(envOf(manifestsOf('default'))), auto);
     assert.deepEqual(Object.fromEntries(envOf(manifestsOf('auto'))), auto);
     const files = { ...common, CERT_MODE: 'files', TLS_CERT_FILE: '/etc/envoy-injector/tls/tls.crt', TLS_KEY_FILE: '/etc/envoy-injector/tls/tls.key' };
@@ -475,6 +508,13 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     }
   });
 
+  it('nativeSidecar on or off: no access to Nodes', async () => {
+    for (const nativeSidecar of ['on', 'off']) {
+      const rules = only(await renderChart({ nativeSidecar }), 'ClusterRole')['rules'] as Obj[];
+      assert.ok(!JSON.stringify(rules).includes('nodes'), nativeSidecar);
+    }
+  });
+
   it('matchConditions off: no CEL, and the webhook for ordinary namespaces uses failurePolicy Ignore', () => {
     const webhooks = webhooksOf(manifestsOf('noMatchConditions'));
     assert.deepEqual(
@@ -491,6 +531,8 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
   it('RBAC grants exactly what the injector needs, per certificate mode', () => {
     const configMapRule = { apiGroups: [''], resources: ['configmaps'], resourceNames: ['envoy-initializer'], verbs: ['get', 'list', 'watch'] };
     const namespacesRule = { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] };
+    // nativeSidecar auto (the default): kubelet versions, read-only.
+    const nodesRule = { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch'] };
     const expected = {
       auto: {
         role: [
@@ -500,10 +542,11 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
         ],
         clusterRole: [
           namespacesRule,
-          { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: [FULLNAME], verbs: ['get', 'list', 'watch', 'update', 'patch'] },
+          nodesRule,
+          { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: [CLUSTER_NAME], verbs: ['get', 'list', 'watch', 'update', 'patch'] },
         ],
       },
-      files: { role: [configMapRule], clusterRole: [namespacesRule] },
+      files: { role: [configMapRule], clusterRole: [namespacesRule, nodesRule] },
     };
     for (const scenario of ['default', 'auto', 'certManager', 'secret', 'customTemplate']) {
       const manifests = manifestsOf(scenario);
@@ -518,7 +561,7 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
       assert.equal(JSON.stringify(clusterRole['rules']).includes('secrets'), false, `${scenario}: cluster-wide Secret access`);
       for (const rule of [...(role['rules'] as Obj[]), ...(clusterRole['rules'] as Obj[])]) {
         const verbs = rule['verbs'] as string[];
-        const nameable = (rule['resources'] as string[]).some((resource) => resource !== 'namespaces');
+        const nameable = (rule['resources'] as string[]).some((resource) => resource !== 'namespaces' && resource !== 'nodes');
         // create cannot be limited by resourceNames; every other verb on a named object must be.
         if (nameable && !(verbs.length === 1 && verbs[0] === 'create')) assert.ok(Array.isArray(rule['resourceNames']), `${scenario}: ${JSON.stringify(rule)}`);
       }
@@ -526,7 +569,7 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
       assert.deepEqual(only(manifests, 'RoleBinding')['subjects'], serviceAccount);
       assert.deepEqual(only(manifests, 'ClusterRoleBinding')['subjects'], serviceAccount);
       assert.deepEqual(only(manifests, 'RoleBinding')['roleRef'], { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: FULLNAME });
-      assert.deepEqual(only(manifests, 'ClusterRoleBinding')['roleRef'], { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: FULLNAME });
+      assert.deepEqual(only(manifests, 'ClusterRoleBinding')['roleRef'], { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: CLUSTER_NAME });
     }
   });
 

@@ -1,10 +1,18 @@
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, afterEach, before, beforeEach, describe, it, type TestContext } from 'node:test';
 import { FakeApiServer } from './helpers/fake-api-server.js';
 import { httpsCall } from './helpers/https-client.js';
 import { NAMESPACE, startHarness, until, type Harness } from './helpers/injector-harness.js';
-import { addedImages, addedVolumes } from './helpers/reviews.js';
+import { addedImages, addedVolumes, podReview } from './helpers/reviews.js';
 
+
+/** A review of an unannotated Pod, as the API server sends it; the HTTP answer as it is. */
+function rawReview(harness: Harness, namespace: string): Promise<{ status: number; body: string }> {
+  return httpsCall(`${harness.url}/mutate`, { ca: harness.ca, body: JSON.stringify(podReview({ namespace })) });
+}
 
 function templateConfigMap(data: Record<string, string>) {
   return { metadata: { name: 'envoy-initializer', namespace: NAMESPACE }, data };
@@ -153,7 +161,7 @@ describe('following the cluster: template ConfigMap and Namespace labels', () =>
     assert.ok(fake.requests.some((r) => r.path === '/api/v1/namespaces' && r.query['watch'] === 'true' && r.accept.includes('as=PartialObjectMetadata')));
   });
 
-  it('a namespace not yet in the cache is read directly; if that fails it counts as not enabled', async () => {
+  it('a namespace not yet in the cache is read directly; if that fails the answer is an HTTP error, so that failurePolicy decides', async () => {
     fake.apply('configmaps', templateConfigMap({ config: envoy('envoyproxy/envoy:v1.0.0') }));
     harness = await startHarness(fake);
     await until('ready', async () => ((await harness.readiness()).status === 200 ? true : undefined));
@@ -167,10 +175,123 @@ describe('following the cluster: template ConfigMap and Namespace labels', () =>
     assert.ok(fake.requests.some((r) => r.path === '/api/v1/namespaces/brand-new' && r.method === 'GET' && r.status === 200));
 
     fake.failNext(1_000, 503);
-    const unknown = await harness.review({ namespace: 'another-new' });
-    assert.equal(unknown.audit['reason'], 'namespace_not_enabled');
-    assert.ok(harness.log.lines.some((line) => String(line['msg']).startsWith('labels of namespace "another-new" unknown')));
+    const unknown = await rawReview(harness, 'another-new');
+    assert.equal(unknown.status, 503, 'an error status, not a silent skip');
+    const status = JSON.parse(unknown.body) as { kind: string; code: number; message: string };
+    assert.equal(status.kind, 'Status');
+    assert.match(status.message, /^labels of namespace "another-new" unknown \(not in the watch cache, direct read failed: HTTP 503/);
+    assert.ok(harness.log.lines.some((line) => line['level'] === 40 && String(line['msg']).startsWith('labels of namespace "another-new" unknown')));
+    const metrics = await harness.injector.metrics.registry.getSingleMetricAsString('envoy_injector_admission_requests_total');
+    assert.match(metrics, /result="error",reason="namespace_labels_unknown"\} 1\b/);
     fake.failNext(0);
+  });
+
+  it('concurrent reviews in one uncached namespace share one direct read, and its answer is remembered', async () => {
+    fake.apply('configmaps', templateConfigMap({ config: envoy('envoyproxy/envoy:v1.0.0') }));
+    harness = await startHarness(fake);
+    await until('namespace watch open', () => (fake.openWatches('namespaces') === 1 ? true : undefined));
+    fake.failNext(100_000, 503, (path) => path === '/api/v1/namespaces');
+    fake.dropWatches();
+    fake.apply('namespaces', { metadata: { name: 'crowded', labels: { 'envoy-injector.io/inject': 'enabled' } } });
+    const reviews = await Promise.all(Array.from({ length: 100 }, () => harness.review({ namespace: 'crowded' })));
+    assert.ok(reviews.every((review) => review.audit['reason'] === 'namespace_enabled'));
+    assert.equal((await harness.review({ namespace: 'crowded' })).audit['reason'], 'namespace_enabled');
+    const reads = fake.requests.filter((r) => r.method === 'GET' && r.path === '/api/v1/namespaces/crowded');
+    assert.equal(reads.length, 1, `${reads.length} reads of one namespace for 101 reviews`);
+    fake.failNext(0);
+  });
+
+  it('a direct read that hangs is aborted at the lookup timeout and the review answered with an error', async () => {
+    fake.apply('configmaps', templateConfigMap({ config: envoy('envoyproxy/envoy:v1.0.0') }));
+    harness = await startHarness(fake);
+    await until('namespace watch open', () => (fake.openWatches('namespaces') === 1 ? true : undefined));
+    fake.stall((path) => path === '/api/v1/namespaces/hung');
+    const answers = await Promise.all(Array.from({ length: 5 }, () => rawReview(harness, 'hung')));
+    assert.deepEqual(answers.map((answer) => answer.status), [503, 503, 503, 503, 503]);
+    assert.match(answers[0]?.body ?? '', /labels of namespace \\"hung\\" unknown .*no answer within 1000 ms/);
+    assert.equal(fake.requests.filter((r) => r.path === '/api/v1/namespaces/hung').length, 1, 'one read for five concurrent reviews');
+    await until('the hung read closed by the injector', () => (fake.abandonedStalls === 1 ? true : undefined));
+    fake.stall(undefined);
+  });
+
+  it('is not ready until the Namespace watch has synced once, and says so', async () => {
+    fake.apply('configmaps', templateConfigMap({ config: envoy('envoyproxy/envoy:v1.0.0') }));
+    fake.failNext(100_000, 503, (path) => path === '/api/v1/namespaces');
+    harness = await startHarness(fake);
+    await until('the template', () => (harness.injector.state.templates.current === undefined ? undefined : true));
+    const unready = await harness.readiness();
+    assert.equal(unready.status, 503);
+    const problem = 'the Namespace watch has not synced yet: namespace labels are unknown';
+    assert.equal((unready.body.checks as Record<string, unknown>)['namespaces'], problem);
+    assert.deepEqual(unready.body.problems, [problem]);
+    fake.failNext(0);
+    const ready = await until('ready once the watch syncs', async () => {
+      const answer = await harness.readiness();
+      return answer.status === 200 ? answer : undefined;
+    });
+    assert.equal((ready.body.checks as Record<string, unknown>)['namespaces'], 'ok');
+  });
+
+  it('a watch that ends at once, cleanly, is reopened after a growing delay, not at once', async () => {
+    fake.apply('configmaps', templateConfigMap({ config: envoy('envoyproxy/envoy:v1.0.0') }));
+    fake.closeWatchesAtOnce = true;
+    harness = await startHarness(fake);
+    const watches = () => fake.requests.filter((r) => r.path === '/api/v1/namespaces' && r.query['watch'] === 'true');
+    await until('twelve Namespace watch requests', () => (watches().length >= 12 ? true : undefined), 20_000);
+    fake.closeWatchesAtOnce = false;
+    // The harness's backoff is 20 ms doubling to 200 ms, jittered over its upper half: from the fifth quick close on, at least 100 ms.
+    const times = watches().slice(5, 12).map((r) => r.at);
+    const gaps = times.slice(1).map((at, i) => at - (times[i] ?? at));
+    assert.ok(gaps.every((gap) => gap >= 80), `gaps between watch requests: ${gaps.join(', ')} ms`);
+  });
+
+  it('a credential failure while re-watching (an exec plugin failing) is logged and retried, never a crash; the last good state keeps serving', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ei-exec-'));
+    const credentialFile = join(dir, 'credential.json');
+    const credential = JSON.stringify({ apiVersion: 'client.authentication.k8s.io/v1', kind: 'ExecCredential', status: { token: fake.token } });
+    writeFileSync(credentialFile, credential);
+    fake.apply('configmaps', templateConfigMap({ config: envoy('envoyproxy/envoy:v1.0.0') }));
+    const rejections: unknown[] = [];
+    const onRejection = (error: unknown): void => void rejections.push(error);
+    process.on('unhandledRejection', onRejection);
+    try {
+      harness = await startHarness(fake, [], { kubeconfig: fake.writeKubeconfig(dir, { execCredentialFile: credentialFile }) });
+      await until('ready', async () => ((await harness.readiness()).status === 200 ? true : undefined));
+      await until('both watches open', () => (fake.openWatches() === 2 ? true : undefined));
+      rmSync(credentialFile);
+      fake.dropWatches();
+      const warning = await until('the failure logged', () => harness.log.lines.find((line) => line['level'] === 40 && /^watch of .* failed/.test(String(line['msg'])) && /cat|exit|credential|exec/i.test(String(line['msg']))));
+      assert.ok(warning);
+      const review = await harness.review({ namespace: 'shop', annotations: { 'envoy-injector.io/inject': 'true' } });
+      assert.deepEqual(addedImages(review), ['envoyproxy/envoy:v1.0.0'], 'still serving the last good template');
+      writeFileSync(credentialFile, credential);
+      await until('watches reopened once the credential is back', () => (fake.openWatches() === 2 ? true : undefined), 10_000);
+    } finally {
+      process.off('unhandledRejection', onRejection);
+    }
+    assert.deepEqual(rejections.map(String), [], 'no unhandled rejection');
+  });
+
+  it('a watch stream gone silent (half-open) is restarted by the watchdog and counted in envoy_injector_watch_stale_seconds', async () => {
+    fake.apply('configmaps', templateConfigMap({ config: envoy('envoyproxy/envoy:v1.0.0') }));
+    harness = await startHarness(fake, [], { watchStaleAfterMs: 500 });
+    await until('ready', async () => ((await harness.readiness()).status === 200 ? true : undefined));
+    await until('both watches open', () => (fake.openWatches() === 2 ? true : undefined));
+    const staleSeconds = async () => Number(/^envoy_injector_watch_stale_seconds (\S+)$/m.exec(await harness.injector.metrics.registry.getSingleMetricAsString('envoy_injector_watch_stale_seconds'))?.[1]);
+    assert.equal(await staleSeconds(), 0);
+    // The streams go silent; the Namespace watch cannot come back for now, and a label changes meanwhile.
+    fake.freezeWatches();
+    fake.failNext(100_000, 503, (path) => path === '/api/v1/namespaces');
+    fake.apply('namespaces', { metadata: { name: 'shop', labels: { 'envoy-injector.io/inject': 'enabled' } } });
+    const stale = await until('the silence noticed', async () => {
+      const seconds = await staleSeconds();
+      return seconds >= 0.5 ? seconds : undefined;
+    });
+    assert.ok(stale >= 0.5);
+    assert.ok(harness.log.lines.some((line) => String(line['msg']).includes('no event or bookmark for 500 ms')));
+    fake.failNext(0);
+    await until('the label change seen after the restart', async () => ((await harness.review({ namespace: 'shop' })).audit['reason'] === 'namespace_enabled' ? true : undefined));
+    await until('staleness back to zero', async () => ((await staleSeconds()) === 0 ? true : undefined));
   });
 
   it('requests in flight during template swaps each see one consistent template', async () => {
@@ -226,7 +347,7 @@ describe('with --template-file in a cluster', () => {
     fake.apply('namespaces', { metadata: { name: 'shop', labels: { 'envoy-injector.io/inject': 'enabled' } } });
     const harness = await startHarness(fake, ['--template-file', 'examples/envoy-initializer.yaml']);
     try {
-      assert.equal((await harness.readiness()).status, 200);
+      await until('ready (the Namespace watch synced)', async () => ((await harness.readiness()).status === 200 ? true : undefined));
       const review = await until('namespace label seen', async () => {
         const candidate = await harness.review({ namespace: 'shop' });
         return candidate.audit['reason'] === 'namespace_enabled' ? candidate : undefined;

@@ -691,7 +691,7 @@ describe('fuzz: malformed and adversarial AdmissionReviews over HTTPS', () => {
       ['labeled-off', { 'envoy-injector.io/inject': 'disabled' }],
     ]);
     server = await startTestServer({
-      namespaceLabels: async (namespace) => labels.get(namespace),
+      namespaceLabels: async (namespace) => labels.get(namespace) ?? {},
       // The fuzz judges answers, not time limits (faults.test.ts tests those). Client and server share
       // one process here, and every body the parser refuses closes its connection (Fastify answers
       // `connection: close`), so new TLS handshakes go on all run long: on a loaded machine, while the

@@ -65,7 +65,7 @@ describe('--native-sidecar auto follows the API server version', () => {
     const versionRequests = () => fake.requests.filter((r) => r.path === '/version').length;
     const before = versionRequests();
     fake.dropWatches();
-    await until('watches back', () => (fake.openWatches() === 2 ? true : undefined));
+    await until('watches back (ConfigMap, Namespaces, Nodes)', () => (fake.openWatches() === 3 ? true : undefined));
     assert.equal(versionRequests(), before, 'not within the minute');
     assert.ok(before >= 1);
   });
@@ -126,4 +126,62 @@ describe('Kubernetes version parsing', () => {
       assert.equal(parsed !== undefined && supportsNativeSidecars(parsed), native);
     });
   }
+});
+
+describe('--native-sidecar auto follows the oldest kubelet too', () => {
+  let fake: FakeApiServer;
+  let harness: Harness | undefined;
+  const node = (name: string, kubeletVersion: string) => ({ metadata: { name }, status: { nodeInfo: { kubeletVersion } } });
+  beforeEach(async () => {
+    fake = await FakeApiServer.start();
+    fake.version = { major: '1', minor: '30', gitVersion: 'v1.30.2' };
+    fake.apply('namespaces', { metadata: { name: 'shop', labels: { 'envoy-injector.io/inject': 'enabled' } } });
+    fake.apply('configmaps', { metadata: { name: 'envoy-initializer', namespace: NAMESPACE }, data: { config: 'containers: [{name: envoy, image: "e:1"}]' } });
+  });
+  afterEach(async () => {
+    await harness?.injector.stop();
+    harness = undefined;
+    await fake.close();
+  });
+
+  it('a 1.28 kubelet under a 1.30 API server: classic sidecars until it is upgraded or gone', async () => {
+    fake.apply('nodes', node('new', 'v1.30.1'));
+    fake.apply('nodes', node('old', 'v1.28.5'));
+    harness = await startHarness(fake, ['--native-sidecar', 'auto']);
+    const started = harness;
+    await until('ready', async () => ((await started.readiness()).status === 200 ? true : undefined));
+    const placement = async () => proxyPlacement(await started.review({ namespace: 'shop' }));
+    await until('the version read', () => (started.log.lines.some((line) => String(line['msg']).startsWith('Kubernetes v1.30.2')) ? true : undefined));
+    assert.equal(await placement(), 'classic', 'node "old" runs kubelet 1.28: a native sidecar there would never let the Pod start');
+    fake.apply('nodes', node('old', 'v1.29.0'));
+    await until('native once every kubelet is 1.29+', async () => ((await placement()) === 'native' ? true : undefined));
+    fake.apply('nodes', node('older', 'v1.27.3'));
+    await until('classic again with a 1.27 node', async () => ((await placement()) === 'classic' ? true : undefined));
+    fake.remove('nodes', undefined, 'older');
+    await until('native again when it is gone', async () => ((await placement()) === 'native' ? true : undefined));
+    // Read-only, and only what is needed.
+    assert.ok(fake.requests.filter((r) => r.path.startsWith('/api/v1/nodes')).every((r) => r.method === 'GET'));
+  });
+
+  it('not ready until the kubelet versions are known, and says so', async () => {
+    fake.apply('nodes', node('new', 'v1.30.1'));
+    fake.failNext(100_000, 503, (path) => path === '/api/v1/nodes');
+    harness = await startHarness(fake, ['--native-sidecar', 'auto']);
+    const started = harness;
+    const problem = 'the Node watch has not synced yet: the kubelet versions that decide native sidecars (--native-sidecar auto) are unknown';
+    const unready = await until('unready naming the Node watch', async () => {
+      const answer = await started.readiness();
+      return answer.status === 503 && answer.body.problems.includes(problem) ? answer : undefined;
+    });
+    assert.equal((unready.body.checks as Record<string, unknown>)['nodes'], problem);
+    fake.failNext(0);
+    await until('ready', async () => ((await started.readiness()).status === 200 ? true : undefined));
+  });
+
+  it('--native-sidecar on or off: no Node watch at all', async () => {
+    harness = await startHarness(fake, ['--native-sidecar', 'on']);
+    const started = harness;
+    await until('ready', async () => ((await started.readiness()).status === 200 ? true : undefined));
+    assert.ok(!fake.requests.some((r) => r.path.startsWith('/api/v1/nodes')));
+  });
 });

@@ -8,9 +8,10 @@ import { connect, createServer as createTlsServer, type SecureVersion } from 'no
 import { after, before, describe, it } from 'node:test';
 import { generate } from 'selfsigned';
 import { runCli } from '../src/cli.js';
+import { parseServeArgs, startInjector } from '../src/commands/serve.js';
 import { makeCa, makeCertificates, makeServingCertificate } from '../src/tls/certificates.js';
 import { httpsCall } from './helpers/https-client.js';
-import { makeTestCertificates, startTestServer, type TestServer } from './helpers/server.js';
+import { captureLog, makeTestCertificates, startTestServer, type TestServer } from './helpers/server.js';
 
 /** Resolves with the negotiated protocol, or rejects with the handshake error. */
 function handshake(port: number, ca: string, version: SecureVersion): Promise<string> {
@@ -83,6 +84,49 @@ describe('client certificates (--client-ca)', () => {
       await assert.rejects(httpsCall(`${server.url}/healthz`, { ca: server.ca }), /certificate|socket hang up|ECONNRESET/i);
       const ok = await httpsCall(`${server.url}/healthz`, { ca: server.ca, extra: { cert: client.cert, key: client.private } });
       assert.equal(ok.status, 200);
+    } finally {
+      await server.shutdown();
+    }
+  });
+});
+
+describe('--client-ca that cannot be a CA is an error at start', () => {
+  for (const { name, content, problem } of [
+    { name: 'a missing file', content: undefined, problem: /cannot read .*client-ca\.crt: ENOENT/ },
+    { name: 'an empty file', content: '', problem: /client-ca\.crt: no PEM certificate in it/ },
+    { name: 'a file that is no certificate', content: 'not a certificate\n', problem: /client-ca\.crt: no PEM certificate in it/ },
+    { name: 'a broken certificate', content: '-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n', problem: /client-ca\.crt: certificate 1 is unreadable/ },
+  ]) {
+    it(`${name}: startup fails naming the file, nothing is served`, async () => {
+      const certs = await makeTestCertificates();
+      const clientCaFile = join(certs.dir, 'client-ca.crt');
+      if (content !== undefined) writeFileSync(clientCaFile, content);
+      const settings = parseServeArgs(['--tls-cert', certs.certFile, '--tls-key', certs.keyFile, '--client-ca', clientCaFile, '--port', '0', '--host', '127.0.0.1'], {});
+      assert.ok(settings !== undefined);
+      const io = { stdin: process.stdin, stdout: { write: () => true }, stderr: { write: () => true } };
+      const started = startInjector(settings, { io, env: {}, log: captureLog().logger });
+      // Stopped should it start after all, so a failing run cannot hang the suite.
+      void started.then((injector) => injector.stop(), () => undefined);
+      await assert.rejects(started, (error: Error & { code?: string }) => {
+        assert.equal(error.code, 'EI_CERTIFICATE_INVALID');
+        assert.match(error.message, problem);
+        return true;
+      });
+    });
+  }
+
+  it('a client CA file emptied later is rejected on reload: the previous one stays', async () => {
+    const clientCa = await makeCa({ commonName: 'apiserver client CA', validDays: 1 });
+    const certs = await makeTestCertificates();
+    const clientCaFile = join(certs.dir, 'client-ca.crt');
+    writeFileSync(clientCaFile, clientCa.cert);
+    const server = await startTestServer({ certs, tlsReloadIntervalMs: 25, tls: { files: { certFile: certs.certFile, keyFile: certs.keyFile, clientCaFile } } });
+    try {
+      writeFileSync(clientCaFile, '');
+      const deadline = Date.now() + 5_000;
+      while (!server.log.lines.some((line) => line['level'] === 50) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+      const error = server.log.lines.find((line) => line['level'] === 50);
+      assert.match(String(error?.['msg']), /new certificate files rejected, still serving the previous certificate: .*client-ca\.crt: no PEM certificate in it/);
     } finally {
       await server.shutdown();
     }

@@ -161,7 +161,7 @@ describe('the admission webhook over real HTTPS', () => {
     assert.equal((await httpsCall(`${server.url}/healthz`, { ca: server.ca })).status, 200);
     const ready = await httpsCall(`${server.url}/readyz`, { ca: server.ca });
     assert.equal(ready.status, 200);
-    assert.deepEqual(JSON.parse(ready.body), { ready: true, checks: { template: 'loaded', tls: 'loaded', draining: false } });
+    assert.deepEqual(JSON.parse(ready.body), { ready: true, checks: { template: 'loaded', tls: 'loaded', draining: false }, problems: [] });
     const metrics = await httpsCall(`${server.url}/metrics`, { ca: server.ca });
     assert.match(metrics.body, /envoy_injector_admission_requests_total\{result="injected",reason="pod_annotation_true"\} \d+/);
   });

@@ -24,18 +24,14 @@ export function allowed(auditAnnotations: Readonly<Record<string, string>>, warn
   return { allowed: true, auditAnnotations, ...(warnings.length > 0 ? { warnings } : {}) };
 }
 
-/** Allowed with a JSON Patch; an empty patch is answered as `allowed`. */
-export function patched(
-  patch: readonly PatchOperation[],
-  auditAnnotations: Readonly<Record<string, string>>,
-  warnings: readonly string[],
-): ResponseBody {
-  if (patch.length === 0) return allowed(auditAnnotations, warnings);
-  return {
-    ...allowed(auditAnnotations, warnings),
-    patchType: 'JSONPatch',
-    patch: Buffer.from(encodePatch(patch)).toString('base64'),
-  };
+/** Allowed with an encoded, non-empty JSON Patch (base64, see encodePatchBase64). */
+export function patched(patchBase64: string, auditAnnotations: Readonly<Record<string, string>>, warnings: readonly string[]): ResponseBody {
+  return { ...allowed(auditAnnotations, warnings), patchType: 'JSONPatch', patch: patchBase64 };
+}
+
+/** The JSON Patch as an AdmissionResponse carries it. */
+export function encodePatchBase64(patch: readonly PatchOperation[]): string {
+  return Buffer.from(encodePatch(patch)).toString('base64');
 }
 
 /**

@@ -1,5 +1,16 @@
-import { admitPod, isJsonObject, OVERRIDE_ANNOTATION_PREFIX, type AdmitOptions, type Admission, type Reason, type TemplateSet } from '../injection/index.js';
-import { allowed, patched, toReview, type AdmissionReviewResponse } from './responses.js';
+import {
+  decideInjection,
+  DEFAULT_ALLOWED_OVERRIDES,
+  injectDecided,
+  isJsonObject,
+  OVERRIDE_ANNOTATION_PREFIX,
+  type AdmitOptions,
+  type Admission,
+  type Reason,
+  type TemplateSet,
+} from '../injection/index.js';
+import { podShape, type MemoizedInjection, type PatchMemo } from './patch-memo.js';
+import { allowed, encodePatchBase64, patched, toReview, type AdmissionReviewResponse } from './responses.js';
 import type { AdmissionRequest } from './review-schema.js';
 
 /** Everything one review is decided on, read once at its start so it sees one consistent state. */
@@ -8,6 +19,8 @@ export interface ReviewContext {
   /** Labels of `request.namespace`, or undefined when unknown. */
   readonly namespaceLabels: Readonly<Record<string, string>> | undefined;
   readonly options: AdmitOptions;
+  /** Answers already computed for this template set, by Pod shape; none computes every answer. */
+  readonly memo?: PatchMemo | undefined;
 }
 
 export interface ReviewOutcome extends Admission {
@@ -22,7 +35,7 @@ export interface ReviewOutcome extends Admission {
  */
 export function reviewAdmission(request: AdmissionRequest, context: ReviewContext): ReviewOutcome {
   const pod = isJsonObject(request.object) ? request.object : {};
-  const admission = admitPod({
+  const input = {
     operation: request.operation,
     kind: request.kind,
     subResource: request.subResource,
@@ -32,19 +45,31 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
     pod,
     templates: context.templates,
     options: context.options,
-  });
-  const { decision, injection, warnings } = admission;
+  };
+  const decision = decideInjection(input);
   const audit: Record<string, string> = {
     decision: decision.inject ? 'injected' : 'skipped',
     reason: decision.reason,
     rule: decision.rule,
   };
-  if (!decision.inject || injection === undefined) {
-    return { ...admission, review: toReview(request.uid, allowed(audit, warnings)), result: 'skipped', reason: decision.reason };
+  if (!decision.inject) {
+    const admission: Admission = { decision, injection: undefined, overrides: [], warnings: decision.warnings };
+    return { ...admission, review: toReview(request.uid, allowed(audit, decision.warnings)), result: 'skipped', reason: decision.reason };
   }
+  const compute = (): MemoizedInjection => {
+    const { injection, overrides, warnings } = injectDecided(input, decision);
+    // Its warnings start with the decision's, which are per request.
+    return { injection, overrides, warnings: warnings.slice(decision.warnings.length), patch: encodePatchBase64(injection.patch) };
+  };
+  const { memo, templates } = context;
+  const { injection, overrides, warnings: injectionWarnings, patch } =
+    memo === undefined || templates === undefined
+      ? compute()
+      : memo.answer(templates, podShape(pod, decision.template, decision.nativeSidecar, context.options.allowedOverrides ?? DEFAULT_ALLOWED_OVERRIDES), compute);
+  const warnings = [...decision.warnings, ...injectionWarnings];
   audit['template'] = `${decision.template.name}@${decision.template.hash}`;
-  if (admission.overrides.length > 0) audit['overrides'] = admission.overrides.map((override) => override.annotation.slice(OVERRIDE_ANNOTATION_PREFIX.length)).join(',');
-  return { ...admission, review: toReview(request.uid, patched(injection.patch, audit, warnings)), result: 'injected', reason: decision.reason };
+  if (overrides.length > 0) audit['overrides'] = overrides.map((override) => override.annotation.slice(OVERRIDE_ANNOTATION_PREFIX.length)).join(',');
+  return { decision, injection, overrides, warnings, review: toReview(request.uid, patched(patch, audit, warnings)), result: 'injected', reason: decision.reason };
 }
 
 /** Semantic checks the schema cannot express; undefined when the request is usable. */

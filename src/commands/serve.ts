@@ -5,11 +5,12 @@ import { UsageError } from '../errors.js';
 import { DEFAULT_ALLOWED_OVERRIDES, type OverrideName } from '../injection/index.js';
 import { DEFAULT_BACKOFF, type Backoff } from '../kube/backoff.js';
 import { clusterRequested } from '../kube/cluster-request.js';
-import type { CertificateManager, CertificateSettings, ClusterVersionCheck, ClusterWatches } from '../kube/index.js';
+import type { CertificateManager, CertificateSettings, ClusterVersionCheck, ClusterWatches, KubeletVersions } from '../kube/index.js';
 import type { InjectorMetrics } from '../server/metrics.js';
 import { createLogger, createServerState, ensureDevCertificates, startServer, type RunningServer, type ServeOptions } from '../server/serve.js';
 import type { ServerState } from '../server/server-state.js';
-import { readPem, type TlsMaterial } from '../tls/tls-files.js';
+import { checkKeyPair, makeCertificates } from '../tls/certificates.js';
+import { readClientCa } from '../tls/tls-files.js';
 import { loadTemplates, type CommandIo } from './io.js';
 import { parseAllowedOverrides } from './options.js';
 import { startPolicyController } from './policy-controller.js';
@@ -46,7 +47,8 @@ Options:
   --namespace NAME          POD_NAMESPACE        the injector's own namespace: never injected, holds the ConfigMap
                                                  (default: the kubeconfig context's or service account's, else default)
   --native-sidecar MODE     NATIVE_SIDECAR       auto | on | off (default auto: native sidecars when the
-                                                 API server is 1.29 or later; off outside a cluster)
+                                                 API server and every node's kubelet are 1.29 or later;
+                                                 off outside a cluster)
   --allowed-overrides LIST  ALLOWED_OVERRIDES    the proxy-* annotations Pods may use (default
                                                  proxy-cpu,proxy-memory,proxy-cpu-limit,proxy-memory-limit; add
                                                  proxy-image to let Pods choose the proxy image; "none" for none)
@@ -212,6 +214,7 @@ export async function startInjector(
     log: Logger;
     /** Tests shorten these; production uses the defaults. */
     backoff?: Backoff;
+    watchStaleAfterMs?: number;
     certificateSettings?: Partial<CertificateSettings>;
     now?: () => Date;
   },
@@ -235,8 +238,7 @@ export async function startInjector(
   let tls: ServeOptions['tls'];
   if (settings.certificates.mode === 'auto') {
     if (kube === undefined || connection === undefined) throw new UsageError('--cert-mode auto needs a cluster (--kubeconfig, or running in a Pod)');
-    const clientCa = settings.clientCaFile === undefined ? undefined : await readPem(settings.clientCaFile);
-    let pending: TlsMaterial | undefined;
+    const clientCa = settings.clientCaFile === undefined ? undefined : await readClientCa(settings.clientCaFile);
     const manager = new kube.CertificateManager({
       kubeConfig: connection.kubeConfig,
       settings: {
@@ -248,16 +250,16 @@ export async function startInjector(
       },
       log,
       backoff,
-      onServingCertificate: (material) => {
-        pending = { ...material, clientCa };
-        server?.setTls(pending);
-      },
+      watchStaleAfterMs: context.watchStaleAfterMs,
+      onServingCertificate: (material) => server?.setTls({ ...material, clientCa }),
       ...(context.now === undefined ? {} : { now: context.now }),
     });
     certificates = manager;
-    const material = await kube.retryUntilDone('preparing the serving certificate', () => manager.start(), backoff, log);
-    // A renewal may have arrived while the server was not up yet.
-    tls = { material: pending ?? { ...material, clientCa } };
+    state.addCheck('certificate', () => manager.problem());
+    metrics.trackCaBundle(() => manager.caBundleTrusted);
+    // Listen at once, unready, on a throwaway certificate: probes and /readyz must answer while the real one is being made.
+    const { serving } = await makeCertificates({ hosts: [] });
+    tls = { material: { ...serving, clientCa, info: checkKeyPair(serving) } };
   } else {
     tls = {
       files: {
@@ -267,10 +269,25 @@ export async function startInjector(
     };
   }
   state.nativeSidecar = settings.nativeSidecar === 'on';
-  const versionCheck: ClusterVersionCheck | undefined =
-    settings.nativeSidecar === 'auto' && kube !== undefined && connection !== undefined
-      ? new kube.ClusterVersionCheck({ kubeConfig: connection.kubeConfig, log, backoff, onNativeSidecar: (native) => (state.nativeSidecar = native) })
-      : undefined;
+  // auto: native sidecars when the API server and every kubelet are 1.29+.
+  const followVersions = settings.nativeSidecar === 'auto' && kube !== undefined && connection !== undefined;
+  let apiServerNative = false;
+  const kubelets: KubeletVersions | undefined = followVersions
+    ? new kube.KubeletVersions({ kubeConfig: connection.kubeConfig, backoff, watchStaleAfterMs: context.watchStaleAfterMs, log, onChange: () => (state.nativeSidecar = apiServerNative && (kubelets?.allNative ?? false)) })
+    : undefined;
+  const versionCheck: ClusterVersionCheck | undefined = followVersions
+    ? new kube.ClusterVersionCheck({
+        kubeConfig: connection.kubeConfig,
+        log,
+        backoff,
+        onNativeSidecar: (native) => {
+          apiServerNative = native;
+          state.nativeSidecar = native && (kubelets?.allNative ?? false);
+        },
+      })
+    : undefined;
+  if (kubelets !== undefined) state.addCheck('nodes', () => kubelets.problem());
+  kubelets?.start();
   versionCheck?.start();
   const cluster: ClusterWatches | undefined =
     kube === undefined || connection === undefined
@@ -281,11 +298,15 @@ export async function startInjector(
           configMapName: settings.templateFile === undefined ? settings.configMapName : undefined,
           store: state.templates,
           backoff,
+          watchStaleAfterMs: context.watchStaleAfterMs,
           namespaceLookupTimeoutMs: 1_000,
           log,
           ...(versionCheck === undefined ? {} : { onWatchConnected: () => void versionCheck.recheck() }),
         });
-  if (cluster !== undefined) state.staleSeconds = () => cluster.staleSeconds();
+  if (cluster !== undefined) {
+    state.staleSeconds = () => cluster.staleSeconds();
+    state.addCheck('namespaces', () => cluster.namespaceLabels.problem());
+  }
 
   let running: RunningServer;
   try {
@@ -312,8 +333,11 @@ export async function startInjector(
     cluster?.stop();
     certificates?.stop();
     versionCheck?.stop();
+    kubelets?.stop();
     throw error;
   }
+  // Resolves after the first attempt; failures are retried in the background and shown by /readyz.
+  await certificates?.start();
   if (settings.tls === undefined && settings.certificates.mode === 'files') {
     const ca = join(settings.certsDir, 'ca.crt');
     io.stderr.write(
@@ -331,6 +355,7 @@ export async function startInjector(
       cluster?.stop();
       certificates?.stop();
       versionCheck?.stop();
+      kubelets?.stop();
     },
   };
 }

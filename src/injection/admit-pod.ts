@@ -21,6 +21,11 @@ export interface Admission {
 export function admitPod(input: DecisionInput & { readonly options: AdmitOptions }): Admission {
   const decision = decideInjection(input);
   if (!decision.inject) return { decision, injection: undefined, overrides: [], warnings: decision.warnings };
+  return injectDecided(input, decision);
+}
+
+/** What follows a decision to inject: overrides resolved, the template merged. */
+export function injectDecided(input: Pick<DecisionInput, 'pod'> & { readonly options: AdmitOptions }, decision: Extract<Decision, { inject: true }>): Admission & { readonly injection: InjectionResult } {
   const annotations = objectAt(objectAt(input.pod, 'metadata'), 'annotations');
   const overrides = resolveOverrides(annotations, decision.template.containers[0], input.options.allowedOverrides ?? DEFAULT_ALLOWED_OVERRIDES);
   const injection = injectPod(input.pod, decision.template, { nativeSidecar: decision.nativeSidecar, customizeProxy: overrides.apply });

@@ -13,11 +13,12 @@ import { CertificateError } from '../errors.js';
 import { BACKDATE_MS, checkKeyPair, describeCertificate, makeCa, makeServingCertificate, type KeyPair } from '../tls/certificates.js';
 import type { TlsMaterial } from '../tls/tls-files.js';
 import { describeKubeError, kubeErrorForLog, kubeErrorStatus } from './kube-errors.js';
-import type { Backoff } from './backoff.js';
+import { backoffDelayMs, type Backoff } from './backoff.js';
 import { ResilientInformer } from './resilient-informer.js';
 import { TrackedWatch } from './tracked-watch.js';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
+const SECRET_TYPE = 'kubernetes.io/tls';
 
 export interface CertificateSettings {
   readonly namespace: string;
@@ -32,6 +33,8 @@ export interface CertificateSettings {
   readonly servingValidityDays: number;
   /** How often expiry is checked (events also trigger a check). */
   readonly checkIntervalMs: number;
+  /** After adding a CA to the caBundle, wait this long before serving a certificate it signed in place of another: the API server's copy of the configuration lags. */
+  readonly caBundleSettleMs: number;
 }
 
 export const DEFAULT_CERTIFICATE_SETTINGS = {
@@ -40,6 +43,7 @@ export const DEFAULT_CERTIFICATE_SETTINGS = {
   caValidityDays: 3650,
   servingValidityDays: 365,
   checkIntervalMs: 60 * 60 * 1000,
+  caBundleSettleMs: 2_000,
 } as const;
 
 /**
@@ -63,33 +67,46 @@ interface StoredCertificates {
 
 /**
  * `certificates.mode: auto`: the injector is its own small cert-manager. The
- * Secret shared by all replicas holds a CA and a serving certificate; the
- * first replica makes them (create is atomic, so racing replicas end with one);
- * a renewal is a replace with the resourceVersion read (optimistic concurrency).
- * A new CA enters the webhook's caBundle before any replica serves a
- * certificate it signed, and the old CA stays in the bundle until it expires,
- * so the API server never sees a certificate it does not trust. A caBundle
- * changed by anyone else is put back.
+ * Secret shared by all replicas holds a CA and a serving certificate. Every
+ * write is conditional (create, or replace with the resourceVersion read), so
+ * racing replicas end with one Secret and each serves what it holds. A
+ * replica that must remake the Secret reuses the CA it already serves, so a
+ * deleted Secret does not multiply CAs. The order is always: store the
+ * Secret, add its CA to every webhook's caBundle (additively: a CA is never
+ * removed while it is valid, as another replica may still serve it), then
+ * serve. A failure anywhere is retried with capped backoff, and readiness
+ * says what is wrong until it is fixed.
  */
 export class CertificateManager {
   readonly #core: CoreV1Api;
   readonly #admission: AdmissionregistrationV1Api;
   readonly #settings: CertificateSettings;
   readonly #log: Logger;
+  readonly #backoff: Backoff;
   readonly #now: () => Date;
   readonly #onServing: (material: TlsMaterial) => void;
   readonly #secretInformer: ResilientInformer<V1Secret>;
   readonly #webhookInformer: ResilientInformer<V1MutatingWebhookConfiguration>;
-  #current: StoredCertificates | undefined;
+  /** What is served: only ever a certificate whose CA the caBundle trusted. */
+  #served: StoredCertificates | undefined;
+  /** Whether every webhook's caBundle holds the served CA (also true while the configuration does not exist). */
+  #trusted = false;
+  /** Why the last check failed; undefined after a good one. */
+  #lastError: string | undefined;
+  #failures = 0;
   #timer: NodeJS.Timeout | undefined;
+  #retryTimer: NodeJS.Timeout | undefined;
   #reconciling: Promise<void> | undefined;
+  #again = false;
+  #stopped = false;
 
   constructor(options: {
     kubeConfig: KubeConfig;
     settings: CertificateSettings;
     log: Logger;
     backoff: Backoff;
-    /** Called with each new serving pair to load (not with the one `start` returns). */
+    watchStaleAfterMs?: number | undefined;
+    /** Called with each serving pair to load, once its CA is trusted. */
     onServingCertificate: (material: TlsMaterial) => void;
     /** The clock that decides when to renew (tests move it); new certificates always start now. */
     now?: () => Date;
@@ -99,6 +116,7 @@ export class CertificateManager {
     this.#admission = kubeConfig.makeApiClient(AdmissionregistrationV1Api);
     this.#settings = settings;
     this.#log = log;
+    this.#backoff = backoff;
     this.#now = options.now ?? (() => new Date());
     this.#onServing = options.onServingCertificate;
 
@@ -107,7 +125,7 @@ export class CertificateManager {
     this.#secretInformer = secretInformer = new ResilientInformer<V1Secret>({
       name: `Secret ${settings.namespace}/${settings.secretName}`,
       path: `/api/v1/namespaces/${encodeURIComponent(settings.namespace)}/secrets`,
-      watch: new TrackedWatch(kubeConfig, { onConnected: () => secretInformer?.resetBackoff() }),
+      watch: new TrackedWatch(kubeConfig, { backoff, staleAfterMs: options.watchStaleAfterMs, onConnected: () => secretInformer?.resetBackoff() }),
       list: async () => {
         const secrets = await this.#core.listNamespacedSecret({ namespace: settings.namespace, fieldSelector: secretSelector });
         // Gone before the first list (or between relists): no delete event will say so.
@@ -123,7 +141,7 @@ export class CertificateManager {
     this.#webhookInformer = webhookInformer = new ResilientInformer<V1MutatingWebhookConfiguration>({
       name: `MutatingWebhookConfiguration ${settings.webhookConfigName}`,
       path: '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations',
-      watch: new TrackedWatch(kubeConfig, { onConnected: () => webhookInformer?.resetBackoff() }),
+      watch: new TrackedWatch(kubeConfig, { backoff, staleAfterMs: options.watchStaleAfterMs, onConnected: () => webhookInformer?.resetBackoff() }),
       list: () => this.#admission.listMutatingWebhookConfiguration({ fieldSelector: webhookSelector }),
       fieldSelector: webhookSelector,
       backoff,
@@ -132,8 +150,8 @@ export class CertificateManager {
     this.#secretInformer.on('add', (secret) => this.#onSecret(secret));
     this.#secretInformer.on('update', (secret) => this.#onSecret(secret));
     this.#secretInformer.on('delete', () => this.#scheduleReconcile('the Secret was deleted'));
-    this.#webhookInformer.on('add', (config) => void this.#ensureCaBundle(config));
-    this.#webhookInformer.on('update', (config) => void this.#ensureCaBundle(config));
+    this.#webhookInformer.on('add', (config) => this.#onWebhookConfig(config));
+    this.#webhookInformer.on('update', (config) => this.#onWebhookConfig(config));
   }
 
   /** The hosts the serving certificate must name. */
@@ -142,59 +160,100 @@ export class CertificateManager {
     return [`${serviceName}.${namespace}.svc`, `${serviceName}.${namespace}.svc.${clusterDomain}`, `${serviceName}.${namespace}`, serviceName];
   }
 
-  /** Makes sure a usable certificate exists, puts its CA in the webhook, starts following both; returns what to serve. */
-  async start(): Promise<TlsMaterial> {
-    const stored = await this.#ensureSecret();
-    this.#current = stored;
-    await this.#ensureCaBundle(undefined);
+  /** For the metric: the served CA is in every webhook's caBundle. */
+  get caBundleTrusted(): boolean {
+    return this.#served !== undefined && this.#trusted;
+  }
+
+  /** Readiness: undefined while a trusted certificate is served, else what is wrong. */
+  problem(): string | undefined {
+    const retrying = this.#lastError === undefined ? '' : ` (last attempt: ${this.#lastError}; retrying)`;
+    if (this.#served === undefined) return this.#lastError ?? 'the serving certificate is not ready yet';
+    if (!this.#trusted) return `the caBundle of MutatingWebhookConfiguration ${this.#settings.webhookConfigName} does not trust the serving CA${retrying}`;
+    return undefined;
+  }
+
+  /** Starts following the Secret and the webhook configuration; resolves after the first check, failed or not (failures are retried). */
+  async start(): Promise<void> {
+    this.#stopped = false;
     this.#secretInformer.start();
     this.#webhookInformer.start();
     this.#timer = setInterval(() => this.#scheduleReconcile('periodic expiry check'), this.#settings.checkIntervalMs);
     this.#timer.unref();
-    return toMaterial(stored);
+    await this.reconcile();
   }
 
   stop(): void {
+    this.#stopped = true;
     clearInterval(this.#timer);
+    clearTimeout(this.#retryTimer);
     this.#secretInformer.stop();
     this.#webhookInformer.stop();
   }
 
-  /** Runs one expiry check and caBundle check now (tests, timers and events call this). */
+  /** One check of the Secret and the caBundle, now; a check asked for while one runs runs again after it. */
   reconcile(): Promise<void> {
-    this.#reconciling ??= (async () => {
-      try {
-        const stored = await this.#ensureSecret();
-        this.#serve(stored);
-        await this.#ensureCaBundle(undefined);
-      } catch (error) {
-        this.#log.error({ err: kubeErrorForLog(error) }, `certificate check failed, will retry: ${describeKubeError(error)}`);
-      } finally {
-        this.#reconciling = undefined;
-      }
-    })();
+    if (this.#reconciling !== undefined) {
+      this.#again = true;
+      return this.#reconciling;
+    }
+    this.#reconciling = (async () => {
+      do {
+        this.#again = false;
+        await this.#reconcileOnce();
+      } while (this.#again && !this.#stopped);
+    })().finally(() => {
+      this.#reconciling = undefined;
+    });
     return this.#reconciling;
   }
 
+  async #reconcileOnce(): Promise<void> {
+    clearTimeout(this.#retryTimer);
+    this.#retryTimer = undefined;
+    try {
+      const stored = await this.#ensureSecret();
+      const patched = await this.#ensureTrusted(stored);
+      const switchingCa = this.#served !== undefined && this.#served.ca.cert !== stored.ca.cert;
+      if (patched && switchingCa) await new Promise((resolve) => setTimeout(resolve, this.#settings.caBundleSettleMs));
+      this.#serve(stored);
+      this.#trusted = true;
+      this.#lastError = undefined;
+      this.#failures = 0;
+    } catch (error) {
+      if (this.#stopped) return;
+      this.#lastError = error instanceof CertificateError ? error.message : describeKubeError(error);
+      const delayMs = backoffDelayMs(this.#backoff, this.#failures);
+      this.#failures += 1;
+      this.#log.error({ err: kubeErrorForLog(error), retryInMs: delayMs, failures: this.#failures }, `certificate check failed: ${this.#lastError}; retrying in ${delayMs} ms`);
+      this.#retryTimer = setTimeout(() => void this.reconcile(), delayMs);
+      this.#retryTimer.unref();
+    }
+  }
+
   #scheduleReconcile(why: string): void {
+    if (this.#stopped) return;
     this.#log.debug({ why }, 'checking certificates');
     void this.reconcile();
   }
 
   #onSecret(secret: V1Secret): void {
     const stored = parseSecret(secret);
-    if (stored === undefined || this.#problem(stored) !== undefined) {
-      this.#scheduleReconcile('the Secret changed and is not usable');
-      return;
-    }
-    this.#serve(stored);
-    void this.#ensureCaBundle(undefined);
+    if (stored !== undefined && stored.serving.cert === this.#served?.serving.cert && stored.caBundle === this.#served.caBundle) return;
+    this.#scheduleReconcile('the Secret changed');
+  }
+
+  #onWebhookConfig(config: V1MutatingWebhookConfiguration): void {
+    if (this.#served === undefined) return;
+    if (trustsCa(config, this.#served.ca.cert)) return;
+    this.#trusted = false;
+    this.#scheduleReconcile('the caBundle lacks the serving CA');
   }
 
   /** Loads `stored` if its serving certificate differs from the one served. */
   #serve(stored: StoredCertificates): void {
-    const previous = this.#current;
-    this.#current = stored;
+    const previous = this.#served;
+    this.#served = stored;
     if (previous?.serving.cert === stored.serving.cert && previous.caBundle === stored.caBundle) return;
     this.#onServing(toMaterial(stored));
   }
@@ -208,7 +267,10 @@ export class CertificateManager {
       const ca = describeCertificate(stored.ca.cert);
       if (ca.notAfter.getTime() - now < this.#settings.renewBeforeMs) return `the CA expires on ${ca.notAfter.toISOString()}`;
       if (serving.notAfter.getTime() - now < this.#settings.renewBeforeMs) return `the serving certificate expires on ${serving.notAfter.toISOString()}`;
-      if (!new X509Certificate(stored.serving.cert).checkIssued(new X509Certificate(stored.ca.cert))) return 'the serving certificate is not signed by the CA';
+      // Every CA we make has the same name: only the signature tells which one signed the certificate.
+      const caCertificate = new X509Certificate(stored.ca.cert);
+      const leaf = new X509Certificate(stored.serving.cert);
+      if (!leaf.checkIssued(caCertificate) || !leaf.verify(caCertificate.publicKey)) return 'the serving certificate is not signed by the CA';
       const names = new Set(serving.subjectAltNames);
       const missing = this.hosts.filter((host) => !names.has(`DNS:${host}`));
       if (missing.length > 0) return `the serving certificate does not name ${missing.join(', ')}`;
@@ -219,32 +281,36 @@ export class CertificateManager {
     return undefined;
   }
 
-  /** Reads the Secret and makes or renews what it holds until it is usable; concurrent writers lose with 409 and reread. */
+  /** Reads the Secret and makes or renews what it holds until it is usable; every write is conditional, and a writer that loses rereads. */
   async #ensureSecret(): Promise<StoredCertificates> {
     const { namespace, secretName } = this.#settings;
     for (let attempt = 1; ; attempt++) {
-      let existing: StoredCertificates | undefined;
-      let secretExists = true;
+      let secret: V1Secret | undefined;
       try {
-        existing = parseSecret(await this.#core.readNamespacedSecret({ name: secretName, namespace }));
+        secret = await this.#core.readNamespacedSecret({ name: secretName, namespace });
       } catch (error) {
         if (kubeErrorStatus(error) !== 404) throw error;
-        secretExists = false;
       }
-      const problem = existing === undefined ? (secretExists ? 'the Secret holds no usable certificate' : 'no Secret yet') : this.#problem(existing);
+      const type = secret?.type ?? 'Opaque';
+      if (secret !== undefined && type !== SECRET_TYPE) {
+        // The API server refuses to change a Secret's type, and the Secret is not ours to delete.
+        throw new CertificateError(
+          `Secret ${namespace}/${secretName} has type ${type}, not ${SECRET_TYPE} (made by hand or by another tool?): ` +
+            `the injector does not overwrite it; delete it (kubectl -n ${namespace} delete secret ${secretName}) and the injector makes a new one`,
+        );
+      }
+      const existing = secret === undefined ? undefined : parseSecret(secret);
+      const problem = secret === undefined ? 'no Secret yet' : existing === undefined ? 'the Secret holds no usable certificate' : this.#problem(existing);
       if (existing !== undefined && problem === undefined) return existing;
 
       const renewed = await this.#renew(existing);
       this.#log.info({ secret: `${namespace}/${secretName}`, reason: problem, attempt }, `making a new serving certificate: ${problem}`);
-      if (renewed.ca.cert !== existing?.ca.cert) {
-        // The new CA must be trusted before anyone serves a certificate it signed.
-        await this.#writeCaBundle(renewed.caBundle);
-      }
-      const body = toSecret(renewed, secretName, namespace, existing?.resourceVersion);
       try {
-        const written = secretExists
-          ? await this.#core.replaceNamespacedSecret({ name: secretName, namespace, body })
-          : await this.#core.createNamespacedSecret({ namespace, body });
+        // Create fails if someone created it meanwhile; replace carries the resourceVersion read (even of an unusable Secret).
+        const written =
+          secret === undefined
+            ? await this.#core.createNamespacedSecret({ namespace, body: toSecret(renewed, secretName, namespace, undefined) })
+            : await this.#core.replaceNamespacedSecret({ name: secretName, namespace, body: toSecret(renewed, secretName, namespace, secret.metadata?.resourceVersion ?? '0') });
         const stored = parseSecret(written);
         if (stored === undefined) throw new CertificateError('the API server returned a Secret without our certificate');
         this.#log.info(
@@ -260,74 +326,72 @@ export class CertificateManager {
     }
   }
 
-  /** A new serving certificate; a new CA too when the old one is missing, broken or expiring. */
+  /** A new serving certificate, signed by the stored CA, else the one this replica serves, else a new CA. */
   async #renew(existing: StoredCertificates | undefined): Promise<Omit<StoredCertificates, 'resourceVersion'>> {
     const now = this.#now();
-    let ca = existing?.ca;
-    let caUsable = false;
-    if (ca !== undefined) {
-      try {
-        checkKeyPair(ca);
-        caUsable = describeCertificate(ca.cert).notAfter.getTime() - now.getTime() >= this.#settings.renewBeforeMs;
-      } catch {
-        caUsable = false;
-      }
-    }
-    if (ca === undefined || !caUsable) ca = await makeCa({ commonName: `envoy-injector CA (${this.#settings.namespace})`, validDays: this.#settings.caValidityDays });
+    const ca =
+      [existing?.ca, this.#served?.ca].find((candidate): candidate is KeyPair => candidate !== undefined && this.#caUsable(candidate, now)) ??
+      (await makeCa({ commonName: `envoy-injector CA (${this.#settings.namespace})`, validDays: this.#settings.caValidityDays }));
     const serving = await makeServingCertificate({ ca, hosts: this.hosts, validDays: this.#settings.servingValidityDays });
-    // Keep older CAs that are still valid: replicas may still serve certificates they signed
-    // (including the one we serve now, should the Secret have been deleted).
-    const known = [...splitPem(existing?.caBundle ?? ''), ...splitPem(this.#current?.caBundle ?? '')];
+    // Keep older CAs that are still valid: replicas may still serve certificates they signed.
+    const known = [...splitPem(existing?.caBundle ?? ''), ...splitPem(this.#served?.caBundle ?? '')];
     const older = [...new Set(known)].filter((pem) => pem !== ca.cert.trim() && stillValid(pem, now));
     return { ca, serving, caBundle: [ca.cert.trim(), ...older].join('\n') + '\n' };
   }
 
-  /** Puts our CA bundle into every webhook that lacks one of our CAs; `config` is a fresh copy when known. */
-  async #ensureCaBundle(config: V1MutatingWebhookConfiguration | undefined): Promise<void> {
-    const bundle = this.#current?.caBundle;
-    if (bundle === undefined) return;
+  #caUsable(ca: KeyPair, now: Date): boolean {
     try {
-      const current = config ?? (await this.#readWebhookConfig());
-      if (current === undefined) return;
-      await this.#patchCaBundle(current, bundle, (existing) => !containsAll(existing, splitPem(bundle)));
-    } catch (error) {
-      this.#log.error({ err: kubeErrorForLog(error) }, `cannot update the caBundle of ${this.#settings.webhookConfigName}: ${describeKubeError(error)}`);
+      checkKeyPair(ca);
+      return describeCertificate(ca.cert).notAfter.getTime() - now.getTime() >= this.#settings.renewBeforeMs;
+    } catch {
+      return false;
     }
   }
 
-  /** During a CA rotation: the new bundle goes in before the new certificate is served. */
-  async #writeCaBundle(bundle: string): Promise<void> {
-    const current = await this.#readWebhookConfig();
-    if (current !== undefined) await this.#patchCaBundle(current, bundle, (existing) => existing !== bundle);
+  /** Adds the CAs of `stored` to every webhook's caBundle that lacks one, keeping the CAs already there that are valid; true when it patched. */
+  async #ensureTrusted(stored: StoredCertificates): Promise<boolean> {
+    const wanted = splitPem(stored.caBundle);
+    for (let attempt = 1; ; attempt++) {
+      const config = await this.#readWebhookConfig();
+      // Not installed yet (Helm may create it after the Deployment): nothing calls us, and the watch will see it arrive.
+      if (config === undefined) return false;
+      if (this.#served !== undefined) this.#trusted = trustsCa(config, this.#served.ca.cert);
+      const now = this.#now();
+      const operations = (config.webhooks ?? []).flatMap((webhook, index) => {
+        const existing = splitPem(decodeBundle(webhook.clientConfig?.caBundle));
+        if (wanted.every((pem) => existing.includes(pem))) return [];
+        const bundle = [...new Set([...wanted, ...existing.filter((pem) => stillValid(pem, now))])].join('\n') + '\n';
+        return [
+          // Pins the index to the webhook we looked at, should the list change meanwhile.
+          { op: 'test', path: `/webhooks/${index}/name`, value: webhook.name },
+          { op: 'add', path: `/webhooks/${index}/clientConfig/caBundle`, value: Buffer.from(bundle).toString('base64') },
+        ];
+      });
+      if (operations.length === 0) return false;
+      try {
+        await this.#admission.patchMutatingWebhookConfiguration(
+          // Optimistic concurrency: the patch applies only to the version we read, so no one's CA is lost.
+          { name: this.#settings.webhookConfigName, body: [{ op: 'test', path: '/metadata/resourceVersion', value: config.metadata?.resourceVersion }, ...operations] },
+          setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
+        );
+      } catch (error) {
+        const status = kubeErrorStatus(error);
+        // A failed `test` (the configuration changed since we read it): read again.
+        if ((status === 409 || status === 422) && attempt < 5) continue;
+        throw error;
+      }
+      this.#log.info({ webhooks: operations.length / 2 }, `caBundle of MutatingWebhookConfiguration ${this.#settings.webhookConfigName} updated`);
+      return true;
+    }
   }
 
   async #readWebhookConfig(): Promise<V1MutatingWebhookConfiguration | undefined> {
     try {
       return await this.#admission.readMutatingWebhookConfiguration({ name: this.#settings.webhookConfigName });
     } catch (error) {
-      // Not installed yet (Helm may create it after the Deployment): the watch will see it arrive.
       if (kubeErrorStatus(error) === 404) return undefined;
       throw error;
     }
-  }
-
-  async #patchCaBundle(config: V1MutatingWebhookConfiguration, bundle: string, needsPatch: (existing: string) => boolean): Promise<void> {
-    const encoded = Buffer.from(bundle).toString('base64');
-    const operations = (config.webhooks ?? []).flatMap((webhook, index) => {
-      const existing = Buffer.from(String(webhook.clientConfig?.caBundle ?? ''), 'base64').toString('utf8');
-      if (!needsPatch(existing)) return [];
-      // The test pins the index to the webhook we looked at, should the list change meanwhile.
-      return [
-        { op: 'test', path: `/webhooks/${index}/name`, value: webhook.name },
-        { op: 'add', path: `/webhooks/${index}/clientConfig/caBundle`, value: encoded },
-      ];
-    });
-    if (operations.length === 0) return;
-    await this.#admission.patchMutatingWebhookConfiguration(
-      { name: this.#settings.webhookConfigName, body: operations },
-      setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
-    );
-    this.#log.info({ webhooks: operations.length / 2 }, `caBundle of MutatingWebhookConfiguration ${this.#settings.webhookConfigName} updated`);
   }
 }
 
@@ -344,7 +408,7 @@ function toSecret(stored: Omit<StoredCertificates, 'resourceVersion'>, name: str
   return {
     apiVersion: 'v1',
     kind: 'Secret',
-    type: 'kubernetes.io/tls',
+    type: SECRET_TYPE,
     metadata: {
       name,
       namespace,
@@ -369,9 +433,14 @@ function splitPem(bundle: string): string[] {
   return bundle.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
 }
 
-function containsAll(bundle: string, certificates: readonly string[]): boolean {
-  const present = new Set(splitPem(bundle));
-  return certificates.every((certificate) => present.has(certificate));
+function decodeBundle(encoded: string | undefined): string {
+  return Buffer.from(String(encoded ?? ''), 'base64').toString('utf8');
+}
+
+/** Every webhook of `config` trusts `caPem`. */
+function trustsCa(config: V1MutatingWebhookConfiguration, caPem: string): boolean {
+  const ca = caPem.trim();
+  return (config.webhooks ?? []).every((webhook) => splitPem(decodeBundle(webhook.clientConfig?.caBundle)).includes(ca));
 }
 
 function stillValid(pem: string, now: Date): boolean {

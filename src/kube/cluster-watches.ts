@@ -20,6 +20,8 @@ export function startClusterWatches(options: {
   configMapName: string | undefined;
   store: TemplateStore;
   backoff: Backoff;
+  /** Tests shorten it; see DEFAULT_WATCH_STALE_AFTER_MS. */
+  watchStaleAfterMs?: number | undefined;
   namespaceLookupTimeoutMs: number;
   /** Called whenever a watch stream (re)connects. */
   onWatchConnected?: () => void;
@@ -29,6 +31,7 @@ export function startClusterWatches(options: {
   const namespaceLabels = new NamespaceLabels({
     kubeConfig: connection.kubeConfig,
     backoff,
+    watchStaleAfterMs: options.watchStaleAfterMs,
     lookupTimeoutMs: options.namespaceLookupTimeoutMs,
     log,
     ...(options.onWatchConnected === undefined ? {} : { onWatchConnected: options.onWatchConnected }),
@@ -43,6 +46,7 @@ export function startClusterWatches(options: {
           name: options.configMapName,
           store: options.store,
           backoff,
+          watchStaleAfterMs: options.watchStaleAfterMs,
           log,
           ...(options.onWatchConnected === undefined ? {} : { onWatchConnected: options.onWatchConnected }),
         });

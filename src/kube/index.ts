@@ -2,7 +2,7 @@
 export { CertificateManager, DEFAULT_CERTIFICATE_SETTINGS, shortLivedCertificateSettings, type CertificateSettings } from './certificate-manager.js';
 export { connectToCluster, type ClusterConnection } from './cluster-connection.js';
 export { ClusterVersionCheck } from './cluster-version.js';
+export { KubeletVersions } from './kubelet-versions.js';
 export { startClusterWatches, type ClusterWatches } from './cluster-watches.js';
-export { retryUntilDone } from './retry.js';
 export { PolicySync, POLICY_FIELD_MANAGER } from './policy-sync.js';
 export { watchTemplateConfigMap } from './template-watch.js';

@@ -1,5 +1,6 @@
-import { CoreV1Api, KubeConfig, setHeaderOptions, type V1Namespace } from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig, Observable, setHeaderOptions, type V1Namespace } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { NamespaceLabelsUnknownError } from '../errors.js';
 import { describeKubeError, kubeErrorForLog, kubeErrorStatus } from './kube-errors.js';
 import type { Backoff } from './backoff.js';
 import { ResilientInformer } from './resilient-informer.js';
@@ -8,27 +9,38 @@ import { TrackedWatch } from './tracked-watch.js';
 /** Ask for metadata only: labels are all we need, and this keeps the cache small. */
 const METADATA_LIST = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1';
 const METADATA_OBJECT = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1';
+/** A direct read stands in for the watch this long; the watch, once back, is the truth again. */
+const DIRECT_READ_TTL_MS = 10_000;
+/** Bound on remembered direct reads (namespaces seen while the watch was down). */
+const DIRECT_READ_MAX = 1_000;
 
 export type Labels = Readonly<Record<string, string>>;
 
 /**
  * Namespace labels from a metadata-only watch of Namespaces. A namespace not
- * (yet) in the cache is read directly, bounded by a short timeout; if that
- * fails too, its labels are unknown, which the decision treats as "not enabled".
+ * (yet) in the cache is read directly: one read per namespace however many
+ * reviews wait for it, aborted after a short timeout, its answer remembered
+ * briefly. When the labels cannot be known, labelsOf throws: the webhook then
+ * answers with an error and the webhook's failurePolicy decides, never a
+ * silent skip.
  */
 export class NamespaceLabels {
   readonly #informer: ResilientInformer<V1Namespace>;
   readonly #api: CoreV1Api;
   readonly #lookupTimeoutMs: number;
   readonly #log: Logger;
+  readonly #reading = new Map<string, Promise<Labels>>();
+  readonly #read = new Map<string, { labels: Labels; at: number }>();
 
-  constructor(options: { kubeConfig: KubeConfig; backoff: Backoff; lookupTimeoutMs: number; log: Logger; onWatchConnected?: () => void }) {
+  constructor(options: { kubeConfig: KubeConfig; backoff: Backoff; watchStaleAfterMs?: number | undefined; lookupTimeoutMs: number; log: Logger; onWatchConnected?: () => void }) {
     this.#api = options.kubeConfig.makeApiClient(CoreV1Api);
     this.#lookupTimeoutMs = options.lookupTimeoutMs;
     this.#log = options.log;
     let informer: ResilientInformer<V1Namespace> | undefined;
     const watch = new TrackedWatch(options.kubeConfig, {
       accept: METADATA_OBJECT,
+      backoff: options.backoff,
+      staleAfterMs: options.watchStaleAfterMs,
       onConnected: () => {
         informer?.resetBackoff();
         options.onWatchConnected?.();
@@ -57,25 +69,65 @@ export class NamespaceLabels {
     return this.#informer.staleSeconds(now);
   }
 
-  async labelsOf(namespace: string): Promise<Labels | undefined> {
+  /** Readiness: undefined once the Namespace watch has listed all namespaces, else why not. */
+  problem(): string | undefined {
+    return this.#informer.hasSynced ? undefined : 'the Namespace watch has not synced yet: namespace labels are unknown';
+  }
+
+  /** The namespace's labels; throws NamespaceLabelsUnknownError when they cannot be known. */
+  async labelsOf(namespace: string): Promise<Labels> {
     const cached = this.#informer.get(namespace);
     if (cached !== undefined) return cached.metadata?.labels ?? {};
-    let timer: NodeJS.Timeout | undefined;
+    const recent = this.#read.get(namespace);
+    if (recent !== undefined && Date.now() - recent.at < DIRECT_READ_TTL_MS) return recent.labels;
+    let reading = this.#reading.get(namespace);
+    if (reading === undefined) {
+      reading = this.#readDirectly(namespace).finally(() => this.#reading.delete(namespace));
+      this.#reading.set(namespace, reading);
+    }
+    return reading;
+  }
+
+  async #readDirectly(namespace: string): Promise<Labels> {
+    const abort = new AbortController();
+    const timer = setTimeout(() => abort.abort(new Error(`no answer within ${this.#lookupTimeoutMs} ms`)), this.#lookupTimeoutMs);
     try {
-      const read = this.#api.readNamespace({ name: namespace }, setHeaderOptions('Accept', METADATA_OBJECT));
-      const timeout = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no answer within ${this.#lookupTimeoutMs} ms`)), this.#lookupTimeoutMs);
+      const options = setHeaderOptions('Accept', METADATA_OBJECT, {
+        middleware: [
+          {
+            pre: (context) => {
+              context.setSignal(abort.signal);
+              return new Observable(Promise.resolve(context));
+            },
+            post: (context) => new Observable(Promise.resolve(context)),
+          },
+        ],
+        middlewareMergeStrategy: 'append',
       });
-      const found = await Promise.race([read, timeout]);
-      return found.metadata?.labels ?? {};
+      const found = await this.#api.readNamespace({ name: namespace }, options);
+      const labels = found.metadata?.labels ?? {};
+      this.#remember(namespace, labels);
+      return labels;
     } catch (error) {
       // A namespace that does not exist has no labels; the API server will refuse the Pod anyway.
       if (kubeErrorStatus(error) === 404) return {};
-      const reason = describeKubeError(error);
-      this.#log.warn({ namespace, err: kubeErrorForLog(error) }, `labels of namespace "${namespace}" unknown (not cached, direct read failed: ${reason}); treating it as not enabled`);
-      return undefined;
+      const reason = abort.signal.aborted ? String((abort.signal.reason as Error).message) : describeKubeError(error);
+      const message = `labels of namespace "${namespace}" unknown (not in the watch cache, direct read failed: ${reason})`;
+      this.#log.warn({ namespace, err: kubeErrorForLog(error) }, `${message}; answering with an error so that the webhook's failurePolicy decides`);
+      throw new NamespaceLabelsUnknownError(message, { cause: error });
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  #remember(namespace: string, labels: Labels): void {
+    if (this.#read.size >= DIRECT_READ_MAX) {
+      const now = Date.now();
+      for (const [name, entry] of this.#read) if (now - entry.at >= DIRECT_READ_TTL_MS) this.#read.delete(name);
+      // Still full: the oldest entry goes (a Map iterates in insertion order).
+      const oldest = this.#read.keys().next();
+      if (this.#read.size >= DIRECT_READ_MAX && oldest.done !== true) this.#read.delete(oldest.value);
+    }
+    this.#read.set(namespace, { labels, at: Date.now() });
   }
 }

@@ -47,6 +47,10 @@ export class ResilientInformer<T extends KubernetesObject> {
     this.#listWatch.on(verb, callback);
   }
 
+  list(): readonly T[] {
+    return this.#listWatch.list();
+  }
+
   get(name: string, namespace?: string): T | undefined {
     return this.#listWatch.get(name, namespace);
   }
@@ -58,7 +62,7 @@ export class ResilientInformer<T extends KubernetesObject> {
 
   start(): void {
     this.#stopped = false;
-    void this.#listWatch.start();
+    this.#startListWatch();
   }
 
   stop(): void {
@@ -72,6 +76,16 @@ export class ResilientInformer<T extends KubernetesObject> {
     return this.#watch.staleSeconds(now);
   }
 
+  /** True once the cache has been filled by a full list (it stays filled through later failures). */
+  get hasSynced(): boolean {
+    return this.#watch.hasSynced;
+  }
+
+  /** A rejection here (client-node rethrows what its watch threw) is one more failure to back off from, never an unhandled one. */
+  #startListWatch(): void {
+    this.#listWatch.start().catch((error: unknown) => this.#scheduleRestart(error));
+  }
+
   #scheduleRestart(error: unknown): void {
     if (this.#stopped || this.#restartTimer !== undefined) return;
     const delayMs = backoffDelayMs(this.#backoff, this.#failures);
@@ -80,7 +94,7 @@ export class ResilientInformer<T extends KubernetesObject> {
     this.#log.warn({ watch: this.#name, err: kubeErrorForLog(error), retryInMs: delayMs, failures: this.#failures }, `watch of ${this.#name} failed (${reason}); retrying in ${delayMs} ms`);
     this.#restartTimer = setTimeout(() => {
       this.#restartTimer = undefined;
-      if (!this.#stopped) void this.#listWatch.start();
+      if (!this.#stopped) this.#startListWatch();
     }, delayMs);
     this.#restartTimer.unref();
   }

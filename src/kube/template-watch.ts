@@ -16,6 +16,7 @@ export function watchTemplateConfigMap(options: {
   name: string;
   store: TemplateStore;
   backoff: Backoff;
+  watchStaleAfterMs?: number | undefined;
   log: Logger;
   onWatchConnected?: () => void;
 }): ResilientInformer<V1ConfigMap> {
@@ -25,6 +26,8 @@ export function watchTemplateConfigMap(options: {
   const source = `ConfigMap ${namespace}/${name}`;
   let informer: ResilientInformer<V1ConfigMap> | undefined;
   const watch = new TrackedWatch(kubeConfig, {
+    backoff: options.backoff,
+    staleAfterMs: options.watchStaleAfterMs,
     onConnected: () => {
       informer?.resetBackoff();
       options.onWatchConnected?.();

@@ -1,30 +1,54 @@
 import { KubeConfig, Watch } from '@kubernetes/client-node';
 import type { RequestOptions } from 'node:https';
+import { backoffDelayMs, type Backoff } from './backoff.js';
 
 type WatchArgs = Parameters<Watch['watch']>;
 
 /**
- * client-node's Watch, plus: watch bookmarks, a server-side timeout so that a
- * silently dead stream is replaced every few minutes (as client-go does), an
- * optional Accept header (metadata-only watches), and connection tracking for
- * the staleness figure.
+ * The API server sends a bookmark about every minute on a watch that asked
+ * for them: a stream silent for longer than that and a margin is half-open.
+ */
+export const DEFAULT_WATCH_STALE_AFTER_MS = 90_000;
+/** A stream that ends cleanly sooner than this did no useful work: reopening it at once would hammer the server. */
+const MIN_HEALTHY_WATCH_MS = 1_000;
+
+/**
+ * client-node's Watch, plus: watch bookmarks; a server-side timeout so that
+ * streams are replaced every few minutes (as client-go does); a watchdog that
+ * restarts a stream with no event or bookmark for `staleAfterMs`
+ * (half-open connections are otherwise only found by TCP keepalive, in
+ * minutes); backoff after streams that end cleanly but too soon; failures
+ * before the request (credentials: an exec plugin, a token file) reported
+ * as watch errors, never as unhandled rejections; an optional Accept header
+ * (metadata-only watches); and connection tracking for the staleness figure.
  */
 export class TrackedWatch extends Watch {
   #connected = false;
+  #everConnected = false;
   #lastSyncAt = Date.now();
+  #quickCloses = 0;
   readonly #onConnected: () => void;
+  readonly #backoff: Backoff;
+  readonly #staleAfterMs: number;
 
-  constructor(config: KubeConfig, options: { accept?: string; onConnected?: () => void } = {}) {
+  constructor(config: KubeConfig, options: { accept?: string; onConnected?: () => void; backoff: Backoff; staleAfterMs?: number | undefined }) {
     super(options.accept === undefined ? config : withAcceptHeader(config, options.accept));
     this.#onConnected = options.onConnected ?? (() => undefined);
+    this.#backoff = options.backoff;
+    this.#staleAfterMs = options.staleAfterMs ?? DEFAULT_WATCH_STALE_AFTER_MS;
   }
 
-  /** True while a watch stream is open. */
+  /** True while a watch stream is open and alive. */
   get connected(): boolean {
     return this.#connected;
   }
 
-  /** Seconds since the stream was last known good; 0 while connected. */
+  /** True once a watch stream has opened: the informer's cache then holds a full list. */
+  get hasSynced(): boolean {
+    return this.#everConnected;
+  }
+
+  /** Seconds since the stream was last known good (its last event, for a stream found silent); 0 while connected. */
   staleSeconds(now = Date.now()): number {
     return this.#connected ? 0 : Math.max(0, (now - this.#lastSyncAt) / 1000);
   }
@@ -35,23 +59,61 @@ export class TrackedWatch extends Watch {
   }
 
   override async watch(path: WatchArgs[0], query: WatchArgs[1], callback: WatchArgs[2], done: WatchArgs[3]): Promise<AbortController> {
+    const openedAt = Date.now();
+    let lastEventAt = openedAt;
     let finished = false;
-    const controller = await super.watch(
-      path,
-      { ...query, allowWatchBookmarks: true, timeoutSeconds: 300 + Math.floor(Math.random() * 300) },
-      callback,
-      (error: unknown) => {
-        finished = true;
-        if (this.#connected) {
-          this.#connected = false;
-          this.#lastSyncAt = Date.now();
+    let silent = false;
+    let controller: AbortController | undefined;
+    let watchdog: NodeJS.Timeout | undefined;
+
+    const finish = (error: unknown): void => {
+      if (finished) return;
+      finished = true;
+      clearTimeout(watchdog);
+      if (this.#connected) {
+        this.#connected = false;
+        this.#lastSyncAt = silent ? lastEventAt : Date.now();
+      }
+      if (silent) return done(new Error(`no event or bookmark for ${this.#staleAfterMs} ms: the stream is presumed dead, restarting the watch`));
+      if (error === null || error === undefined) {
+        if (Date.now() - openedAt < MIN_HEALTHY_WATCH_MS) {
+          const delayMs = backoffDelayMs(this.#backoff, this.#quickCloses);
+          this.#quickCloses += 1;
+          setTimeout(() => done(null), delayMs).unref();
+          return;
         }
-        done(error);
-      },
-    );
+        this.#quickCloses = 0;
+      }
+      done(error);
+    };
+    const arm = (): void => {
+      clearTimeout(watchdog);
+      watchdog = setTimeout(() => {
+        silent = true;
+        controller?.abort();
+        finish(null);
+      }, this.#staleAfterMs);
+      watchdog.unref();
+    };
+    const onEvent: WatchArgs[2] = (phase, object, watchObject) => {
+      lastEventAt = Date.now();
+      arm();
+      callback(phase, object, watchObject);
+    };
+
+    try {
+      controller = await super.watch(path, { ...query, allowWatchBookmarks: true, timeoutSeconds: 300 + Math.floor(Math.random() * 300) }, onEvent, finish);
+    } catch (error) {
+      // Not yet a request (credentials failed): report it as the watch's end, after the caller has its controller.
+      setImmediate(() => finish(error));
+      return new AbortController();
+    }
     if (!finished) {
       this.#connected = true;
+      this.#everConnected = true;
       this.#lastSyncAt = Date.now();
+      lastEventAt = Date.now();
+      arm();
       this.#onConnected();
     }
     return controller;

@@ -4,10 +4,12 @@ import Fastify, { LogController, type FastifyError, type FastifySchemaValidation
 import type { Logger } from 'pino';
 import {
   AdmissionReviewSchema,
+  PatchMemo,
   requestProblem,
   reviewAdmission,
   type AdmissionReviewRequest,
 } from '../admission/index.js';
+import { NamespaceLabelsUnknownError } from '../errors.js';
 import { isExcludedNamespace, type AdmitOptions } from '../injection/index.js';
 import { ErrorReason, type InjectorMetrics } from './metrics.js';
 import type { ServerState } from './server-state.js';
@@ -30,7 +32,8 @@ export interface ServerTimeouts {
 
 export const DEFAULT_TIMEOUTS: ServerTimeouts = { requestMs: 4_000, headersMs: 3_000, keepAliveMs: 100_000 };
 
-export type NamespaceLabelLookup = (namespace: string) => Promise<Readonly<Record<string, string>> | undefined>;
+/** Labels of a namespace; rejects with NamespaceLabelsUnknownError when they cannot be known. */
+export type NamespaceLabelLookup = (namespace: string) => Promise<Readonly<Record<string, string>>>;
 
 export interface AppDependencies {
   readonly log: Logger;
@@ -50,6 +53,8 @@ export interface AppDependencies {
 /** Builds the Fastify app; never listens (see serve.ts). */
 export function buildApp(deps: AppDependencies) {
   const timeouts = deps.timeouts ?? DEFAULT_TIMEOUTS;
+  // Pods of one shape get one patch: computed once per template set (see patch-memo.ts).
+  const memo = new PatchMemo();
   const app = Fastify({
     loggerInstance: deps.log,
     // One line per admission is ours to write (at debug); Fastify's two per request would flood info.
@@ -128,16 +133,24 @@ export function buildApp(deps: AppDependencies) {
     const templates = deps.state.templates.current;
     // Labels are only worth a lookup when the decision can reach the namespace rules.
     const { namespace } = admission;
-    const namespaceLabels =
-      deps.namespaceLabels !== undefined &&
-      namespace !== undefined &&
-      admission.operation === 'CREATE' &&
-      admission.kind.kind === 'Pod' &&
-      !isExcludedNamespace(namespace, deps.decisionOptions)
-        ? await deps.namespaceLabels(namespace)
-        : undefined;
+    let namespaceLabels: Readonly<Record<string, string>> | undefined;
+    try {
+      namespaceLabels =
+        deps.namespaceLabels !== undefined &&
+        namespace !== undefined &&
+        admission.operation === 'CREATE' &&
+        admission.kind.kind === 'Pod' &&
+        !isExcludedNamespace(namespace, deps.decisionOptions)
+          ? await deps.namespaceLabels(namespace)
+          : undefined;
+    } catch (error) {
+      if (!(error instanceof NamespaceLabelsUnknownError)) throw error;
+      // Not an AdmissionResponse: an HTTP error is what lets the webhook's failurePolicy decide.
+      deps.metrics.recordAdmission('error', ErrorReason.namespaceLabelsUnknown, Number(process.hrtime.bigint() - started) / 1e9);
+      return reply.code(503).send({ kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', reason: 'ServiceUnavailable', code: 503, message: error.message });
+    }
     const options = { ...deps.decisionOptions, nativeSidecar: deps.state.nativeSidecar };
-    const outcome = reviewAdmission(admission, { templates, namespaceLabels, options });
+    const outcome = reviewAdmission(admission, { templates, namespaceLabels, options, memo });
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     deps.metrics.recordAdmission(outcome.result, outcome.reason, seconds);
     if (request.log.isLevelEnabled('debug')) {

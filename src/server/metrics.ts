@@ -8,6 +8,8 @@ export const ErrorReason = {
   bodyTooLarge: 'body_too_large',
   unsupportedMediaType: 'unsupported_media_type',
   internalError: 'internal_error',
+  /** The namespace's labels could not be read: answered with HTTP 503 so that failurePolicy decides. */
+  namespaceLabelsUnknown: 'namespace_labels_unknown',
 } as const;
 export type ErrorReason = (typeof ErrorReason)[keyof typeof ErrorReason];
 
@@ -81,6 +83,16 @@ export class InjectorMetrics implements TemplateReloadRecorder {
       if (notAfter !== undefined) this.certificateExpiry.set(notAfter.getTime() / 1000);
     },
   });
+
+  /** `--cert-mode auto` only: whether every webhook's caBundle holds the CA of the served certificate. */
+  trackCaBundle(trusted: () => boolean): void {
+    const gauge: Gauge = new Gauge({
+      name: 'envoy_injector_ca_bundle_trusted',
+      help: '1 when every webhook of the MutatingWebhookConfiguration trusts the CA of the served certificate, else 0 (--cert-mode auto).',
+      registers: [this.registry],
+      collect: (): void => gauge.set(trusted() ? 1 : 0),
+    });
+  }
 
   /** The Prometheus text exposition, with its content type. */
   async render(): Promise<{ contentType: string; body: string }> {

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, X509Certificate } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type { SecureContextOptions } from 'node:tls';
 import { CertificateError } from '../errors.js';
@@ -38,7 +38,27 @@ export async function readPem(path: string): Promise<string> {
   }
 }
 
+/** A client CA file's text, checked to hold certificates: an empty CA must never silently replace the one meant. */
+export async function readClientCa(path: string): Promise<string> {
+  const pem = await readPem(path);
+  checkClientCa(path, pem);
+  return pem;
+}
+
+function checkClientCa(path: string, pem: string): void {
+  const blocks = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
+  if (blocks.length === 0) throw new CertificateError(`${path}: no PEM certificate in it (an empty or wrong file?); expected the CA that signs client certificates`);
+  blocks.forEach((block, index) => {
+    try {
+      new X509Certificate(block);
+    } catch (error) {
+      throw new CertificateError(`${path}: certificate ${index + 1} is unreadable: ${(error as Error).message}`, { cause: error });
+    }
+  });
+}
+
 function checkTlsMaterial(files: TlsFiles, contents: Omit<TlsMaterial, 'info'>): TlsMaterial {
+  if (files.clientCaFile !== undefined) checkClientCa(files.clientCaFile, contents.clientCa ?? '');
   try {
     return { ...contents, info: checkKeyPair(contents) };
   } catch (error) {

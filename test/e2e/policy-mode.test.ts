@@ -87,7 +87,7 @@ forEachKubeVersion('policy mode installed by the chart', (plane, version) => {
 
   async function policyTemplates(): Promise<string | undefined> {
     assert.ok(release !== undefined);
-    const policy = await policies().readMutatingAdmissionPolicy({ name: `${release.name}-envoy-injector` });
+    const policy = await policies().readMutatingAdmissionPolicy({ name: `${release.name}-envoy-injector-${release.namespace}` });
     return policy.metadata?.annotations?.[TEMPLATES_ANNOTATION];
   }
 
@@ -107,7 +107,7 @@ forEachKubeVersion('policy mode installed by the chart', (plane, version) => {
     await controller?.stop();
     if (release !== undefined) {
       await helmUninstall(plane(), release).catch(() => undefined);
-      await policies().deleteMutatingAdmissionPolicy({ name: `${release.name}-envoy-injector` }).catch(() => undefined);
+      await policies().deleteMutatingAdmissionPolicy({ name: `${release.name}-envoy-injector-${release.namespace}` }).catch(() => undefined);
     }
     await deleteNamespaces(plane(), [enabled]);
   });

@@ -27,6 +27,7 @@ interface Resource {
 
 const RESOURCES: Readonly<Record<string, Resource>> = {
   namespaces: { group: '', version: 'v1', kind: 'Namespace', namespaced: false },
+  nodes: { group: '', version: 'v1', kind: 'Node', namespaced: false },
   configmaps: { group: '', version: 'v1', kind: 'ConfigMap', namespaced: true },
   secrets: { group: '', version: 'v1', kind: 'Secret', namespaced: true },
   mutatingwebhookconfigurations: { group: 'admissionregistration.k8s.io', version: 'v1', kind: 'MutatingWebhookConfiguration', namespaced: false },
@@ -54,6 +55,8 @@ interface OpenWatch {
   readonly metadataOnly: boolean;
   readonly bookmarks: boolean;
   readonly response: ServerResponse;
+  /** A half-open stream: the connection stays, nothing more arrives on it. */
+  frozen: boolean;
 }
 
 export interface RequestRecord {
@@ -61,7 +64,10 @@ export interface RequestRecord {
   readonly path: string;
   readonly query: Record<string, string>;
   readonly accept: string;
+  /** 0: not answered (stalled). */
   readonly status: number;
+  /** Date.now() when it arrived. */
+  readonly at: number;
 }
 
 export class FakeApiServer {
@@ -69,6 +75,10 @@ export class FakeApiServer {
   readonly requests: RequestRecord[] = [];
   /** Watches answered with 410 Gone (an expired resourceVersion). */
   expiredWatches = 0;
+  /** Every watch ends at once, cleanly (200, no events), as a misbehaving proxy might. */
+  closeWatchesAtOnce = false;
+  /** Stalled requests (see stall) whose client gave up and closed the connection. */
+  abandonedStalls = 0;
   /** What GET /version answers. */
   version = { major: '1', minor: '30', gitVersion: 'v1.30.2' };
 
@@ -82,6 +92,8 @@ export class FakeApiServer {
   /** resourceVersions at or below this are compacted: watching from them gets 410. */
   #compactedThrough = 0;
   #failures: { remaining: number; status: number; match: (path: string) => boolean } | undefined;
+  #stall: ((path: string) => boolean) | undefined;
+  readonly #stalled = new Set<ServerResponse>();
   #expiredContinues = 0;
 
   private constructor(server: Server, ca: string, sockets: Set<Socket>) {
@@ -108,8 +120,16 @@ export class FakeApiServer {
     return `https://127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
   }
 
-  /** A kubeconfig file for this server (the client verifies our CA, as it would a real one). */
-  writeKubeconfig(dir = mkdtempSync(join(tmpdir(), 'ei-kubeconfig-'))): string {
+  /**
+   * A kubeconfig file for this server (the client verifies our CA, as it
+   * would a real one). With `execCredentialFile`, the token comes from an
+   * exec plugin that prints that file, and fails while it is missing.
+   */
+  writeKubeconfig(dir = mkdtempSync(join(tmpdir(), 'ei-kubeconfig-')), options: { execCredentialFile?: string } = {}): string {
+    const user =
+      options.execCredentialFile === undefined
+        ? [`    token: ${this.token}`]
+        : ['    exec:', '      apiVersion: client.authentication.k8s.io/v1', '      command: cat', `      args: [${JSON.stringify(options.execCredentialFile)}]`, '      interactiveMode: Never'];
     const path = join(dir, 'kubeconfig');
     writeFileSync(
       path,
@@ -124,7 +144,7 @@ export class FakeApiServer {
         'users:',
         '- name: tester',
         '  user:',
-        `    token: ${this.token}`,
+        ...user,
         'contexts:',
         '- name: fake',
         '  context: {cluster: fake, user: tester, namespace: envoy-injector}',
@@ -136,6 +156,7 @@ export class FakeApiServer {
   }
 
   async close(): Promise<void> {
+    this.stall(undefined);
     for (const watch of this.#watches) watch.response.destroy();
     for (const socket of this.#sockets) socket.destroy();
     await new Promise<void>((resolve) => this.#server.close(() => resolve()));
@@ -185,6 +206,15 @@ export class FakeApiServer {
     this.#failures = { remaining: count, status, match };
   }
 
+  /** Requests whose path matches are never answered (a hung API server) until stall(undefined). */
+  stall(match: ((path: string) => boolean) | undefined): void {
+    this.#stall = match;
+    if (match === undefined) {
+      for (const response of this.#stalled) response.destroy();
+      this.#stalled.clear();
+    }
+  }
+
   /**
    * The next `count` list requests that carry a `continue` token answer 410
    * Gone, as after an etcd compaction, with a token in the Status that
@@ -198,6 +228,11 @@ export class FakeApiServer {
   dropWatches(): void {
     for (const watch of this.#watches) watch.response.destroy();
     this.#watches.clear();
+  }
+
+  /** Open watch streams go silent without closing (a half-open connection); later watches are not affected. */
+  freezeWatches(): void {
+    for (const watch of this.#watches) watch.frozen = true;
   }
 
   /** Forgets all history: a watch from any current resourceVersion now gets 410 Gone. */
@@ -228,7 +263,7 @@ export class FakeApiServer {
     const url = new URL(request.url ?? '/', this.url);
     const query = Object.fromEntries(url.searchParams);
     const record = (status: number): void => {
-      this.requests.push({ method: request.method ?? 'GET', path: url.pathname, query, accept: request.headers.accept ?? '', status });
+      this.requests.push({ method: request.method ?? 'GET', path: url.pathname, query, accept: request.headers.accept ?? '', status, at: Date.now() });
     };
     const send = (status: number, body: unknown): void => {
       record(status);
@@ -239,6 +274,14 @@ export class FakeApiServer {
     if (this.#failures !== undefined && this.#failures.remaining > 0 && this.#failures.match(url.pathname)) {
       this.#failures.remaining -= 1;
       return send(this.#failures.status, status(this.#failures.status, 'InternalError', 'injected failure'));
+    }
+    if (this.#stall?.(url.pathname) === true) {
+      record(0);
+      this.#stalled.add(response);
+      response.on('close', () => {
+        if (this.#stalled.delete(response)) this.abandonedStalls += 1;
+      });
+      return;
     }
     if (url.pathname === '/version') return send(200, { ...this.version, platform: 'linux/amd64' });
 
@@ -283,6 +326,10 @@ export class FakeApiServer {
       }
       if (existing === undefined) return send(404, status(404, 'NotFound', `${route.resource} "${route.name}" not found`));
       if (method === 'PUT' && body !== undefined) {
+        // As the real API server: a Secret's type cannot change.
+        if (route.resource === 'secrets' && (body['type'] ?? 'Opaque') !== (existing['type'] ?? 'Opaque')) {
+          return send(422, status(422, 'Invalid', `Secret "${route.name}" is invalid: type: Invalid value: "${String(body['type'])}": field is immutable`));
+        }
         if (body.metadata.resourceVersion !== undefined && body.metadata.resourceVersion !== existing.metadata.resourceVersion) {
           return send(409, status(409, 'Conflict', `Operation cannot be fulfilled on ${route.resource} "${route.name}": the object has been modified; please apply your changes to the latest version and try again`));
         }
@@ -339,7 +386,11 @@ export class FakeApiServer {
   ): void {
     response.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
     response.flushHeaders();
-    const watch: OpenWatch = { resource, namespace, name, metadataOnly, bookmarks: query['allowWatchBookmarks'] === 'true', response };
+    const watch: OpenWatch = { resource, namespace, name, metadataOnly, bookmarks: query['allowWatchBookmarks'] === 'true', response, frozen: false };
+    if (this.closeWatchesAtOnce) {
+      response.end();
+      return;
+    }
     const from = Number(query['resourceVersion'] ?? '0');
     if (from > 0 && from < this.#compactedThrough) {
       this.expiredWatches += 1;
@@ -370,6 +421,7 @@ export class FakeApiServer {
   }
 
   #write(watch: OpenWatch, event: unknown): void {
+    if (watch.frozen) return;
     watch.response.write(JSON.stringify(event) + '\n');
   }
 

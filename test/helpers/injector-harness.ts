@@ -34,24 +34,25 @@ export interface Harness {
   readonly url: string;
   readonly ca: string;
   review(options: Parameters<typeof podReview>[0]): Promise<DecodedReview>;
-  readiness(): Promise<{ status: number; body: { ready: boolean; staleSeconds?: number; checks: { template: string } } }>;
+  readiness(): Promise<{ status: number; body: { ready: boolean; staleSeconds?: number; checks: { template: string }; problems: string[] } }>;
 }
 
 /** The whole injector (startInjector, as `serve` runs it) against a fake API server. */
 export async function startHarness(
   fake: FakeApiServer,
   extraArgs: string[] = [],
-  context: Partial<Pick<Parameters<typeof startInjector>[1], 'certificateSettings' | 'now'>> = {},
+  context: Partial<Pick<Parameters<typeof startInjector>[1], 'certificateSettings' | 'now' | 'watchStaleAfterMs'>> & { kubeconfig?: string } = {},
 ): Promise<Harness> {
+  const { kubeconfig = fake.writeKubeconfig(), ...injectorContext } = context;
   const certsDir = mkdtempSync(join(tmpdir(), 'ei-cluster-'));
   const settings = parseServeArgs(
     // Classic sidecars unless a test asks otherwise (the fake API server says 1.30); later flags win.
-    ['--kubeconfig', fake.writeKubeconfig(), '--namespace', NAMESPACE, '--host', '127.0.0.1', '--port', '0', '--certs-dir', certsDir, '--native-sidecar', 'off', ...extraArgs],
+    ['--kubeconfig', kubeconfig, '--namespace', NAMESPACE, '--host', '127.0.0.1', '--port', '0', '--certs-dir', certsDir, '--native-sidecar', 'off', ...extraArgs],
     {},
   );
   assert.ok(settings !== undefined);
   const log = captureLog();
-  const injector = await startInjector(settings, { io: silentIo, env: {}, log: log.logger, backoff: { initialMs: 20, maxMs: 200 }, ...context });
+  const injector = await startInjector(settings, { io: silentIo, env: {}, log: log.logger, backoff: { initialMs: 20, maxMs: 200 }, ...injectorContext });
   const url = `https://127.0.0.1:${injector.server.port}`;
   // Dev certificates in files mode; in auto mode the test reads the CA from the webhook configuration.
   const caFile = join(certsDir, 'ca.crt');

@@ -101,10 +101,26 @@ given (secret).
 {{- end }}
 
 {{/*
+Name of a cluster-scoped object (ClusterRole, ClusterRoleBinding, webhook
+configuration, admission policy): the fullname plus the release namespace,
+so that releases of the same name in two namespaces never collide. Past 63
+characters, truncated and suffixed with a hash of the whole, so that it
+stays unique.
+*/}}
+{{- define "envoy-injector.clusterScopedName" -}}
+{{- $name := printf "%s-%s" (include "envoy-injector.fullname" .) .Release.Namespace }}
+{{- if gt (len $name) 63 }}
+{{- printf "%s-%s" ($name | trunc 54 | trimSuffix "-") ($name | sha256sum | trunc 8) }}
+{{- else }}
+{{- $name }}
+{{- end }}
+{{- end }}
+
+{{/*
 Names of the MutatingWebhookConfiguration and the Service.
 */}}
 {{- define "envoy-injector.webhookConfigName" -}}
-{{- include "envoy-injector.fullname" . }}
+{{- include "envoy-injector.clusterScopedName" . }}
 {{- end }}
 
 {{- define "envoy-injector.serviceName" -}}
@@ -115,7 +131,7 @@ Names of the MutatingWebhookConfiguration and the Service.
 Policy mode: the MutatingAdmissionPolicy and its binding share this name.
 */}}
 {{- define "envoy-injector.policyName" -}}
-{{- include "envoy-injector.fullname" . }}
+{{- include "envoy-injector.clusterScopedName" . }}
 {{- end }}
 
 {{/*

@@ -1,0 +1,50 @@
+/**
+ * The cluster the bench's cluster-mode figures follow: a real kube-apiserver
+ * (+ etcd) from the real-API-server harness when its binaries are there, else
+ * the tests' fake API server. Either holds the injector's namespace and its
+ * template ConfigMap, so that the injector opens both watches and gets ready.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import yaml from 'js-yaml';
+import { startControlPlane } from '../test/e2e/control-plane.js';
+import { missingAssets } from '../test/e2e/kube-binaries.js';
+import { FakeApiServer } from '../test/helpers/fake-api-server.js';
+import { ROOT } from './processes.js';
+
+export const CLUSTER_NAMESPACE = 'envoy-injector';
+const CONFIGMAP = 'envoy-initializer';
+
+export interface BenchCluster {
+  /** What it is, for the output: "real kube-apiserver 1.34" or "fake API server (why)". */
+  readonly kind: string;
+  readonly kubeconfigPath: string;
+  stop(): Promise<void>;
+}
+
+/** The seed's templates (examples/envoy-initializer.yaml), the bundled default. */
+function templateData(): Record<string, string> {
+  const configMap = yaml.load(readFileSync(join(ROOT, 'examples', 'envoy-initializer.yaml'), 'utf8')) as { data: Record<string, string> };
+  return configMap.data;
+}
+
+export async function startBenchCluster(): Promise<BenchCluster> {
+  const missing = missingAssets();
+  if (missing === undefined) {
+    const plane = await startControlPlane('1.34', { controllers: false });
+    try {
+      const { CoreV1Api } = await import('@kubernetes/client-node');
+      const core = plane.kubeConfig.makeApiClient(CoreV1Api);
+      await core.createNamespace({ body: { metadata: { name: CLUSTER_NAMESPACE } } });
+      await core.createNamespacedConfigMap({ namespace: CLUSTER_NAMESPACE, body: { metadata: { name: CONFIGMAP }, data: templateData() } });
+    } catch (error) {
+      await plane.stop();
+      throw error;
+    }
+    return { kind: `real kube-apiserver ${plane.version}`, kubeconfigPath: plane.kubeconfigPath, stop: () => plane.stop() };
+  }
+  const fake = await FakeApiServer.start();
+  fake.apply('namespaces', { metadata: { name: CLUSTER_NAMESPACE } });
+  fake.apply('configmaps', { metadata: { name: CONFIGMAP, namespace: CLUSTER_NAMESPACE }, data: templateData() });
+  return { kind: `fake API server (${missing})`, kubeconfigPath: fake.writeKubeconfig(), stop: () => fake.close() };
+}

@@ -1,0 +1,135 @@
+import {
+  ALL_OVERRIDES,
+  arrayAt,
+  entryName,
+  objectAt,
+  own,
+  OVERRIDE_ANNOTATION_PREFIX,
+  type Admission,
+  type JsonObject,
+  type OverrideName,
+  type SidecarTemplate,
+  type TemplateSet,
+} from '../injection/index.js';
+
+/**
+ * What an injected review's answer holds beyond its decision: the same for
+ * every Pod of one shape (see podShape), so computed once per shape.
+ */
+export interface MemoizedInjection {
+  readonly injection: NonNullable<Admission['injection']>;
+  readonly overrides: Admission['overrides'];
+  /** The overrides' and the merge's warnings (the decision's come first, per request). */
+  readonly warnings: readonly string[];
+  /** base64 of the encoded JSON Patch, as the response carries it. */
+  readonly patch: string;
+}
+
+export interface PatchMemoLimits {
+  readonly maxEntries: number;
+  /** Bound on the accounted size of keys and answers (see entryBytes). */
+  readonly maxBytes: number;
+}
+
+export const DEFAULT_PATCH_MEMO_LIMITS: PatchMemoLimits = { maxEntries: 512, maxBytes: 8 * 1024 * 1024 };
+
+/**
+ * The replicas of one Deployment send byte-identical Pod templates, and the
+ * patch depends only on the template, the Pod's shape and the options: this
+ * bounded LRU map from shape to answer skips the merge and the encoding for
+ * all but the first Pod of a rollout. It serves one template set at a time
+ * and forgets everything when the set changes. Not shared between processes,
+ * no clock: a plain data structure the server passes into each review.
+ */
+export class PatchMemo {
+  readonly limits: PatchMemoLimits;
+  #templates: TemplateSet | undefined;
+  readonly #entries = new Map<string, { readonly value: MemoizedInjection; readonly bytes: number }>();
+  #bytes = 0;
+
+  constructor(limits: PatchMemoLimits = DEFAULT_PATCH_MEMO_LIMITS) {
+    this.limits = limits;
+  }
+
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  /** Accounted bytes of what is held. */
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  /** The answer for KEY under TEMPLATES, computed (and kept, if it fits) when absent. */
+  answer(templates: TemplateSet, key: string, compute: () => MemoizedInjection): MemoizedInjection {
+    if (templates !== this.#templates) {
+      this.#entries.clear();
+      this.#bytes = 0;
+      this.#templates = templates;
+    }
+    const held = this.#entries.get(key);
+    if (held !== undefined) {
+      // Most recently used last: eviction takes the first.
+      this.#entries.delete(key);
+      this.#entries.set(key, held);
+      return held.value;
+    }
+    const value = compute();
+    const bytes = entryBytes(key, value);
+    if (bytes > this.limits.maxBytes || this.limits.maxEntries < 1) return value;
+    this.#entries.set(key, { value, bytes });
+    this.#bytes += bytes;
+    for (const [oldest, entry] of this.#entries) {
+      if (this.#entries.size <= this.limits.maxEntries && this.#bytes <= this.limits.maxBytes) break;
+      this.#entries.delete(oldest);
+      this.#bytes -= entry.bytes;
+    }
+    return value;
+  }
+}
+
+/**
+ * An upper estimate of what one entry keeps alive: its strings at two bytes
+ * a character, and the patch's objects at twice their JSON (the base64 is
+ * 4/3 of it); the template's entries they share are the template set's.
+ */
+function entryBytes(key: string, value: MemoizedInjection): number {
+  const strings = key.length + value.patch.length + value.warnings.reduce((sum, warning) => sum + warning.length, 0);
+  return 2 * strings + 2 * value.patch.length + 256;
+}
+
+/**
+ * Everything of the Pod that the merge and the overrides read, as a string:
+ * two Pods with one shape get byte-identical patches from one template.
+ * Which lists are arrays, which of the template's names each already has,
+ * whether metadata and annotations are objects, the override annotations'
+ * values, the sidecar mode and the allowed overrides.
+ */
+export function podShape(pod: JsonObject, template: SidecarTemplate, nativeSidecar: boolean, allowedOverrides: readonly OverrideName[]): string {
+  const spec = objectAt(pod, 'spec');
+  const metadata = objectAt(pod, 'metadata');
+  const annotations = objectAt(metadata, 'annotations');
+  const containerNames = [...template.containers, ...template.initContainers].map(entryName);
+  const listShape = (list: string, candidates: readonly (string | undefined)[]): string => {
+    const entries = arrayAt(spec, list);
+    if (entries === undefined) return '-';
+    const present = new Set(entries.map(entryName));
+    return candidates.map((candidate, index) => (candidate !== undefined && present.has(candidate) ? index : '')).join(',');
+  };
+  const overrides = ALL_OVERRIDES.map((name) => (annotations === undefined ? undefined : own(annotations, OVERRIDE_ANNOTATION_PREFIX + name)));
+  return JSON.stringify([
+    template.name,
+    template.hash,
+    nativeSidecar,
+    allowedOverrides,
+    spec !== undefined,
+    metadata !== undefined,
+    annotations !== undefined,
+    listShape('containers', containerNames),
+    listShape('initContainers', containerNames),
+    listShape('ephemeralContainers', containerNames),
+    listShape('volumes', template.volumes.map(entryName)),
+    listShape('imagePullSecrets', template.imagePullSecrets.map(entryName)),
+    overrides.map((value) => (value === undefined ? 0 : [value])),
+  ]);
+}
