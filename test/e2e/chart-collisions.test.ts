@@ -1,8 +1,40 @@
 import assert from 'node:assert/strict';
+import { cp, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, it } from 'node:test';
-import { AppsV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, AppsV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import { CHART_DIR } from '../helpers/helm.js';
+import { httpsCall } from '../helpers/https-client.js';
 import { forEachKubeVersion } from './control-plane.js';
-import { helmInstall, helmUninstall, uniqueName, type Release } from './cluster.js';
+import { eventually, helmInstall, helmUninstall, readBack, uniqueName, type Release } from './cluster.js';
+import { forbiddenLines, startChartInjector, type ChartInjector } from './injector-process.js';
+
+const CLUSTER_SCOPED = ['ClusterRole', 'ClusterRoleBinding', 'MutatingWebhookConfiguration'];
+
+/**
+ * The chart as it was before cluster-scoped objects took the namespace in
+ * their name (`<fullname>`): this chart with every use of that name put
+ * back to the fullname, in a temporary directory.
+ */
+async function formerChart(): Promise<string> {
+  const chart = join(await mkdtemp(join(tmpdir(), 'ei-former-chart-')), 'envoy-injector');
+  await cp(CHART_DIR, chart, { recursive: true });
+  const templates = join(chart, 'templates');
+  for (const file of await readdir(templates)) {
+    const path = join(templates, file);
+    const text = await readFile(path, 'utf8');
+    await writeFile(path, text.replaceAll('include "envoy-injector.clusterScopedName"', 'include "envoy-injector.fullname"'));
+  }
+  return chart;
+}
+
+/** Kind → name of RELEASE's cluster-scoped objects, as helm installed them. */
+function clusterScopedNames(release: Release): Record<string, string> {
+  return Object.fromEntries(release.manifests.filter((manifest) => CLUSTER_SCOPED.includes(manifest.kind)).map((manifest) => [manifest.kind, manifest.metadata.name]));
+}
+
+const sameName = (name: string): Record<string, string> => Object.fromEntries(CLUSTER_SCOPED.map((kind) => [kind, name]));
 
 /** Chart installs that must not step on each other, and an upgrade that must not scale the injector down. */
 forEachKubeVersion('chart releases side by side, and upgrades', (plane) => {
@@ -12,8 +44,12 @@ forEachKubeVersion('chart releases side by side, and upgrades', (plane) => {
     releases.push(release);
     return release;
   };
+  const injectors: ChartInjector[] = [];
+  const temporary: string[] = [];
   after(async () => {
+    for (const injector of injectors.splice(0)) await injector.stop().catch(() => undefined);
     for (const release of releases.splice(0)) await helmUninstall(plane(), release).catch(() => undefined);
+    for (const path of temporary.splice(0)) await rm(path, { recursive: true, force: true });
   });
 
   it('one release name in two namespaces: both install, each with its own cluster-scoped objects', async () => {
@@ -48,5 +84,50 @@ forEachKubeVersion('chart releases side by side, and upgrades', (plane) => {
     assert.equal(await replicas(), 3);
     await helmInstall(plane(), release, { autoscaling: { enabled: true, minReplicas: 2, maxReplicas: 5 } }, { upgrade: true });
     assert.equal(await replicas(), 3, 'not reset to 1 (nor to minReplicas) by the upgrade');
+  });
+
+  it('an upgrade from a release with the former names keeps them: the webhook configuration and its caBundle stay, no duplicate is made', async () => {
+    const chart = await formerChart();
+    temporary.push(join(chart, '..'));
+    const admission = plane().kubeConfig.makeApiClient(AdmissionregistrationV1Api);
+    const caBundles = async (name: string) => (await admission.readMutatingWebhookConfiguration({ name })).webhooks?.map((webhook) => webhook.clientConfig.caBundle ?? '');
+    const start = async (release: Release) => {
+      const injector = await startChartInjector(plane(), release, { listen: { host: '127.0.0.1', port: 0 } });
+      injectors.push(injector);
+      return injector;
+    };
+
+    const name = uniqueName('former');
+    const former = await install({ name, namespace: uniqueName('former') }, {}, { chart });
+    const fullname = former.manifests.find((manifest) => manifest.kind === 'Service')?.metadata.name ?? '';
+    assert.deepEqual(clusterScopedNames(former), sameName(fullname), 'the former chart names them <fullname>');
+    // Its replica fills the caBundle on first start, as in the cluster being upgraded.
+    const first = await start(former);
+    const bundles = await eventually(`a caBundle in MutatingWebhookConfiguration ${fullname}`, async () => {
+      const found = await caBundles(fullname);
+      return found !== undefined && found.length > 0 && found.every((bundle) => bundle !== '') ? found : undefined;
+    }, 30_000);
+    await first.stop();
+
+    // The same name in another namespace: the <fullname> objects are not its own, so it takes the new names.
+    const twin = await install({ name, namespace: uniqueName('former-twin') });
+    assert.deepEqual(clusterScopedNames(twin), sameName(`${fullname}-${twin.namespace}`));
+
+    const upgraded = await helmInstall(plane(), former, {}, { upgrade: true });
+    assert.deepEqual(clusterScopedNames(upgraded), sameName(fullname), 'the upgrade keeps the former names');
+    assert.deepEqual(await caBundles(fullname), bundles, 'the webhook configuration kept its caBundle');
+    for (const kind of CLUSTER_SCOPED) {
+      const duplicate = await readBack(plane(), { apiVersion: kind === 'MutatingWebhookConfiguration' ? 'admissionregistration.k8s.io/v1' : 'rbac.authorization.k8s.io/v1', kind, metadata: { name: `${fullname}-${former.namespace}` } });
+      assert.equal(duplicate, undefined, `no ${kind} ${fullname}-${former.namespace}`);
+    }
+
+    // The upgraded replica is told the name that exists and may read and patch it.
+    const second = await start(upgraded);
+    assert.equal(second.env['WEBHOOK_CONFIG_NAME'], fullname);
+    await eventually('the upgraded injector ready (its CA in the caBundle it reads)', async () => {
+      const answer = await httpsCall(`https://127.0.0.1:${second.port}/readyz`, { ca: '', extra: { rejectUnauthorized: false } });
+      return answer.status === 200 ? true : undefined;
+    }, 30_000);
+    assert.deepEqual(forbiddenLines(second), []);
   });
 });

@@ -51,15 +51,15 @@ export interface Release {
   readonly manifests: readonly Manifest[];
 }
 
-/** `helm install` (or `upgrade`, with UPGRADE) of the chart into the control plane; throws with helm's message if it fails. */
+/** `helm install` (or `upgrade`, with UPGRADE) of the chart (or CHART, a directory) into the control plane; throws with helm's message if it fails. */
 export async function helmInstall(
   plane: ControlPlane,
   release: { name: string; namespace: string },
   values: Record<string, unknown> = {},
-  { upgrade = false, extraArgs = [] as readonly string[] } = {},
+  { upgrade = false, extraArgs = [] as readonly string[], chart = CHART_DIR } = {},
 ): Promise<Release> {
   const base = ['--namespace', release.namespace, '--kubeconfig', plane.kubeconfigPath];
-  const command = upgrade ? ['upgrade', release.name, CHART_DIR, '--reuse-values'] : ['install', release.name, CHART_DIR, '--create-namespace'];
+  const command = upgrade ? ['upgrade', release.name, chart, '--reuse-values'] : ['install', release.name, chart, '--create-namespace'];
   const result = await helm([...command, ...base, ...(await valuesArgs(values)), ...extraArgs]);
   if (result.code !== 0) throw new Error(`helm ${command[0]} ${release.name} failed (${result.code}): ${result.stderr.trim()}`);
   const manifest = await helm(['get', 'manifest', release.name, ...base]);

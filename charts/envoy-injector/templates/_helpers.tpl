@@ -106,10 +106,21 @@ configuration, admission policy): the fullname plus the release namespace,
 so that releases of the same name in two namespaces never collide. Past 63
 characters, truncated and suffixed with a hash of the whole, so that it
 stays unique.
+
+Releases installed before this naming have them as `<fullname>`: while the
+ClusterRole of that name exists and is this release's (Helm's ownership
+annotations), every one keeps that name, so `helm upgrade` does not replace
+the webhook configuration with one that has no caBundle yet. (lookup sees
+nothing under `helm template` and --dry-run=client: the new names.)
 */}}
 {{- define "envoy-injector.clusterScopedName" -}}
-{{- $name := printf "%s-%s" (include "envoy-injector.fullname" .) .Release.Namespace }}
-{{- if gt (len $name) 63 }}
+{{- $fullname := include "envoy-injector.fullname" . }}
+{{- $legacy := lookup "rbac.authorization.k8s.io/v1" "ClusterRole" "" $fullname }}
+{{- $owner := dig "metadata" "annotations" dict $legacy }}
+{{- $name := printf "%s-%s" $fullname .Release.Namespace }}
+{{- if and (eq (index $owner "meta.helm.sh/release-name" | default "") .Release.Name) (eq (index $owner "meta.helm.sh/release-namespace" | default "") .Release.Namespace) }}
+{{- $fullname }}
+{{- else if gt (len $name) 63 }}
 {{- printf "%s-%s" ($name | trunc 54 | trimSuffix "-") ($name | sha256sum | trunc 8) }}
 {{- else }}
 {{- $name }}
