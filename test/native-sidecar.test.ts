@@ -17,13 +17,19 @@ function proxyPlacement(review: DecodedReview): 'native' | 'classic' | 'none' {
   return 'none';
 }
 
+/** A fake API server with an enabled namespace `shop` and a one-container template. */
+async function fakeWithEnabledShop(): Promise<FakeApiServer> {
+  const fake = await FakeApiServer.start();
+  fake.apply('namespaces', { metadata: { name: 'shop', labels: { 'envoy-injector.io/inject': 'enabled' } } });
+  fake.apply('configmaps', { metadata: { name: 'envoy-initializer', namespace: NAMESPACE }, data: { config: 'containers: [{name: envoy, image: "e:1"}]' } });
+  return fake;
+}
+
 describe('--native-sidecar auto follows the API server version', () => {
   let fake: FakeApiServer;
   let harness: Harness | undefined;
   beforeEach(async () => {
-    fake = await FakeApiServer.start();
-    fake.apply('namespaces', { metadata: { name: 'shop', labels: { 'envoy-injector.io/inject': 'enabled' } } });
-    fake.apply('configmaps', { metadata: { name: 'envoy-initializer', namespace: NAMESPACE }, data: { config: 'containers: [{name: envoy, image: "e:1"}]' } });
+    fake = await fakeWithEnabledShop();
   });
   afterEach(async () => {
     await harness?.injector.stop();
@@ -133,10 +139,8 @@ describe('--native-sidecar auto follows the oldest kubelet too', () => {
   let harness: Harness | undefined;
   const node = (name: string, kubeletVersion: string) => ({ metadata: { name }, status: { nodeInfo: { kubeletVersion } } });
   beforeEach(async () => {
-    fake = await FakeApiServer.start();
+    fake = await fakeWithEnabledShop();
     fake.version = { major: '1', minor: '30', gitVersion: 'v1.30.2' };
-    fake.apply('namespaces', { metadata: { name: 'shop', labels: { 'envoy-injector.io/inject': 'enabled' } } });
-    fake.apply('configmaps', { metadata: { name: 'envoy-initializer', namespace: NAMESPACE }, data: { config: 'containers: [{name: envoy, image: "e:1"}]' } });
   });
   afterEach(async () => {
     await harness?.injector.stop();
