@@ -3,29 +3,24 @@
 # test/dockerfile.test.ts runs these steps locally (no Docker engine needed)
 # so they cannot rot: keep RUN lines to plain `npm` commands.
 
-# Build: every dependency, then `tsc` into dist/. --ignore-scripts because the
-# `prepare` script (npm run build) would run before the sources are copied.
+# Build: every dependency, then `tsc` into dist/ and the bundle into
+# dist/bundle/ (scripts/bundle.ts). --ignore-scripts because the `prepare`
+# script (npm run build) would run before the sources are copied.
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts
 COPY tsconfig.json tsconfig.build.json ./
+COPY scripts ./scripts
 COPY src ./src
 RUN npm run build
 
-# Production dependencies only. --ignore-scripts: `prepare` needs TypeScript,
-# which --omit=dev leaves out.
-FROM node:20-bookworm-slim AS deps
-WORKDIR /app
-COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --ignore-scripts
-
-# Runtime: no shell, no package manager, nonroot user 65532.
+# Runtime: no shell, no package manager, nonroot user 65532. The bundle holds
+# every runtime dependency, so the image carries no node_modules.
 FROM gcr.io/distroless/nodejs20-debian12:nonroot
 WORKDIR /app
 ENV NODE_ENV=production
-COPY --from=deps /app/node_modules ./node_modules
-COPY --from=build /app/dist ./dist
+COPY --from=build /app/dist/bundle ./dist/bundle
 COPY bin ./bin
 COPY package.json ./
 USER 65532:65532

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
-import { access, constants, cp, mkdir, mkdtemp, readFile, rm, stat, statfs } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
@@ -8,10 +8,11 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { copySteps, dockerIgnored, execForm, instructionsOf, parseDockerfile, readDockerignore, workdirOf, type Stage } from './helpers/dockerfile.js';
+import { BUNDLED_TEMPLATE_DATA } from '../src/injection/index.js';
+import { FakeApiServer } from './helpers/fake-api-server.js';
 import { ROOT } from './helpers/fixtures.js';
 import { only, renderChart } from './helpers/helm.js';
 import { httpsCall } from './helpers/https-client.js';
-import { withLock } from './helpers/lock.js';
 
 const run = promisify(execFile);
 
@@ -39,8 +40,8 @@ const entrypoint = (): string[] => {
 };
 
 describe('Dockerfile', () => {
-  it('is multi-stage: a build stage, a production-dependencies stage, a distroless runtime', () => {
-    assert.ok(stages.length >= 3, `only ${stages.length} stages`);
+  it('is multi-stage: a build stage, then a distroless runtime with the bundle only', () => {
+    assert.ok(stages.length >= 2, `only ${stages.length} stages`);
     assert.match(runtime.image, /^gcr\.io\/distroless\/nodejs20-debian12(:nonroot)?(@sha256:[a-f0-9]{64})?$/);
     // No shell at run time: nothing may RUN in the runtime stage, and there is no shell-form CMD.
     assert.deepEqual(runs(runtime), []);
@@ -56,13 +57,11 @@ describe('Dockerfile', () => {
       assert.ok(step?.from !== undefined, `the runtime stage takes ${source} from no stage`);
       return stageNamed(step.from);
     };
-    // node_modules comes from a production-only install that skips `prepare` (it needs TypeScript).
-    assert.ok(runs(fromStage('/app/node_modules')).includes('npm ci --omit=dev --ignore-scripts'));
-    assert.equal(fromStage('/app/dist'), build);
-    // Only the install output, the compiled code, the launcher and package.json (for "type": "module").
+    assert.equal(fromStage('/app/dist/bundle'), build);
+    // Only the bundle (every runtime dependency is in it), the launcher and package.json (for "type": "module").
     assert.deepEqual(
       copies.map((copy) => (copy.from === undefined ? copy.sources.join(' ') : `${copy.from}:${copy.sources.join(' ')}`)).sort(),
-      ['bin', `${build.name}:/app/dist`, `${fromStage('/app/node_modules').name}:/app/node_modules`, 'package.json'].sort(),
+      ['bin', `${build.name}:/app/dist/bundle`, 'package.json'].sort(),
     );
   });
 
@@ -105,34 +104,33 @@ describe('Dockerfile', () => {
     let root = '';
     let image = '';
     before(async () => {
-      root = await mkdtemp(join(await scratchDir(), 'ei-image-'));
+      root = await mkdtemp(join(tmpdir(), 'ei-image-'));
       image = join(root, 'runtime');
-      // npm ci from the registry: one replay at a time on this machine.
-      await withLock('dockerfile', () => replay(root));
+      await replay(root);
     });
     after(async () => {
       if (root !== '') await rm(root, { recursive: true, force: true });
     });
 
-    it('lays out the image with production dependencies only', async () => {
+    it('lays out the image with the bundle and no node_modules', async () => {
       const app = join(image, workdirOf(runtime));
-      for (const present of ['package.json', 'bin/envoy-injector.js', 'dist/cli.js', 'node_modules/fastify/package.json', 'node_modules/@kubernetes/client-node/package.json']) {
+      for (const present of ['package.json', 'bin/envoy-injector.js', 'dist/bundle/main.js']) {
         assert.ok(await exists(join(app, present)), `${present} missing`);
       }
-      for (const absent of ['node_modules/typescript', 'node_modules/tsx', 'node_modules/kubernetes-models', 'src', 'test', 'charts', 'certs']) {
+      // No node_modules anywhere up the tree either: a module the bundle left out cannot be found by accident.
+      for (const absent of ['node_modules', '../node_modules', 'dist/cli.js', 'scripts', 'src', 'test', 'charts', 'certs']) {
         assert.equal(await exists(join(app, absent)), false, `${absent} should not be in the image`);
       }
     });
 
-    it('starts as ENTRYPOINT does, answers /healthz over HTTPS and stops on SIGTERM', async () => {
-      const app = join(image, workdirOf(runtime));
-      const certsDir = join(root, 'certs');
+    /** Starts the image's ENTRYPOINT with ARGS, waits for /healthz and /readyz 200, then SIGTERM: the exit code must be 0. */
+    async function runUntilReady(certsDir: string, extraArgs: readonly string[]): Promise<void> {
       const port = await freePort();
       const [node, ...args] = entrypoint();
       assert.equal(node, '/nodejs/bin/node');
       const env: NodeJS.ProcessEnv = { PATH: process.env['PATH'], HOME: root, ...imageEnv(runtime) };
-      const child = spawn(process.execPath, [...args, '--host', '127.0.0.1', '--port', String(port), '--certs-dir', certsDir], {
-        cwd: app,
+      const child = spawn(process.execPath, [...args, '--host', '127.0.0.1', '--port', String(port), '--certs-dir', certsDir, ...extraArgs], {
+        cwd: join(image, workdirOf(runtime)),
         env,
         stdio: ['ignore', 'pipe', 'pipe'],
       });
@@ -142,24 +140,41 @@ describe('Dockerfile', () => {
       const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
       try {
         const deadline = Date.now() + 20_000;
-        let health: { status: number; body: string } | undefined;
-        while (health === undefined) {
+        let ready: { status: number; body: string } | undefined;
+        while (ready?.status !== 200) {
           if (child.exitCode !== null) assert.fail(`the server exited with ${child.exitCode}: ${output}`);
-          if (Date.now() > deadline) assert.fail(`no answer on /healthz after 20 s: ${output}`);
+          if (Date.now() > deadline) assert.fail(`not ready after 20 s (last /readyz: ${ready?.status} ${ready?.body}): ${output}`);
           try {
             const ca = await readFile(join(certsDir, 'ca.crt'), 'utf8');
-            health = await httpsCall(`https://127.0.0.1:${port}/healthz`, { ca });
-          } catch {
-            await sleep(100);
+            const health = await httpsCall(`https://127.0.0.1:${port}/healthz`, { ca });
+            assert.equal(health.status, 200, health.body);
+            ready = await httpsCall(`https://127.0.0.1:${port}/readyz`, { ca });
+          } catch (error) {
+            if (error instanceof assert.AssertionError) throw error;
           }
+          if (ready?.status !== 200) await sleep(100);
         }
-        assert.equal(health.status, 200, health.body);
-        const ready = await httpsCall(`https://127.0.0.1:${port}/readyz`, { ca: await readFile(join(certsDir, 'ca.crt'), 'utf8') });
-        assert.equal(ready.status, 200, ready.body);
       } finally {
         child.kill('SIGTERM');
       }
       assert.equal(await exited, 0, output);
+    }
+
+    it('starts as ENTRYPOINT does, answers /healthz and /readyz over HTTPS and stops on SIGTERM', async () => {
+      await runUntilReady(join(root, 'certs'), []);
+    });
+
+    it('follows a cluster from the image: the bundled Kubernetes client loads without node_modules', async () => {
+      const fake = await FakeApiServer.start();
+      try {
+        fake.apply('namespaces', { metadata: { name: 'envoy-injector' } });
+        fake.apply('configmaps', { metadata: { name: 'envoy-initializer', namespace: 'envoy-injector' }, data: { ...BUNDLED_TEMPLATE_DATA } });
+        await runUntilReady(join(root, 'cluster-certs'), ['--kubeconfig', fake.writeKubeconfig(), '--namespace', 'envoy-injector']);
+        // Ready means both watches answered: the ConfigMap was read through the bundled client.
+        assert.ok(fake.requests.some((request) => request.path.includes('/configmaps')), 'the injector never asked for its ConfigMap');
+      } finally {
+        await fake.close();
+      }
     });
 
     it('the chart\'s preStop command works with that node and waits as long as asked', async () => {
@@ -177,65 +192,26 @@ describe('Dockerfile', () => {
   });
 });
 
-/** Runs the stages the runtime stage copies from, then the runtime stage's COPY steps, under ROOT_DIR. */
+/**
+ * The runtime stage's COPY steps, under ROOT_DIR. The build stage's output is
+ * the repository's own `npm run build` (npm test runs it first); the runtime
+ * copies from no other stage.
+ */
 async function replay(rootDir: string): Promise<void> {
-  const stageRoots = new Map<string, string>();
-  for (const copy of copySteps(runtime)) {
-    if (copy.from === undefined || stageRoots.has(copy.from)) continue;
-    const stage = stageNamed(copy.from);
-    if (runs(stage).includes('npm run build')) {
-      // The build stage's output is the repository's own `npm run build` (npm test runs it first).
-      if (!(await exists(join(ROOT, 'dist', 'cli.js')))) throw new Error('dist/ is missing: run npm run build first');
-      stageRoots.set(copy.from, ROOT);
-      continue;
-    }
-    const stageRoot = join(rootDir, copy.from);
-    await runStage(stage, stageRoot);
-    stageRoots.set(copy.from, join(stageRoot, workdirOf(stage)));
-  }
+  if (!(await exists(join(ROOT, 'dist', 'bundle', 'main.js')))) throw new Error('dist/bundle/ is missing: run npm run build first');
   const image = join(rootDir, 'runtime');
-  const workdir = workdirOf(runtime);
   for (const copy of copySteps(runtime)) {
-    let sources: string[];
-    if (copy.from === undefined) {
-      sources = copy.sources.map((source) => join(ROOT, source));
-    } else {
+    let sources = copy.sources.map((source) => join(ROOT, source));
+    if (copy.from !== undefined) {
       const stage = stageNamed(copy.from);
-      const base = stageRoots.get(copy.from) as string;
+      if (!runs(stage).includes('npm run build')) throw new Error(`line ${copy.line}: copies from ${copy.from}, which is not the build stage`);
       sources = copy.sources.map((source) => {
         const inWorkdir = source.startsWith(`${workdirOf(stage)}/`) ? source.slice(workdirOf(stage).length + 1) : undefined;
         if (inWorkdir === undefined) throw new Error(`line ${copy.line}: ${source} is outside the stage's WORKDIR`);
-        return join(base, inWorkdir);
+        return join(ROOT, inWorkdir);
       });
     }
-    await copyInto(sources, join(image, workdir), copy.destination, copy.sources.length > 1);
-  }
-}
-
-/** COPY from the build context and RUN (plain npm commands only) of one stage, under STAGE_ROOT. */
-async function runStage(stage: Stage, stageRoot: string): Promise<void> {
-  const workdir = join(stageRoot, workdirOf(stage));
-  await mkdir(workdir, { recursive: true });
-  for (const instruction of stage.instructions) {
-    if (instruction.op === 'COPY') {
-      const [copy] = copySteps({ ...stage, instructions: [instruction] });
-      if (copy === undefined || copy.from !== undefined) throw new Error(`line ${instruction.line}: only COPY from the build context is replayed`);
-      await copyInto(copy.sources.map((source) => join(ROOT, source)), workdir, copy.destination, copy.sources.length > 1);
-    } else if (instruction.op === 'RUN') {
-      const words = instruction.args.split(/\s+/);
-      if (words[0] !== 'npm' || words.some((word) => !/^[\w@./=:-]+$/.test(word))) {
-        throw new Error(`line ${instruction.line}: RUN ${instruction.args}: only plain npm commands can be replayed`);
-      }
-      await run('npm', words.slice(1), {
-        cwd: workdir,
-        timeout: 180_000,
-        // What gets installed is fixed by the lockfile; these only skip network chatter (the
-        // tarballs are in npm's cache after the repository's own npm ci).
-        env: { ...process.env, npm_config_prefer_offline: 'true', npm_config_audit: 'false', npm_config_fund: 'false', npm_config_update_notifier: 'false' },
-      });
-    } else if (!['WORKDIR', 'ENV', 'ARG', 'LABEL'].includes(instruction.op)) {
-      throw new Error(`line ${instruction.line}: ${instruction.op} cannot be replayed`);
-    }
+    await copyInto(sources, join(image, workdirOf(runtime)), copy.destination, copy.sources.length > 1);
   }
 }
 
@@ -261,23 +237,6 @@ function imageEnv(stage: Stage): Record<string, string> {
       return [match[1] as string, match[2] as string];
     }),
   );
-}
-
-/**
- * Where the image is laid out: tmpfs when there is one (writing and deleting
- * node_modules' thousands of small files is several times faster there).
- */
-async function scratchDir(): Promise<string> {
-  const shm = '/dev/shm';
-  try {
-    await access(shm, constants.W_OK);
-    const { bavail, bsize } = await statfs(shm);
-    // node_modules takes ~110 MB; container runtimes often give /dev/shm only 64 MB.
-    if (bavail * bsize > 512 * 1024 * 1024) return shm;
-  } catch {
-    // no tmpfs here
-  }
-  return tmpdir();
 }
 
 async function exists(path: string): Promise<boolean> {

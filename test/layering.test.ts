@@ -9,6 +9,7 @@ import ts from 'typescript';
 // room imports its own files and rooms of a lower rank only: never one of
 // its rank (server/ and kube/ stand side by side) nor one above.
 const RANK: Readonly<Record<string, number>> = {
+  main: 7,
   cli: 6,
   commands: 5,
   server: 4,

@@ -25,7 +25,8 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 
 /** selfsigned (and the X.509 library under it) loads only when a certificate is made: not on every start. */
 async function generate(...args: Parameters<typeof import('selfsigned').generate>): ReturnType<typeof import('selfsigned').generate> {
-  const selfsigned = await import('selfsigned');
+  // The default export is this CommonJS package's module.exports, under Node and in the bundle alike.
+  const { default: selfsigned } = await import('selfsigned');
   return selfsigned.generate(...args);
 }
 /** Certificates start an hour early so that a node whose clock lags still accepts a new one. */

@@ -1,0 +1,49 @@
+/**
+ * `npm run build`, second step: bundles tsc's output (dist/main.js) and every
+ * runtime dependency into dist/bundle/, the only code the image ships.
+ *
+ * Why a bundle: @kubernetes/client-node's entry point loads all of its
+ * generated API classes (21 MB of JavaScript) whatever one uses; tree-shaken
+ * and minified, what the injector uses is about 3 MB. Measured with
+ * `npm run bench` on one machine: RSS at rest in a cluster 107 → 77 MiB,
+ * cold start with watches 550 → 236 ms, local 270 → 163 ms.
+ *
+ * Identifiers are kept (only whitespace and syntax are minified), so stack
+ * traces keep function names; the linked source maps give file and line
+ * with `NODE_OPTIONS=--enable-source-maps`. Code splitting keeps what local
+ * mode never needs (client-node, the certificate maker) in chunks loaded on
+ * first use.
+ */
+import { rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const OUT_DIR = join(ROOT, 'dist', 'bundle');
+
+await rm(OUT_DIR, { recursive: true, force: true });
+const result = await build({
+  absWorkingDir: ROOT,
+  entryPoints: ['dist/main.js'],
+  outdir: OUT_DIR,
+  bundle: true,
+  splitting: true,
+  format: 'esm',
+  platform: 'node',
+  target: 'node20',
+  chunkNames: 'chunks/[name]-[hash]',
+  minifyWhitespace: true,
+  minifySyntax: true,
+  keepNames: true,
+  sourcemap: 'linked',
+  sourcesContent: false,
+  // CommonJS dependencies call require() for Node's built-in modules; an ES module has none of its own.
+  banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
+  logLevel: 'warning',
+});
+// A warning (a require() esbuild cannot follow, an import it cannot resolve) would be a module missing at run time.
+if (result.warnings.length > 0) {
+  process.stderr.write(`bundle: ${result.warnings.length} warning(s): the bundle is not self-contained\n`);
+  process.exitCode = 1;
+}
