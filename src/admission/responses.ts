@@ -17,16 +17,20 @@ export interface AdmissionReviewResponse {
   readonly response: AdmissionResponse;
 }
 
-type ResponseBody = Omit<AdmissionResponse, 'uid'>;
+// The responses are whole object literals, not spreads of one another: under load, objects
+// built by spreading these measured 300-700 bytes per review promoted to V8's old space
+// (`--trace-gc-nvp`), so the heap grew and full GCs ran; literals measured ~10 (issue 14).
 
 /** Allowed unchanged: no patch and no patchType (the API server rejects a patchType without patch). */
-export function allowed(auditAnnotations: Readonly<Record<string, string>>, warnings: readonly string[]): ResponseBody {
-  return { allowed: true, auditAnnotations, ...(warnings.length > 0 ? { warnings } : {}) };
+export function allowed(uid: string, auditAnnotations: Readonly<Record<string, string>>, warnings: readonly string[]): AdmissionResponse {
+  return warnings.length > 0 ? { uid, allowed: true, auditAnnotations, warnings } : { uid, allowed: true, auditAnnotations };
 }
 
 /** Allowed with an encoded, non-empty JSON Patch (base64, see encodePatchBase64). */
-export function patched(patchBase64: string, auditAnnotations: Readonly<Record<string, string>>, warnings: readonly string[]): ResponseBody {
-  return { ...allowed(auditAnnotations, warnings), patchType: 'JSONPatch', patch: patchBase64 };
+export function patched(uid: string, patchBase64: string, auditAnnotations: Readonly<Record<string, string>>, warnings: readonly string[]): AdmissionResponse {
+  return warnings.length > 0
+    ? { uid, allowed: true, auditAnnotations, warnings, patchType: 'JSONPatch', patch: patchBase64 }
+    : { uid, allowed: true, auditAnnotations, patchType: 'JSONPatch', patch: patchBase64 };
 }
 
 /** The JSON Patch as an AdmissionResponse carries it. */
@@ -57,7 +61,7 @@ function encodeValue(value: JsonValue): string {
   return json;
 }
 
-/** The one place the request's uid and version are echoed. */
-export function toReview(uid: string, body: ResponseBody): AdmissionReviewResponse {
-  return { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid, ...body } };
+/** The review around a response: the one place the version is echoed. */
+export function toReview(response: AdmissionResponse): AdmissionReviewResponse {
+  return { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response };
 }

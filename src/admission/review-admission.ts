@@ -53,8 +53,16 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
     rule: decision.rule,
   };
   if (!decision.inject) {
-    const admission: Admission = { decision, injection: undefined, overrides: [], warnings: decision.warnings };
-    return { ...admission, review: toReview(request.uid, allowed(audit, decision.warnings)), result: 'skipped', reason: decision.reason };
+    // One literal, no spread (see responses.ts).
+    return {
+      decision,
+      injection: undefined,
+      overrides: [],
+      warnings: decision.warnings,
+      review: toReview(allowed(request.uid, audit, decision.warnings)),
+      result: 'skipped',
+      reason: decision.reason,
+    };
   }
   const compute = (): MemoizedInjection => {
     const { injection, overrides, warnings } = injectDecided(input, decision);
@@ -69,7 +77,7 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
   const warnings = [...decision.warnings, ...injectionWarnings];
   audit['template'] = `${decision.template.name}@${decision.template.hash}`;
   if (overrides.length > 0) audit['overrides'] = overrides.map((override) => override.annotation.slice(OVERRIDE_ANNOTATION_PREFIX.length)).join(',');
-  return { decision, injection, overrides, warnings, review: toReview(request.uid, patched(patch, audit, warnings)), result: 'injected', reason: decision.reason };
+  return { decision, injection, overrides, warnings, review: toReview(patched(request.uid, patch, audit, warnings)), result: 'injected', reason: decision.reason };
 }
 
 /** Semantic checks the schema cannot express; undefined when the request is usable. */

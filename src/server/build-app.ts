@@ -55,6 +55,8 @@ export function buildApp(deps: AppDependencies) {
   const timeouts = deps.timeouts ?? DEFAULT_TIMEOUTS;
   // Pods of one shape get one patch: computed once per template set (see patch-memo.ts).
   const memo = new PatchMemo();
+  // The decision settings with the live native-sidecar default: one object until that default changes.
+  let options: AdmitOptions = { ...deps.decisionOptions, nativeSidecar: deps.state.nativeSidecar };
   const app = Fastify({
     loggerInstance: deps.log,
     // One line per admission is ours to write (at debug); Fastify's two per request would flood info.
@@ -84,8 +86,10 @@ export function buildApp(deps: AppDependencies) {
 
   // While draining, every answer asks the client to close its connection, so that
   // keep-alive connections are gone before the listener closes and none is reset mid-request.
-  app.addHook('onSend', async (_request, reply) => {
+  // A callback hook, not an async one: no promise per request.
+  app.addHook('onSend', (_request, reply, payload, done) => {
     if (deps.state.draining) reply.header('connection', 'close');
+    done(null, payload);
   });
 
   // JSON only (anything else is 415), with our own parser: invalid UTF-8 is an error, not silently replaced.
@@ -149,7 +153,7 @@ export function buildApp(deps: AppDependencies) {
       deps.metrics.recordAdmission('error', ErrorReason.namespaceLabelsUnknown, Number(process.hrtime.bigint() - started) / 1e9);
       return reply.code(503).send({ kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', reason: 'ServiceUnavailable', code: 503, message: error.message });
     }
-    const options = { ...deps.decisionOptions, nativeSidecar: deps.state.nativeSidecar };
+    if (options.nativeSidecar !== deps.state.nativeSidecar) options = { ...deps.decisionOptions, nativeSidecar: deps.state.nativeSidecar };
     const outcome = reviewAdmission(admission, { templates, namespaceLabels, options, memo });
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     deps.metrics.recordAdmission(outcome.result, outcome.reason, seconds);
