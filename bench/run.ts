@@ -6,10 +6,10 @@
  * code is non-zero only when the harness itself breaks. See bench/README.md.
  *
  *   npm run bench                        # the full run, a few minutes
- *   node --import tsx bench/run.ts --quick --skip-install   # a short smoke run (after npm run build)
+ *   node --import tsx bench/run.ts --quick   # a short smoke run (after npm run build)
  */
 import { execFileSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -30,15 +30,15 @@ import {
 } from './processes.js';
 import { CLUSTER_NAMESPACE, startBenchCluster } from './cluster.js';
 import { burstReviews, largeReview, seedReview, skippedReview } from './reviews.js';
+import { imageEntrypoint } from '../test/helpers/dockerfile.js';
 
 const MIB = 1024 * 1024;
 
 const { values: flags } = parseArgs({
   options: {
     quick: { type: 'boolean', default: false },
-    'skip-install': { type: 'boolean', default: false },
     'no-write': { type: 'boolean', default: false },
-    /** Comma-separated parts to run: scenario names (seed, skip, large, burst), memory, coldstart, cluster, install. */
+    /** Comma-separated parts to run: scenario names (seed, skip, large, burst), memory, coldstart, cluster, size. */
     only: { type: 'string' },
     /** Extra node flags for our server only, e.g. "--max-semi-space-size=4", to try a fix; recorded in the results. */
     'ours-node-flags': { type: 'string', default: '' },
@@ -94,7 +94,7 @@ const ALL_SCENARIOS: readonly Scenario[] = [
 ];
 
 const SCENARIOS = ALL_SCENARIOS.filter((scenario) => selected(scenario.name));
-const PARTS = [...ALL_SCENARIOS.map((scenario) => scenario.name), 'memory', 'coldstart', 'cluster', 'install'];
+const PARTS = [...ALL_SCENARIOS.map((scenario) => scenario.name), 'memory', 'coldstart', 'cluster', 'size'];
 const unknownParts = (ONLY ?? []).filter((part) => !PARTS.includes(part));
 if (unknownParts.length > 0) throw new Error(`--only: unknown ${unknownParts.join(', ')} (known: ${PARTS.join(', ')})`);
 
@@ -164,9 +164,12 @@ function log(line: string): void {
 }
 
 /** Our compiled server with production settings (plus ARGS); it makes dev certificates in `certsDir` on first start. */
+/** Ours runs with the image's node flags (the Dockerfile's ENTRYPOINT, as `npm start`); the floor with Node's defaults. */
+const IMAGE_NODE_FLAGS = imageEntrypoint(readFileSync(join(ROOT, 'Dockerfile'), 'utf8')).nodeFlags;
+
 function startOurs(args: readonly string[] = [], nodeFlags: readonly string[] = []): Promise<ServerProcess> {
   return startServer(
-    [...OURS_NODE_FLAGS, ...nodeFlags, 'bin/envoy-injector.js', 'serve', '--host', '127.0.0.1', '--port', '0', '--log-level', 'info', '--certs-dir', certsDir, ...args],
+    [...IMAGE_NODE_FLAGS, ...OURS_NODE_FLAGS, ...nodeFlags, 'bin/envoy-injector.js', 'serve', '--host', '127.0.0.1', '--port', '0', '--log-level', 'info', '--certs-dir', certsDir, ...args],
     'envoy-injector serving https',
     // In cluster mode, client-node's import alone takes seconds on a loaded machine.
     60_000,
@@ -338,38 +341,29 @@ async function runScenario(scenario: Scenario, responseFile: string): Promise<Sc
 
 interface MemorySample {
   readonly requests: number;
+  /** RSS as the load ends, garbage included. */
   readonly rssBytes: number;
-  /** From our /metrics (prom-client's nodejs_heap_size_*), when it serves them. */
-  readonly heapUsedBytes?: number;
-  readonly heapTotalBytes?: number;
+  /** After full GCs (see atRest): what is still held. A leak grows these; uncollected garbage does not. */
+  readonly afterGc: AtRest;
 }
 
 interface MemoryFlatness {
   readonly samples: readonly MemorySample[];
   readonly peakRssBytes: number;
   readonly errors: number;
-  /** RSS after the last count over RSS after the first. */
+  /** RSS after a full GC, after the last count over after the first. */
   readonly ratio: number;
 }
 
-/** V8 heap figures from the server's own /metrics, if it has them (garbage not yet collected included). */
-async function heapFromMetrics(server: ServerProcess): Promise<Pick<MemorySample, 'heapUsedBytes' | 'heapTotalBytes'>> {
-  const answer = await httpsRequest(`https://127.0.0.1:${server.port}/metrics`, { ca: caPem() }).catch(() => undefined);
-  if (answer?.status !== 200) return {};
-  const text = answer.body.toString();
-  const value = (name: string): number | undefined => {
-    const match = new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+]+)$`, 'm').exec(text);
-    return match === null ? undefined : Number(match[1]);
-  };
-  const heapUsedBytes = value('nodejs_heap_size_used_bytes');
-  const heapTotalBytes = value('nodejs_heap_size_total_bytes');
-  return { ...(heapUsedBytes === undefined ? {} : { heapUsedBytes }), ...(heapTotalBytes === undefined ? {} : { heapTotalBytes }) };
-}
-
-/** One server, the seed scenario, RSS read after the first count of requests and after the last. */
+/**
+ * One server, the seed scenario, memory read after the first count of
+ * requests and after the last, each time as the load ends and after full
+ * GCs: V8 grows its heap lazily, so RSS with garbage in it drifts from run
+ * to run; what survives a full GC is what the server holds.
+ */
 async function memoryFlatness(): Promise<MemoryFlatness> {
   const bodiesFile = writeBodies('memory', [seedBody]);
-  const ours = await startOurs();
+  const ours = await startOurs([], GC_FLAGS);
   const sampler = new MemorySampler(ours.pid);
   try {
     const samples: MemorySample[] = [];
@@ -380,19 +374,30 @@ async function memoryFlatness(): Promise<MemoryFlatness> {
       sent = target;
       errors += errorsOf(result);
       const rssBytes = readMemory(ours.pid).rss;
-      samples.push({ requests: target, rssBytes, ...(await heapFromMetrics(ours)) });
-      log(`  memory: ${target} requests, RSS ${fmt.mib(rssBytes)} MiB`);
+      const afterGc = await atRest(ours);
+      samples.push({ requests: target, rssBytes, afterGc });
+      log(`  memory: ${target} requests, RSS ${fmt.mib(rssBytes)} MiB, after a full GC ${fmt.mib(afterGc.rssBytes)} MiB (V8 heap ${fmt.mib(afterGc.heapUsedBytes)} MiB used)`);
     }
     return {
       samples,
       peakRssBytes: sampler.stop().hwm,
       errors,
-      ratio: (samples.at(-1)?.rssBytes ?? NaN) / (samples[0]?.rssBytes ?? NaN),
+      ratio: (samples.at(-1)?.afterGc.rssBytes ?? NaN) / (samples[0]?.afterGc.rssBytes ?? NaN),
     };
   } finally {
     sampler.stop();
     await ours.stop();
   }
+}
+
+function shippedText(shipped: ShippedSize): string {
+  return `dist/bundle/ ${fmt.mib(shipped.bundleBytes)} MiB, of which source maps ${fmt.mib(shipped.sourceMapBytes)} MiB (the image has no node_modules)`;
+}
+
+function memoryFlatnessText(memory: MemoryFlatness): string {
+  const after = memory.samples.map((sample) => `${fmt.mib(sample.afterGc.rssBytes)} MiB (V8 heap ${fmt.mib(sample.afterGc.heapUsedBytes)} MiB) after ${sample.requests.toLocaleString('en-US')}`);
+  const loaded = memory.samples.map((sample) => `${fmt.mib(sample.rssBytes)} MiB after ${sample.requests.toLocaleString('en-US')}`);
+  return `RSS after a full GC ${after.join(', ')} requests (${((memory.ratio - 1) * 100).toFixed(1)}%); as the load ended, garbage included, ${loaded.join(', ')}`;
 }
 
 interface ColdStart {
@@ -515,28 +520,18 @@ async function clusterFigures(): Promise<ClusterFigures> {
   }
 }
 
-interface InstallSize {
-  readonly nodeModulesBytes: number;
-  readonly distBytes: number;
-  readonly totalBytes: number;
-  readonly packages: number;
-  readonly seconds: number;
+interface ShippedSize {
+  /** dist/bundle/: what the image carries besides bin/ and package.json (it has no node_modules). */
+  readonly bundleBytes: number;
+  /** Of which the source maps (for NODE_OPTIONS=--enable-source-maps). */
+  readonly sourceMapBytes: number;
 }
 
-/** A production install: package.json + lockfile, `npm ci --omit=dev --ignore-scripts` (prepare would run tsc), plus dist/. */
-function installSize(): InstallSize {
-  const dir = join(work, 'install');
-  mkdirSync(dir);
-  cpSync(join(ROOT, 'package.json'), join(dir, 'package.json'));
-  cpSync(join(ROOT, 'package-lock.json'), join(dir, 'package-lock.json'));
-  const started = performance.now();
-  execFileSync('npm', ['ci', '--omit=dev', '--ignore-scripts', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: dir, stdio: ['ignore', 'ignore', 'inherit'], timeout: 5 * 60_000 });
-  const seconds = (performance.now() - started) / 1000;
-  const du = (path: string): number => Number(execFileSync('du', ['-sk', path], { encoding: 'utf8' }).split('\t')[0]) * 1024;
-  const nodeModulesBytes = du(join(dir, 'node_modules'));
-  const distBytes = du(join(ROOT, 'dist'));
-  const lock = JSON.parse(readFileSync(join(dir, 'node_modules', '.package-lock.json'), 'utf8')) as { packages: Record<string, unknown> };
-  return { nodeModulesBytes, distBytes, totalBytes: nodeModulesBytes + distBytes, packages: Object.keys(lock.packages).length, seconds };
+/** What the image ships: the bundle with every runtime dependency in it (scripts/bundle.ts). */
+function shippedSize(): ShippedSize {
+  const files = readdirSync(join(ROOT, 'dist', 'bundle'), { recursive: true, withFileTypes: true }).filter((entry) => entry.isFile());
+  const size = (entries: typeof files): number => entries.reduce((sum, entry) => sum + statSync(join(entry.parentPath, entry.name)).size, 0);
+  return { bundleBytes: size(files), sourceMapBytes: size(files.filter((entry) => entry.name.endsWith('.map'))) };
 }
 
 interface Target {
@@ -588,7 +583,8 @@ function machineInfo() {
     commit: gitCommit(),
     /** Uncommitted changes under src/ were built into dist/ and measured. */
     srcDirty: srcDirty(),
-    oursNodeFlags: OURS_NODE_FLAGS,
+    /** The image's node flags, then any --ours-node-flags. */
+    oursNodeFlags: [...IMAGE_NODE_FLAGS, ...OURS_NODE_FLAGS],
   };
 }
 
@@ -656,10 +652,9 @@ async function main(): Promise<void> {
     log(`bench: cluster mode (cold start, then at rest ${SETTINGS.restSeconds} s after ready)`);
     cluster = await clusterFigures();
   }
-  let install: InstallSize | undefined;
-  if (selected('install') && !flags['skip-install']) {
-    log('bench: install size (npm ci --omit=dev)');
-    install = installSize();
+  let shipped: ShippedSize | undefined;
+  if (selected('size')) {
+    shipped = shippedSize();
   }
 
   const targets = evaluateTargets(scenarios, memory, cold, cluster);
@@ -673,23 +668,15 @@ async function main(): Promise<void> {
     }
   }
   if (memory !== undefined) {
-    out.push(
-      `memory flatness: RSS ${memory.samples.map((sample) => `${fmt.mib(sample.rssBytes)} MiB after ${sample.requests}`).join(', ')} (${((memory.ratio - 1) * 100).toFixed(1)}%)`,
-    );
-    const heap = memory.samples.filter((sample) => sample.heapUsedBytes !== undefined);
-    if (heap.length > 0) {
-      out.push(`  V8 heap used (from /metrics, garbage included): ${heap.map((sample) => `${fmt.mib(sample.heapUsedBytes ?? NaN)} MiB of ${fmt.mib(sample.heapTotalBytes ?? NaN)} MiB after ${sample.requests}`).join(', ')}`);
-    }
+    out.push(`memory flatness: ${memoryFlatnessText(memory)}`);
   }
   if (cold !== undefined) out.push(`cold start, local: ${coldStartText(cold)}`);
   if (cluster !== undefined) out.push(...clusterText(cluster));
-  if (install !== undefined) {
-    out.push(`install size: ${fmt.mib(install.totalBytes)} MiB (node_modules ${fmt.mib(install.nodeModulesBytes)} MiB, ${install.packages} packages; dist ${fmt.mib(install.distBytes)} MiB)`);
-  } else if (selected('install')) out.push('install size: skipped (--skip-install)');
+  if (shipped !== undefined) out.push(`shipped: ${shippedText(shipped)}`);
   out.push('', table([['target', 'value', 'limit', ''], ...targets.map((target) => [target.name, target.value, target.limit, target.pass ? 'PASS' : 'FAIL'])]), '');
   process.stdout.write(`${out.join('\n')}\n`);
 
-  const results = { date: startedAt.toISOString(), quick: QUICK, only: ONLY ?? null, machine, settings: SETTINGS, scenarios, memory: memory ?? null, coldStart: cold ?? null, cluster: cluster ?? null, installSize: install ?? null, targets };
+  const results = { date: startedAt.toISOString(), quick: QUICK, only: ONLY ?? null, machine, settings: SETTINGS, scenarios, memory: memory ?? null, coldStart: cold ?? null, cluster: cluster ?? null, shippedSize: shipped ?? null, targets };
   if (!flags['no-write']) {
     const dir = join(ROOT, 'bench', 'results');
     mkdirSync(dir, { recursive: true });
@@ -701,7 +688,7 @@ async function main(): Promise<void> {
     writeFileSync(join(dir, name), text);
     if (complete) {
       writeFileSync(join(dir, 'latest.json'), text);
-      updateReadme(markdownSummary(startedAt, machine, scenarios, memory, cold, cluster, install, targets));
+      updateReadme(markdownSummary(startedAt, machine, scenarios, memory, cold, cluster, shipped, targets));
     }
     log(`bench: results in bench/results/${name}${complete ? ', bench/results/latest.json and the table in bench/README.md' : ''}`);
   }
@@ -732,7 +719,7 @@ function markdownSummary(
   memory: MemoryFlatness | undefined,
   cold: ColdStart | undefined,
   cluster: ClusterFigures | undefined,
-  install: InstallSize | undefined,
+  shipped: ShippedSize | undefined,
   targets: readonly Target[],
 ): string {
   const lines: string[] = [];
@@ -754,11 +741,11 @@ function markdownSummary(
   }
   lines.push('');
   if (memory !== undefined) {
-    lines.push(`- Memory flatness: RSS ${memory.samples.map((sample) => `${fmt.mib(sample.rssBytes)} MiB after ${sample.requests.toLocaleString('en-US')}`).join(', ')} requests (${((memory.ratio - 1) * 100).toFixed(1)}%).`);
+    lines.push(`- Memory flatness: ${memoryFlatnessText(memory)}.`);
   }
   if (cold !== undefined) lines.push(`- Cold start to the first \`/readyz\` 200, local mode: ${coldStartText(cold)}.`);
   if (cluster !== undefined) lines.push(...clusterText(cluster).map((line) => `- ${line}.`));
-  if (install !== undefined) lines.push(`- Production install: ${fmt.mib(install.totalBytes)} MiB (node_modules ${fmt.mib(install.nodeModulesBytes)} MiB in ${install.packages} packages, dist ${fmt.mib(install.distBytes)} MiB).`);
+  if (shipped !== undefined) lines.push(`- Shipped: ${shippedText(shipped)}.`);
   lines.push('', '| target | value | |', '|---|--:|---|', ...targets.map((target) => `| ${target.name} | ${target.value} | ${target.pass ? 'PASS' : '**FAIL**'} |`));
   return lines.join('\n');
 }
@@ -805,7 +792,7 @@ function evaluateTargets(scenarios: readonly ScenarioResult[], memory: MemoryFla
   }
   if (memory !== undefined) {
     targets.push({
-      name: `RSS after ${memory.samples.at(-1)?.requests} within 15% of after ${memory.samples[0]?.requests}`,
+      name: `RSS after GC, ${memory.samples.at(-1)?.requests} requests within 15% of ${memory.samples[0]?.requests}`,
       value: `${((memory.ratio - 1) * 100).toFixed(1)}%`,
       limit: '±15%',
       pass: Math.abs(memory.ratio - 1) <= 0.15,

@@ -117,3 +117,19 @@ export function readDockerignore(text: string): string[] {
     .map((line) => line.trim())
     .filter((line) => line !== '' && !line.startsWith('#'));
 }
+
+/**
+ * The runtime image's command, split: the node binary, the V8/Node flags it
+ * is given, then the script and its arguments. The bench runs ours with these
+ * flags and `npm start` must use them too, so that what is measured and
+ * tried is what ships.
+ */
+export function imageEntrypoint(text: string): { node: string; nodeFlags: string[]; script: string[] } {
+  const runtime = parseDockerfile(text).at(-1);
+  const entrypoint = runtime === undefined ? undefined : instructionsOf(runtime, 'ENTRYPOINT').at(-1);
+  const words = entrypoint === undefined ? undefined : execForm(entrypoint);
+  if (words === undefined || words.length < 2) throw new Error('the runtime stage has no ENTRYPOINT in exec form');
+  const [node, ...rest] = words as [string, ...string[]];
+  const firstScriptWord = rest.findIndex((word) => !word.startsWith('--'));
+  return { node, nodeFlags: rest.slice(0, firstScriptWord), script: rest.slice(firstScriptWord) };
+}
