@@ -7,7 +7,7 @@ import { basename, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import { copySteps, dockerIgnored, execForm, instructionsOf, parseDockerfile, readDockerignore, workdirOf, type Stage } from './helpers/dockerfile.js';
+import { copySteps, dockerIgnored, execForm, imageEntrypoint, instructionsOf, parseDockerfile, readDockerignore, workdirOf, type Stage } from './helpers/dockerfile.js';
 import { BUNDLED_TEMPLATE_DATA } from '../src/injection/index.js';
 import { FakeApiServer } from './helpers/fake-api-server.js';
 import { ROOT } from './helpers/fixtures.js';
@@ -65,11 +65,16 @@ describe('Dockerfile', () => {
     );
   });
 
-  it('runs as a numeric non-root user, exposes 8443 and starts the compiled server', () => {
+  it('runs as a numeric non-root user, exposes 8443 and starts the compiled server with the flags npm start uses', async () => {
     const user = instructionsOf(runtime, 'USER').at(-1)?.args;
     assert.match(user ?? '', /^[1-9]\d*(:\d+)?$/, 'USER must be numeric (runAsNonRoot can only verify a numeric uid)');
     assert.deepEqual(instructionsOf(runtime, 'EXPOSE').map((expose) => expose.args), ['8443']);
-    assert.deepEqual(entrypoint(), ['/nodejs/bin/node', 'bin/envoy-injector.js', 'serve']);
+    const { node, nodeFlags, script } = imageEntrypoint(dockerfile);
+    assert.equal(node, '/nodejs/bin/node');
+    assert.deepEqual(script, ['bin/envoy-injector.js', 'serve']);
+    // What `npm start` runs locally is what the image runs (the bench reads the same flags).
+    const { scripts } = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+    assert.equal(scripts['start'], ['node', ...nodeFlags, ...script].join(' '));
   });
 
   it('agrees with the chart: user id, port, and a preStop that uses the image\'s node', async () => {
