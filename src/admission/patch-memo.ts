@@ -46,6 +46,8 @@ export class PatchMemo {
   #templates: TemplateSet | undefined;
   readonly #entries = new Map<string, { readonly value: MemoizedInjection; readonly bytes: number }>();
   #bytes = 0;
+  /** The key last set or moved to the end of #entries (the most recently used), if still there. */
+  #lastKey: string | undefined;
 
   constructor(limits: PatchMemoLimits = DEFAULT_PATCH_MEMO_LIMITS) {
     this.limits = limits;
@@ -64,20 +66,26 @@ export class PatchMemo {
   answer(templates: TemplateSet, key: string, compute: () => MemoizedInjection): MemoizedInjection {
     if (templates !== this.#templates) {
       this.#entries.clear();
+      this.#lastKey = undefined;
       this.#bytes = 0;
       this.#templates = templates;
     }
     const held = this.#entries.get(key);
     if (held !== undefined) {
-      // Most recently used last: eviction takes the first.
-      this.#entries.delete(key);
-      this.#entries.set(key, held);
+      // Most recently used last: eviction takes the first. A rollout asks for one key
+      // many times in a row: it is already last then, and the Map is left alone.
+      if (key !== this.#lastKey) {
+        this.#entries.delete(key);
+        this.#entries.set(key, held);
+        this.#lastKey = key;
+      }
       return held.value;
     }
     const value = compute();
     const bytes = entryBytes(key, value);
     if (bytes > this.limits.maxBytes || this.limits.maxEntries < 1) return value;
     this.#entries.set(key, { value, bytes });
+    this.#lastKey = key;
     this.#bytes += bytes;
     for (const [oldest, entry] of this.#entries) {
       if (this.#entries.size <= this.limits.maxEntries && this.#bytes <= this.limits.maxBytes) break;
@@ -109,7 +117,7 @@ export function podShape(pod: JsonObject, template: SidecarTemplate, nativeSidec
   const spec = objectAt(pod, 'spec');
   const metadata = objectAt(pod, 'metadata');
   const annotations = objectAt(metadata, 'annotations');
-  const containerNames = [...template.containers, ...template.initContainers].map(entryName);
+  const names = templateNames(template);
   const listShape = (list: string, candidates: readonly (string | undefined)[]): string => {
     const entries = arrayAt(spec, list);
     if (entries === undefined) return '-';
@@ -125,11 +133,34 @@ export function podShape(pod: JsonObject, template: SidecarTemplate, nativeSidec
     spec !== undefined,
     metadata !== undefined,
     annotations !== undefined,
-    listShape('containers', containerNames),
-    listShape('initContainers', containerNames),
-    listShape('ephemeralContainers', containerNames),
-    listShape('volumes', template.volumes.map(entryName)),
-    listShape('imagePullSecrets', template.imagePullSecrets.map(entryName)),
+    listShape('containers', names.containers),
+    listShape('initContainers', names.containers),
+    listShape('ephemeralContainers', names.containers),
+    listShape('volumes', names.volumes),
+    listShape('imagePullSecrets', names.imagePullSecrets),
     overrides.map((value) => (value === undefined ? 0 : [value])),
   ]);
+}
+
+interface TemplateNames {
+  /** The template's containers and init containers: a Pod's container of either name clashes in every list. */
+  readonly containers: readonly (string | undefined)[];
+  readonly volumes: readonly (string | undefined)[];
+  readonly imagePullSecrets: readonly (string | undefined)[];
+}
+
+const namesOfTemplates = new WeakMap<SidecarTemplate, TemplateNames>();
+
+/** The entry names podShape compares against: the same for every Pod of a template, so read once. */
+function templateNames(template: SidecarTemplate): TemplateNames {
+  let names = namesOfTemplates.get(template);
+  if (names === undefined) {
+    names = {
+      containers: [...template.containers, ...template.initContainers].map(entryName),
+      volumes: template.volumes.map(entryName),
+      imagePullSecrets: template.imagePullSecrets.map(entryName),
+    };
+    namesOfTemplates.set(template, names);
+  }
+  return names;
 }
