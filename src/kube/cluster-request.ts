@@ -4,7 +4,7 @@ const SERVICE_ACCOUNT_TOKEN = '/var/run/secrets/kubernetes.io/serviceaccount/tok
 
 /**
  * Whether a cluster is to be followed, decided without loading
- * @kubernetes/client-node (large: about 75 MiB and half a second to import),
+ * @kubernetes/client-node (even tree-shaken in the bundle, its chunk is the largest),
  * so that local mode never pays for it.
  */
 export function clusterRequested(options: {
