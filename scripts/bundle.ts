@@ -11,12 +11,14 @@
  * Identifiers are not minified, so stack traces keep function names (esbuild
  * only renames a top-level name that two modules share, e.g. `DiagAPI2`; our
  * errors are told apart by `code`, never by name). The linked source maps
- * give file and line with `NODE_OPTIONS=--enable-source-maps`. Not
- * `keepNames`: it wraps every function created at run time in an
+ * give file and line with `NODE_OPTIONS=--enable-source-maps`.
+ *
+ * Not `keepNames`: it wraps every function created at run time in an
  * `Object.defineProperty` of its name, closures made per request included,
- * which cost 12 µs of CPU per seed review (54 -> 42 µs, the floor 34). Code splitting keeps what local
- * mode never needs (client-node, the certificate maker) in chunks loaded on
- * first use.
+ * which cost 12 µs of CPU per seed review (54 → 42 µs, the floor 34).
+ *
+ * Code splitting keeps what local mode never needs (client-node, the
+ * certificate maker) in chunks loaded on first use.
  */
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
