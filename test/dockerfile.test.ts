@@ -32,11 +32,8 @@ const stageNamed = (name: string | undefined): Stage => {
 };
 const runs = (stage: Stage): string[] => instructionsOf(stage, 'RUN').map((instruction) => instruction.args);
 const entrypoint = (): string[] => {
-  const instruction = instructionsOf(runtime, 'ENTRYPOINT').at(-1);
-  assert.ok(instruction !== undefined, 'the runtime stage has no ENTRYPOINT');
-  const words = execForm(instruction);
-  assert.ok(words !== undefined, 'ENTRYPOINT must be in exec (JSON) form: the runtime image has no shell');
-  return words;
+  const { node, nodeFlags, script } = imageEntrypoint(dockerfile);
+  return [node, ...nodeFlags, ...script];
 };
 
 describe('Dockerfile', () => {

@@ -128,8 +128,9 @@ export function imageEntrypoint(text: string): { node: string; nodeFlags: string
   const runtime = parseDockerfile(text).at(-1);
   const entrypoint = runtime === undefined ? undefined : instructionsOf(runtime, 'ENTRYPOINT').at(-1);
   const words = entrypoint === undefined ? undefined : execForm(entrypoint);
-  if (words === undefined || words.length < 2) throw new Error('the runtime stage has no ENTRYPOINT in exec form');
-  const [node, ...rest] = words as [string, ...string[]];
+  if (words === undefined) throw new Error('the runtime stage needs an ENTRYPOINT in exec (JSON) form: the runtime image has no shell');
+  const [node, ...rest] = words;
   const firstScriptWord = rest.findIndex((word) => !word.startsWith('--'));
+  if (node === undefined || firstScriptWord === -1) throw new Error(`ENTRYPOINT ${JSON.stringify(words)}: no script for node to run`);
   return { node, nodeFlags: rest.slice(0, firstScriptWord), script: rest.slice(firstScriptWord) };
 }
