@@ -8,6 +8,7 @@ import { describe, it } from 'node:test';
 import type { JsonObject } from '../src/injection/index.js';
 import { repoFile, ROOT } from './helpers/fixtures.js';
 import { httpsCall } from './helpers/https-client.js';
+import { until } from './helpers/injector-harness.js';
 import { largePod } from './helpers/large-pod.js';
 import { applyIndependently } from './helpers/patch.js';
 import { spawnServer } from './helpers/process.js';
@@ -22,8 +23,8 @@ describe('envoy-injector serve, as a process', () => {
     const certsDir = mkdtempSync(join(tmpdir(), 'ei-start-'));
     const server = await spawnServer(['--certs-dir', certsDir]);
     try {
-      const hint = server.stderr.find((line) => line.startsWith('try it: curl '));
-      assert.ok(hint !== undefined, `no try-it line in ${server.stderr.join('\n')}`);
+      // stderr is its own pipe: the line may arrive after stdout's "listening" on a loaded machine.
+      const hint = await until('the "try it: curl" line on stderr', () => server.stderr.find((line) => line.startsWith('try it: curl ')), 20_000);
       const [, caFile, url] = /--cacert (\S+) .* (https:\/\/\S+)$/.exec(hint) ?? [];
       assert.equal(caFile, join(certsDir, 'ca.crt'));
       assert.equal(url, `https://localhost:${server.port}/mutate`);
