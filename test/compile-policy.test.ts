@@ -35,9 +35,10 @@ function celToJson(value: CelValue): JsonValue {
 }
 
 describe('compilePolicy', () => {
-  it('makes a v1beta1 MutatingAdmissionPolicy for Pod CREATE and a binding that names it', () => {
+  it('makes a v1 MutatingAdmissionPolicy for Pod CREATE and a binding that names it', () => {
     const { policy, binding } = compilePolicy(seedTemplates(), { name: 'mesh', failurePolicy: 'Ignore', labels: { team: 'platform' } });
-    assert.equal(policy['apiVersion'], 'admissionregistration.k8s.io/v1beta1');
+    assert.equal(policy['apiVersion'], 'admissionregistration.k8s.io/v1');
+    assert.equal(binding['apiVersion'], 'admissionregistration.k8s.io/v1');
     assert.equal(policy['kind'], 'MutatingAdmissionPolicy');
     assert.equal(binding['kind'], 'MutatingAdmissionPolicyBinding');
     assert.deepEqual((policy['metadata'] as JsonObject)['labels'], { team: 'platform' });
@@ -49,6 +50,24 @@ describe('compilePolicy', () => {
     const mutations = spec(policy)['mutations'] as JsonObject[];
     assert.equal(mutations.length, 1, 'one mutation: every mutation re-encodes the whole Pod');
     assert.equal(mutations[0]?.['patchType'], 'JSONPatch');
+  });
+
+  it('v1beta1 (1.34-1.35) differs from v1 only in the apiVersion of both objects', () => {
+    const settings = { name: 'mesh', nativeSidecar: true, excludedNamespaces: ['legacy'] } as const;
+    const v1 = compilePolicy(seedTemplates(), settings);
+    const beta = compilePolicy(seedTemplates(), { ...settings, apiVersion: 'v1beta1' });
+    for (const kind of ['policy', 'binding'] as const) {
+      assert.equal(beta[kind]['apiVersion'], 'admissionregistration.k8s.io/v1beta1');
+      assert.deepEqual({ ...beta[kind], apiVersion: 'admissionregistration.k8s.io/v1' }, v1[kind]);
+    }
+  });
+
+  it('an owner becomes the ownerReference of both objects (their garbage collection); none by default', () => {
+    const owner = { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', name: 'mesh-role', uid: '0b5c9bd2-2f1c-4f57-9d0e-6d1ed3bb0d5e' };
+    const owned = compilePolicy(seedTemplates(), { owner });
+    for (const object of [owned.policy, owned.binding]) assert.deepEqual((object['metadata'] as JsonObject)['ownerReferences'], [owner]);
+    const plain = compilePolicy(seedTemplates());
+    for (const object of [plain.policy, plain.binding]) assert.equal('ownerReferences' in (object['metadata'] as JsonObject), false);
   });
 
   it('excludes kube-*, its own and the configured namespaces, and disabled ones, in the binding', () => {

@@ -43,13 +43,13 @@ const CASES: readonly GoldenCase[] = [
   { input: 'test/golden/named-template.yaml', golden: 'named-template.golden.yaml', templateFile: 'test/golden/templates.yaml' },
 ];
 
-/** `policy`: the compiled MutatingAdmissionPolicy and binding, for the seed template and for named templates with every setting. */
+/** `policy`: the compiled MutatingAdmissionPolicy and binding, for the seed template (v1) and for named templates with every setting (v1beta1). */
 const POLICY_CASES: readonly { readonly golden: string; readonly args: readonly string[]; readonly templateFile?: string }[] = [
   { golden: 'policy-seed.golden.yaml', args: ['--namespace', 'envoy-injector'] },
   {
     golden: 'policy-named.golden.yaml',
     templateFile: 'test/golden/templates.yaml',
-    args: ['--namespace', 'mesh', '--excluded-namespaces', 'legacy', '--native-sidecar', 'on', '--allowed-overrides', 'proxy-cpu,proxy-memory-limit,proxy-image', '--failure-policy', 'Ignore'],
+    args: ['--namespace', 'mesh', '--excluded-namespaces', 'legacy', '--native-sidecar', 'on', '--allowed-overrides', 'proxy-cpu,proxy-memory-limit,proxy-image', '--failure-policy', 'Ignore', '--api-version', 'v1beta1'],
   },
 ];
 

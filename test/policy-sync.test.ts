@@ -38,9 +38,10 @@ describe('PolicySync', () => {
   });
 
   const stored = (name: string) => server.get('mutatingadmissionpolicies', undefined, name);
+  const policyPatches = (name: string, from = 0) => server.requests.slice(from).filter((request) => request.method === 'PATCH' && request.path.endsWith(`/mutatingadmissionpolicies/${name}`));
   const storedFingerprint = (name: string) => (stored(name)?.metadata['annotations'] as Record<string, string> | undefined)?.[TEMPLATES_ANNOTATION];
 
-  it('creates the policy by server-side apply, with its field manager and force, and is then in sync', async () => {
+  it('creates the policy and its binding by server-side apply, with its field manager and force, and is then in sync', async () => {
     const sync = new PolicySync({ kubeConfig, settings: { name: 'first' }, backoff: BACKOFF, log });
     const set = templates('envoy:1');
     assert.equal(sync.isInSync(set), false);
@@ -51,6 +52,9 @@ describe('PolicySync', () => {
     assert.equal(patch?.query['fieldManager'], POLICY_FIELD_MANAGER);
     assert.equal(patch?.query['force'], 'true');
     assert.equal(server.get('mutatingadmissionpolicies', undefined, 'first')?.kind, 'MutatingAdmissionPolicy');
+    const binding = server.get('mutatingadmissionpolicybindings', undefined, 'first');
+    assert.equal((binding?.['spec'] as { policyName?: string } | undefined)?.policyName, 'first');
+    assert.equal(binding?.['apiVersion'], 'admissionregistration.k8s.io/v1');
     sync.stop();
   });
 
@@ -61,8 +65,7 @@ describe('PolicySync', () => {
     const before = server.requests.length;
     sync.apply(set);
     await until('the policy in sync after the failures', () => sync.isInSync(set));
-    const attempts = server.requests.slice(before).filter((request) => request.path.endsWith('/retried'));
-    assert.deepEqual(attempts.map((request) => request.status), [503, 503, 503, 201]);
+    assert.deepEqual(policyPatches('retried', before).map((request) => request.status), [503, 503, 503, 201]);
     sync.stop();
   });
 
@@ -71,7 +74,7 @@ describe('PolicySync', () => {
     const [a, b, c] = [templates('envoy:a'), templates('envoy:b'), templates('envoy:c')];
     server.failNext(1, 500, (path) => path.endsWith('/latest'));
     sync.apply(a);
-    await until('the first attempt', () => server.requests.some((request) => request.path.endsWith('/latest')));
+    await until('the first attempt', () => policyPatches('latest').length > 0);
     sync.apply(b);
     sync.apply(c);
     await until('the last set in sync', () => sync.isInSync(c));
@@ -84,12 +87,104 @@ describe('PolicySync', () => {
     const sync = new PolicySync({ kubeConfig, settings: { name: 'stopped' }, backoff: BACKOFF, log });
     server.failNext(1_000, 500, (path) => path.endsWith('/stopped'));
     sync.apply(templates('envoy:s'));
-    await until('a first failure', () => server.requests.some((request) => request.path.endsWith('/stopped')));
+    await until('a first failure', () => policyPatches('stopped').length > 0);
     sync.stop();
     await sleep(100);
-    const count = server.requests.filter((request) => request.path.endsWith('/stopped')).length;
+    const count = policyPatches('stopped').length;
     await sleep(300);
-    assert.equal(server.requests.filter((request) => request.path.endsWith('/stopped')).length, count, 'no attempt after stop()');
+    assert.equal(policyPatches('stopped').length, count, 'no attempt after stop()');
     server.failNext(0);
+  });
+
+  describe('the API version the cluster serves', () => {
+    after(() => {
+      server.servedPolicyVersions = ['v1'];
+    });
+    const versionOf = (path: string) => path.split('/')[3];
+
+    it('v1beta1 where only it is served (1.34-1.35); v1 once an upgraded API server serves it, without a restart', async () => {
+      server.servedPolicyVersions = ['v1beta1'];
+      const sync = new PolicySync({ kubeConfig, settings: { name: 'moved' }, backoff: BACKOFF, log, resyncMs: 50 });
+      const set = templates('envoy:m');
+      sync.apply(set);
+      await until('in sync through v1beta1', () => sync.isInSync(set));
+      assert.equal(sync.apiVersion, 'v1beta1');
+      assert.deepEqual([...new Set(policyPatches('moved').map((request) => versionOf(request.path)))], ['v1beta1']);
+      assert.equal(stored('moved')?.['apiVersion'], 'admissionregistration.k8s.io/v1beta1');
+      // The API server is upgraded: v1 is served, v1beta1 no longer.
+      const upgraded = server.requests.length;
+      server.servedPolicyVersions = ['v1'];
+      await until('both objects applied again through v1', () => sync.isInSync(set) && sync.apiVersion === 'v1');
+      const after = server.requests.slice(upgraded).filter((request) => request.method === 'PATCH');
+      assert.deepEqual(after.map((request) => `${versionOf(request.path)} ${request.path.split('/')[4]}`), ['v1 mutatingadmissionpolicies', 'v1 mutatingadmissionpolicybindings']);
+      assert.equal(stored('moved')?.['apiVersion'], 'admissionregistration.k8s.io/v1');
+      sync.stop();
+    });
+
+    it('auto takes v1 when both are served; a v1beta1 preference holds while it is served, then gives way', async () => {
+      server.servedPolicyVersions = ['v1', 'v1beta1'];
+      const auto = new PolicySync({ kubeConfig, settings: { name: 'auto' }, backoff: BACKOFF, log });
+      const pinned = new PolicySync({ kubeConfig, settings: { name: 'pinned' }, apiVersion: 'v1beta1', backoff: BACKOFF, log, resyncMs: 50 });
+      const set = templates('envoy:p');
+      auto.apply(set);
+      pinned.apply(set);
+      await until('both in sync', () => auto.isInSync(set) && pinned.isInSync(set));
+      assert.equal(auto.apiVersion, 'v1');
+      assert.equal(pinned.apiVersion, 'v1beta1');
+      server.servedPolicyVersions = ['v1'];
+      await until('the preference given up for v1', () => pinned.isInSync(set) && pinned.apiVersion === 'v1');
+      auto.stop();
+      pinned.stop();
+    });
+
+    it('a cluster that serves neither: nothing applied, the problem names the flags and 1.36; applied once the API appears', async () => {
+      server.servedPolicyVersions = [];
+      const sync = new PolicySync({ kubeConfig, settings: { name: 'absent' }, backoff: BACKOFF, log });
+      const set = templates('envoy:n');
+      sync.apply(set);
+      await until('a problem reported', () => sync.problem !== undefined);
+      assert.match(sync.problem ?? '', /serves no MutatingAdmissionPolicy API: Kubernetes 1\.36\+ serves admissionregistration\.k8s\.io\/v1 by default; 1\.34-1\.35 serve v1beta1 only with --feature-gates=MutatingAdmissionPolicy=true/);
+      assert.equal(sync.isInSync(set), false);
+      assert.equal(policyPatches('absent').length, 0);
+      server.servedPolicyVersions = ['v1'];
+      await until('in sync once served', () => sync.isInSync(set));
+      assert.equal(sync.problem, undefined);
+      sync.stop();
+    });
+  });
+
+  it('with an owner ClusterRole: both objects name it (uid) as their owner; without it, nothing is applied', async () => {
+    const sync = new PolicySync({ kubeConfig, settings: { name: 'owned' }, ownerClusterRole: 'release-role', backoff: BACKOFF, log });
+    const set = templates('envoy:o');
+    sync.apply(set);
+    await until('a problem reported', () => sync.problem !== undefined);
+    assert.match(sync.problem ?? '', /ClusterRole release-role, the owner of the policy and its binding, does not exist/);
+    assert.equal(policyPatches('owned').length, 0, 'never applied without its owner: an uninstall would leave it behind');
+    const role = server.apply('clusterroles', { metadata: { name: 'release-role' }, rules: [] });
+    await until('in sync once the owner exists', () => sync.isInSync(set));
+    const expected = [{ apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', name: 'release-role', uid: role.metadata['uid'] }];
+    for (const resource of ['mutatingadmissionpolicies', 'mutatingadmissionpolicybindings']) {
+      assert.deepEqual(server.get(resource, undefined, 'owned')?.metadata['ownerReferences'], expected, resource);
+    }
+    sync.stop();
+  });
+
+  it('a policy or binding deleted or changed by someone else is applied again, out of sync meanwhile', async () => {
+    const sync = new PolicySync({ kubeConfig, settings: { name: 'drift' }, backoff: BACKOFF, log, resyncMs: 50 });
+    const set = templates('envoy:d');
+    sync.apply(set);
+    await until('in sync', () => sync.isInSync(set));
+    for (const [what, disturb] of [
+      ['policy deleted', () => server.remove('mutatingadmissionpolicies', undefined, 'drift')],
+      ['binding deleted', () => server.remove('mutatingadmissionpolicybindings', undefined, 'drift')],
+      ['policy edited', () => server.apply('mutatingadmissionpolicies', { ...stored('drift'), metadata: { name: 'drift', annotations: { [TEMPLATES_ANNOTATION]: 'config=sha256:0000000000000000' } } })],
+    ] as const) {
+      const before = policyPatches('drift').length;
+      disturb();
+      await until(`${what}: applied again`, () => policyPatches('drift').length > before && sync.isInSync(set));
+      assert.equal(storedFingerprint('drift'), templatesFingerprint(set), what);
+      assert.ok(server.get('mutatingadmissionpolicybindings', undefined, 'drift') !== undefined, what);
+    }
+    sync.stop();
   });
 });

@@ -14,9 +14,9 @@ export interface RunningPolicyController {
 
 /**
  * `serve --mode policy`: no webhook, no certificates. The injector follows the
- * template ConfigMap (or a file) and keeps the MutatingAdmissionPolicy compiled
- * from it applied (the binding comes with the chart, or from `envoy-injector
- * policy`); it is ready when the policy in the cluster matches the current
+ * template ConfigMap (or a file) and keeps the MutatingAdmissionPolicy and the
+ * binding compiled from it applied, through the API version the cluster
+ * serves; it is ready when the objects in the cluster match the current
  * templates.
  */
 export async function startPolicyController(
@@ -34,12 +34,14 @@ export async function startPolicyController(
 
   const sync = new kube.PolicySync({
     kubeConfig: connection.kubeConfig,
+    apiVersion: settings.policy.apiVersion,
+    ownerClusterRole: settings.policy.owner,
     settings: {
       name: settings.policy.name,
       failurePolicy: settings.policy.failurePolicy,
       injectorNamespace: namespace,
       excludedNamespaces: settings.excludedNamespaces,
-      // The API exists from 1.34, and every such cluster has native sidecars: auto means on.
+      // The API exists from 1.34 (beta), and every such cluster has native sidecars: auto means on.
       nativeSidecar: settings.nativeSidecar !== 'off',
       allowedOverrides: settings.allowedOverrides,
     },
@@ -62,8 +64,8 @@ export async function startPolicyController(
       ready: () => {
         const current = state.templates.current;
         if (current === undefined) return { ready: false, reason: 'no valid sidecar template loaded yet' };
-        if (!sync.isInSync(current)) return { ready: false, reason: `MutatingAdmissionPolicy ${settings.policy.name} does not match the current templates yet` };
-        return { ready: true, reason: `MutatingAdmissionPolicy ${settings.policy.name} matches the current templates` };
+        if (!sync.isInSync(current)) return { ready: false, reason: sync.problem ?? `MutatingAdmissionPolicy ${settings.policy.name} does not match the current templates yet` };
+        return { ready: true, reason: `MutatingAdmissionPolicy ${settings.policy.name} (admissionregistration.k8s.io/${sync.apiVersion ?? '?'}) matches the current templates` };
       },
     });
   } catch (error) {

@@ -2,15 +2,18 @@ import { parseArgs } from 'node:util';
 import { UsageError } from '../errors.js';
 import { formatManifests } from '../injection/index.js';
 import { compilePolicy, DEFAULT_POLICY_NAME, policyObjects } from '../policy/compile-policy.js';
+import { isPolicyApiVersion, POLICY_API_VERSIONS } from '../policy/policy-api-version.js';
 import { loadTemplates, type CommandIo } from './io.js';
 import { parseAllowedOverrides } from './options.js';
 
 export const POLICY_HELP = `Usage: envoy-injector policy [options]
 
-Prints the MutatingAdmissionPolicy and MutatingAdmissionPolicyBinding
-(admissionregistration.k8s.io/v1beta1, Kubernetes 1.34+ with the
-MutatingAdmissionPolicy feature gate) that make the API server itself inject
-the sidecar as the webhook would, from the same templates and settings.
+Prints the MutatingAdmissionPolicy and MutatingAdmissionPolicyBinding that
+make the API server itself inject the sidecar as the webhook would, from the
+same templates and settings. Kubernetes 1.36+ serves them as
+admissionregistration.k8s.io/v1 with no flag; 1.34 and 1.35 serve only
+v1beta1, with the API server flags --feature-gates=MutatingAdmissionPolicy=true
+and --runtime-config=admissionregistration.k8s.io/v1beta1=true.
 Review it, or apply it: envoy-injector policy ... | kubectl apply -f -
 
 Options:
@@ -22,6 +25,7 @@ Options:
       --native-sidecar MODE   on | off: native sidecars unless the template or Pod says otherwise (default off)
       --allowed-overrides L   the proxy-* annotations Pods may use (default: the resource ones; "none")
       --failure-policy P      Fail (default) | Ignore: when an expression fails
+      --api-version V         v1 (default, Kubernetes 1.36+) | v1beta1 (1.34-1.35): the objects are the same otherwise
   -h, --help
 `;
 
@@ -37,6 +41,7 @@ export async function runPolicy(args: readonly string[], io: CommandIo): Promise
       'native-sidecar': { type: 'string', default: 'off' },
       'allowed-overrides': { type: 'string' },
       'failure-policy': { type: 'string', default: 'Fail' },
+      'api-version': { type: 'string', default: 'v1' },
       help: { type: 'boolean', short: 'h' },
     },
     strict: true,
@@ -48,6 +53,8 @@ export async function runPolicy(args: readonly string[], io: CommandIo): Promise
   if (values['native-sidecar'] !== 'on' && values['native-sidecar'] !== 'off') throw new UsageError('--native-sidecar: must be on or off');
   const failurePolicy = values['failure-policy'];
   if (failurePolicy !== 'Fail' && failurePolicy !== 'Ignore') throw new UsageError('--failure-policy: must be Fail or Ignore');
+  const apiVersion = values['api-version'];
+  if (!isPolicyApiVersion(apiVersion)) throw new UsageError(`--api-version: must be ${POLICY_API_VERSIONS.join(' or ')}`);
   if (!DNS1123_SUBDOMAIN.test(values.name)) throw new UsageError(`--name: "${values.name}" must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.')`);
   const templates = await loadTemplates(values['template-file'], io, values.template);
   const compiled = compilePolicy(templates, {
@@ -56,6 +63,7 @@ export async function runPolicy(args: readonly string[], io: CommandIo): Promise
     excludedNamespaces: values['excluded-namespaces'].split(',').map((name) => name.trim()).filter((name) => name !== ''),
     nativeSidecar: values['native-sidecar'] === 'on',
     failurePolicy,
+    apiVersion,
     ...(values['allowed-overrides'] === undefined ? {} : { allowedOverrides: parseAllowedOverrides(values['allowed-overrides']) }),
   });
   io.stdout.write(formatManifests(policyObjects(compiled)));

@@ -13,6 +13,7 @@ import { checkKeyPair, makeCertificates } from '../tls/certificates.js';
 import { readClientCa } from '../tls/tls-files.js';
 import { loadTemplates, type CommandIo } from './io.js';
 import { parseAllowedOverrides } from './options.js';
+import { isPolicyApiPreference, type PolicyApiPreference } from '../policy/policy-api-version.js';
 import { startPolicyController } from './policy-controller.js';
 
 export const SERVE_HELP = `Usage: envoy-injector serve [options]
@@ -21,12 +22,16 @@ Runs the admission webhook over HTTPS. Every option can also be set by the
 environment variable named after it. Durations take ms or s (500ms, 5s).
 
 Options:
-  --mode MODE               MODE                 webhook (default) | policy: keep a MutatingAdmissionPolicy in sync
-                                                 with the templates instead (Kubernetes 1.34+; its binding comes
-                                                 with the chart or from "envoy-injector policy"); then --port
-                                                 serves only /healthz, /readyz and /metrics over plain HTTP
-  --policy-name NAME        POLICY_NAME          policy: name of the policy (default envoy-injector)
+  --mode MODE               MODE                 webhook (default) | policy: keep a MutatingAdmissionPolicy and its
+                                                 binding in sync with the templates instead (Kubernetes 1.36+, or
+                                                 1.34+ with the API's flags); then --port serves only /healthz,
+                                                 /readyz and /metrics over plain HTTP
+  --policy-name NAME        POLICY_NAME          policy: name of the policy and binding (default envoy-injector)
   --failure-policy P        FAILURE_POLICY       policy: Fail (default) | Ignore when an expression fails
+  --policy-api-version V    POLICY_API_VERSION   policy: auto (default: v1 where served, else v1beta1) | v1 | v1beta1
+                                                 (used while the API server serves it, else the one it serves)
+  --policy-owner NAME       POLICY_OWNER         policy: a ClusterRole that owns both objects: deleting it deletes
+                                                 them (the chart passes its own); none by default
   --port N                  PORT                 listening port (default 8443)
   --host ADDR               HOST                 address to listen on (default "::", every IPv4 and IPv6 address)
   --tls-cert FILE           TLS_CERT_FILE        serving certificate (PEM); reloaded when it changes
@@ -67,6 +72,8 @@ const OPTIONS = {
   mode: { env: 'MODE', default: 'webhook' },
   'policy-name': { env: 'POLICY_NAME', default: 'envoy-injector' },
   'failure-policy': { env: 'FAILURE_POLICY', default: 'Fail' },
+  'policy-api-version': { env: 'POLICY_API_VERSION', default: 'auto' },
+  'policy-owner': { env: 'POLICY_OWNER', default: undefined },
   port: { env: 'PORT', default: '8443' },
   host: { env: 'HOST', default: '::' },
   'tls-cert': { env: 'TLS_CERT_FILE', default: undefined },
@@ -101,7 +108,13 @@ const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'
 export interface ServeSettings {
   /** `policy`: no webhook; the injector keeps a MutatingAdmissionPolicy in sync (see policy-controller.ts). */
   readonly mode: 'webhook' | 'policy';
-  readonly policy: { readonly name: string; readonly failurePolicy: 'Fail' | 'Ignore' };
+  readonly policy: {
+    readonly name: string;
+    readonly failurePolicy: 'Fail' | 'Ignore';
+    readonly apiVersion: PolicyApiPreference;
+    /** A ClusterRole owning the policy and binding (their garbage collection with the release). */
+    readonly owner: string | undefined;
+  };
   readonly port: number;
   readonly host: string;
   readonly logLevel: string;
@@ -157,9 +170,11 @@ export function parseServeArgs(args: readonly string[], env: NodeJS.ProcessEnv):
   if (mode !== 'webhook' && mode !== 'policy') throw new UsageError('--mode: must be webhook or policy');
   const failurePolicy = setting('failure-policy');
   if (failurePolicy !== 'Fail' && failurePolicy !== 'Ignore') throw new UsageError('--failure-policy: must be Fail or Ignore');
+  const policyApiVersion = setting('policy-api-version') ?? 'auto';
+  if (!isPolicyApiPreference(policyApiVersion)) throw new UsageError('--policy-api-version: must be auto, v1 or v1beta1');
   return {
     mode,
-    policy: { name: setting('policy-name') ?? 'envoy-injector', failurePolicy },
+    policy: { name: setting('policy-name') ?? 'envoy-injector', failurePolicy, apiVersion: policyApiVersion, owner: setting('policy-owner') },
     port: parseInteger(setting('port'), '--port', 0, 65535),
     host: setting('host') ?? '::',
     logLevel,

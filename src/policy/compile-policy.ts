@@ -19,6 +19,7 @@ import {
   type TemplateSet,
 } from '../injection/index.js';
 import { celDyn, celMap, celString, celValue, type CelMapEntry } from './cel-literal.js';
+import { policyApiVersionString, type PolicyApiVersion } from './policy-api-version.js';
 
 /** What the policy needs besides the templates: the webhook's settings of the same name. */
 export interface PolicySettings {
@@ -36,9 +37,20 @@ export interface PolicySettings {
   readonly failurePolicy?: 'Fail' | 'Ignore';
   /** Labels for both objects (the chart's, or the command's). */
   readonly labels?: Readonly<Record<string, string>>;
+  /** The API version of both objects (default v1, Kubernetes 1.36+). */
+  readonly apiVersion?: PolicyApiVersion;
+  /** An object whose deletion deletes both (the garbage collector follows the ownerReference). */
+  readonly owner?: PolicyOwner;
 }
 
-export const POLICY_API_VERSION = 'admissionregistration.k8s.io/v1beta1';
+/** A cluster-scoped object, as an ownerReference names it. */
+export interface PolicyOwner {
+  readonly apiVersion: string;
+  readonly kind: string;
+  readonly name: string;
+  readonly uid: string;
+}
+
 export const DEFAULT_POLICY_NAME = 'envoy-injector';
 /** On the policy: the hashes of the templates it was compiled from, so a controller can tell it is current. */
 export const TEMPLATES_ANNOTATION = 'envoy-injector.io/templates';
@@ -62,14 +74,17 @@ export function compilePolicy(templates: TemplateSet, settings: PolicySettings =
   const name = settings.name ?? DEFAULT_POLICY_NAME;
   const allowed = settings.allowedOverrides ?? DEFAULT_ALLOWED_OVERRIDES;
   const entries = [...templates.templates.values()];
+  const apiVersion = policyApiVersionString(settings.apiVersion ?? 'v1');
+  const owner = settings.owner;
   const metadata = (annotations?: Record<string, string>): JsonObject => ({
     name,
     ...(settings.labels === undefined ? {} : { labels: { ...settings.labels } }),
     ...(annotations === undefined ? {} : { annotations }),
+    ...(owner === undefined ? {} : { ownerReferences: [{ apiVersion: owner.apiVersion, kind: owner.kind, name: owner.name, uid: owner.uid }] }),
   });
 
   const policy: JsonObject = {
-    apiVersion: POLICY_API_VERSION,
+    apiVersion,
     kind: 'MutatingAdmissionPolicy',
     metadata: metadata({ [TEMPLATES_ANNOTATION]: templatesFingerprint(templates) }),
     spec: {
@@ -87,7 +102,7 @@ export function compilePolicy(templates: TemplateSet, settings: PolicySettings =
   };
   const excluded = [...new Set([...ALWAYS_EXCLUDED_NAMESPACES, ...(settings.injectorNamespace ? [settings.injectorNamespace] : []), ...(settings.excludedNamespaces ?? [])])];
   const binding: JsonObject = {
-    apiVersion: POLICY_API_VERSION,
+    apiVersion,
     kind: 'MutatingAdmissionPolicyBinding',
     metadata: metadata(),
     spec: {

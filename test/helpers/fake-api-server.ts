@@ -38,8 +38,13 @@ const RESOURCES: Readonly<Record<string, Resource>> = {
   daemonsets: { group: 'apps', version: 'v1', kind: 'DaemonSet', namespaced: true },
   jobs: { group: 'batch', version: 'v1', kind: 'Job', namespaced: true },
   cronjobs: { group: 'batch', version: 'v1', kind: 'CronJob', namespaced: true },
-  mutatingadmissionpolicies: { group: 'admissionregistration.k8s.io', version: 'v1beta1', kind: 'MutatingAdmissionPolicy', namespaced: false },
+  mutatingadmissionpolicies: { group: 'admissionregistration.k8s.io', version: 'v1', kind: 'MutatingAdmissionPolicy', namespaced: false },
+  mutatingadmissionpolicybindings: { group: 'admissionregistration.k8s.io', version: 'v1', kind: 'MutatingAdmissionPolicyBinding', namespaced: false },
+  clusterroles: { group: 'rbac.authorization.k8s.io', version: 'v1', kind: 'ClusterRole', namespaced: false },
 };
+
+/** Served in whichever admissionregistration.k8s.io versions `servedPolicyVersions` names (one store for all, as in a real API server). */
+const POLICY_RESOURCES = new Set(['mutatingadmissionpolicies', 'mutatingadmissionpolicybindings']);
 
 interface StoredEvent {
   readonly resourceVersion: number;
@@ -81,6 +86,8 @@ export class FakeApiServer {
   abandonedStalls = 0;
   /** What GET /version answers. */
   version = { major: '1', minor: '30', gitVersion: 'v1.30.2' };
+  /** The admissionregistration.k8s.io versions that serve MutatingAdmissionPolicy (discovery and requests alike). */
+  servedPolicyVersions: readonly string[] = ['v1'];
 
   readonly #server: Server;
   readonly #ca: string;
@@ -284,9 +291,17 @@ export class FakeApiServer {
       return;
     }
     if (url.pathname === '/version') return send(200, { ...this.version, platform: 'linux/amd64' });
+    const discovery = /^\/apis\/admissionregistration\.k8s\.io\/([^/]+)$/.exec(url.pathname);
+    if (discovery !== null) {
+      const version = discovery[1] ?? '';
+      const resources = [...(version === 'v1' ? ['mutatingwebhookconfigurations'] : []), ...(this.servedPolicyVersions.includes(version) ? POLICY_RESOURCES : [])];
+      if (resources.length === 0) return send(404, status(404, 'NotFound', 'the server could not find the requested resource'));
+      return send(200, { kind: 'APIResourceList', apiVersion: 'v1', groupVersion: `admissionregistration.k8s.io/${version}`, resources: resources.map((name) => ({ name, namespaced: false, kind: '', verbs: [] })) });
+    }
 
     const route = parsePath(url.pathname);
     if (route === undefined || !Object.hasOwn(RESOURCES, route.resource)) return send(404, status(404, 'NotFound', `no route for ${url.pathname}`));
+    if (POLICY_RESOURCES.has(route.resource) && !this.servedPolicyVersions.includes(url.pathname.split('/')[3] ?? '')) return send(404, status(404, 'NotFound', 'the server could not find the requested resource'));
     const metadataOnly = (request.headers.accept ?? '').includes('as=PartialObjectMetadata');
     const bodyChunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => bodyChunks.push(chunk));
