@@ -81,10 +81,16 @@ export function startProcess(name: string, bin: string, args: readonly string[],
     },
     stop: async (graceMs = 5_000) => {
       if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return void (await exited);
-      child.kill('SIGTERM');
-      const result = await Promise.race([exited, sleep(graceMs, 'timeout' as const)]);
-      if (result === 'timeout') child.kill('SIGKILL');
-      await exited;
+      // The child is unref'd: without a handle of our own, a script whose only work is this wait would exit mid-stop.
+      const keepAlive = setInterval(() => undefined, 1_000);
+      try {
+        child.kill('SIGTERM');
+        const result = await Promise.race([exited, sleep(graceMs, 'timeout' as const)]);
+        if (result === 'timeout') child.kill('SIGKILL');
+        await exited;
+      } finally {
+        clearInterval(keepAlive);
+      }
     },
   };
 }

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
-import { AdmissionregistrationV1beta1Api, CoreV1Api, KubeConfig, VersionApi } from '@kubernetes/client-node';
-import { forEachKubeVersion } from './control-plane.js';
+import { CoreV1Api, KubeConfig, VersionApi } from '@kubernetes/client-node';
+import { forEachKubeVersion, servedPolicyApiVersion } from './control-plane.js';
+import { kubeCall } from './policy-parity.js';
 
 /** What the scenarios rely on from the harness itself. */
 forEachKubeVersion('the control plane harness', (plane, version) => {
@@ -27,11 +28,14 @@ forEachKubeVersion('the control plane harness', (plane, version) => {
     assert.match(String(refused?.body), /system:serviceaccount:default:default/);
   });
 
-  it(version === '1.34' ? 'serves MutatingAdmissionPolicy (admissionregistration.k8s.io/v1beta1)' : 'serves no MutatingAdmissionPolicy', async () => {
-    const listed = await plane().kubeConfig.makeApiClient(AdmissionregistrationV1beta1Api).listMutatingAdmissionPolicy().then(
-      () => true,
-      (error: { code?: number }) => (error.code === 404 ? false : Promise.reject(error)),
-    );
-    assert.equal(listed, version === '1.34');
+  const served = servedPolicyApiVersion(version);
+  it(served === undefined ? 'serves no MutatingAdmissionPolicy' : `serves MutatingAdmissionPolicy through admissionregistration.k8s.io/${served} only`, async () => {
+    const listed: string[] = [];
+    for (const candidate of ['v1', 'v1beta1']) {
+      const response = await kubeCall(plane(), 'GET', `/apis/admissionregistration.k8s.io/${candidate}/mutatingadmissionpolicies`);
+      if (response.status === 200) listed.push(candidate);
+      else assert.equal(response.status, 404, `${candidate}: ${response.status}`);
+    }
+    assert.deepEqual(listed, served === undefined ? [] : [served]);
   });
 });

@@ -33,6 +33,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe } from 'node:test';
 import type { KubeConfig } from '@kubernetes/client-node';
+import type { PolicyApiVersion } from '../../src/policy/policy-api-version.js';
 import { makeCa, makeServingCertificate } from '../../src/tls/certificates.js';
 import { startProcess, type ManagedProcess } from './child-processes.js';
 import { KUBE_VERSIONS, kubeBinary, type KubeVersion } from './kube-binaries.js';
@@ -67,13 +68,43 @@ export interface ControlPlane extends ControlPlaneAddress {
 interface StartOptions {
   /** kube-controller-manager too: default ServiceAccounts, Deployments and StatefulSets making Pods, namespace deletion. */
   readonly controllers?: boolean;
-  /** 1.34 only: serve admissionregistration.k8s.io/v1beta1 MutatingAdmissionPolicy (on by default there). */
-  readonly mutatingAdmissionPolicy?: boolean;
+  /**
+   * Serve MutatingAdmissionPolicy through admissionregistration.k8s.io/v1beta1:
+   * on 1.34 with its feature gate (the default there: the beta is what 1.34
+   * has), on 1.36 beside the GA v1 (not the default: 1.36 serves only v1, as a
+   * cluster out of the box). 1.28 has none.
+   */
+  readonly betaPolicyApi?: boolean;
+}
+
+/**
+ * The MutatingAdmissionPolicy version the shared control plane of VERSION
+ * serves (started with the defaults of startControlPlane): v1 on 1.36, the
+ * flag-enabled v1beta1 on 1.34, none on 1.28.
+ */
+export function servedPolicyApiVersion(version: KubeVersion): PolicyApiVersion | undefined {
+  return version === '1.36' ? 'v1' : version === '1.34' ? 'v1beta1' : undefined;
+}
+
+/** The API server flags that serve MutatingAdmissionPolicy's v1beta1 on VERSION, as an administrator would set them. */
+export function betaPolicyApiFlags(version: KubeVersion): string[] {
+  if (version === '1.28') throw new Error('Kubernetes 1.28 has no MutatingAdmissionPolicy');
+  const runtimeConfig = '--runtime-config=admissionregistration.k8s.io/v1beta1=true';
+  // On 1.36 the feature is GA: its gate is locked on, and naming it only warns.
+  return version === '1.34' ? ['--feature-gates=MutatingAdmissionPolicy=true', runtimeConfig] : [runtimeConfig];
 }
 
 /** A running control plane this process started, with its processes. */
 export interface OwnedControlPlane extends ControlPlane {
   readonly processes: readonly ManagedProcess[];
+  /** etcd's client URL (http, loopback): for tests that look at what the API server stored. */
+  readonly etcdUrl: string;
+  /**
+   * Stops kube-apiserver and starts it again on the same etcd, port and
+   * certificates, with OPTIONS' flags (what a control-plane upgrade or a
+   * flag change does); resolves once it is ready again.
+   */
+  restartApiServer(options: Pick<StartOptions, 'betaPolicyApi'>): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -83,8 +114,7 @@ const READY_TIMEOUT_MS = 90_000;
 /** Starts etcd and kube-apiserver (and the controller manager if asked) on free loopback ports; throws with the logs' tails if one fails. */
 export async function startControlPlane(version: KubeVersion, options: StartOptions = {}): Promise<OwnedControlPlane> {
   const controllers = options.controllers ?? true;
-  const map = options.mutatingAdmissionPolicy ?? version === '1.34';
-  if (map && version !== '1.34') throw new Error(`MutatingAdmissionPolicy is not served by Kubernetes ${version}`);
+  const betaPolicyApi = options.betaPolicyApi ?? version === '1.34';
   const [etcdBin, apiserverBin, controllerManagerBin] = await Promise.all([
     kubeBinary('etcd', version),
     kubeBinary('kube-apiserver', version),
@@ -138,7 +168,7 @@ export async function startControlPlane(version: KubeVersion, options: StartOpti
     await waitFor(etcd, 'etcd /health', async () => (await httpGet(`http://127.0.0.1:${etcdClient}/health`)).body.includes('"health":"true"'));
 
     const server = `https://127.0.0.1:${apiPort}`;
-    const apiserver = startProcess('kube-apiserver', apiserverBin, [
+    const apiserverArgs = (beta: boolean): string[] => [
       `--etcd-servers=http://127.0.0.1:${etcdClient}`,
       '--bind-address=127.0.0.1',
       '--advertise-address=127.0.0.1',
@@ -156,13 +186,27 @@ export async function startControlPlane(version: KubeVersion, options: StartOpti
       `--service-cluster-ip-range=${serviceRange}`,
       '--allow-privileged=true',
       '--profiling=false',
-      ...(map ? ['--feature-gates=MutatingAdmissionPolicy=true', '--runtime-config=admissionregistration.k8s.io/v1beta1=true'] : []),
-    ], join(dir, 'kube-apiserver.log'));
-    processes.push(apiserver);
-    await waitFor(apiserver, 'kube-apiserver /readyz', async () => {
-      const response = await httpGet(`${server}/readyz`, { ca: ca.cert, token: adminToken });
-      return response.status === 200 && response.body === 'ok';
-    });
+      ...(beta ? betaPolicyApiFlags(version) : []),
+    ];
+    let starts = 0;
+    const startApiServer = async (beta: boolean): Promise<void> => {
+      starts += 1;
+      const apiserver = startProcess('kube-apiserver', apiserverBin, apiserverArgs(beta), join(dir, `kube-apiserver-${starts}.log`));
+      // Before etcd in `processes` (stopped in reverse), after it in start order.
+      processes.splice(1, 0, apiserver);
+      await waitFor(apiserver, 'kube-apiserver /readyz', async () => {
+        const response = await httpGet(`${server}/readyz`, { ca: ca.cert, token: adminToken });
+        return response.status === 200 && response.body === 'ok';
+      });
+    };
+    const restartApiServer = async (restart: Pick<StartOptions, 'betaPolicyApi'>): Promise<void> => {
+      const running = processes[1];
+      if (running === undefined || running.name !== 'kube-apiserver') throw new Error('no kube-apiserver to restart');
+      processes.splice(1, 1);
+      await running.stop();
+      await startApiServer(restart.betaPolicyApi ?? false);
+    };
+    await startApiServer(betaPolicyApi);
 
     const address: ControlPlaneAddress = { version, server, ca: ca.cert, adminToken, serviceRange, controllers };
     const plane = await connect(address, dir);
@@ -188,7 +232,7 @@ export async function startControlPlane(version: KubeVersion, options: StartOpti
         core.readNamespacedServiceAccount({ name: 'default', namespace: 'default' }).then(() => true, () => false),
       );
     }
-    return { ...plane, processes, stop };
+    return { ...plane, processes, etcdUrl: `http://127.0.0.1:${etcdClient}`, restartApiServer, stop };
   } catch (error) {
     await stop();
     throw error;

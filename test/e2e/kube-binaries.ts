@@ -8,7 +8,7 @@ import { ROOT } from '../helpers/fixtures.js';
 import { withLock } from '../helpers/lock.js';
 
 /** The Kubernetes versions tested for real, newest first. */
-export const KUBE_VERSIONS = ['1.34', '1.28'] as const;
+export const KUBE_VERSIONS = ['1.36', '1.34', '1.28'] as const;
 export type KubeVersion = (typeof KUBE_VERSIONS)[number];
 export type KubeBinary = 'etcd' | 'kube-apiserver' | 'kube-controller-manager';
 

@@ -1,94 +1,54 @@
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createInterface } from 'node:readline';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, it, type TestContext } from 'node:test';
-import { AdmissionregistrationV1beta1Api, CoreV1Api, type V1Pod } from '@kubernetes/client-node';
-import { ROOT } from '../helpers/fixtures.js';
-import { trackChild } from './child-processes.js';
-import { forEachKubeVersion } from './control-plane.js';
-import { createNamespace, deleteNamespaces, eventually, helmInstall, helmUninstall, plainPod, uniqueName, type Release } from './cluster.js';
-import { deploymentEnv } from './injector-process.js';
+import { CoreV1Api } from '@kubernetes/client-node';
+import { forEachKubeVersion, servedPolicyApiVersion } from './control-plane.js';
+import { createNamespace, deleteNamespaces, envoyImage, eventually, helmInstall, helmUninstall, plainPod, uniqueName, type Release } from './cluster.js';
+import { readyz, startPolicyController, type PolicyController } from './policy-controller-process.js';
+import { kubeCall } from './policy-parity.js';
 
 /** The issue's bound for a template change to reach the next Pod. */
 const LIVE_CHANGE_MS = 2_000;
 const TEMPLATES_ANNOTATION = 'envoy-injector.io/templates';
 
-interface Controller {
-  readonly child: ChildProcess;
-  readonly port: number;
-  readonly logs: string[];
-  stop(): Promise<void>;
-}
-
-function envoyImage(pod: V1Pod): string | undefined {
-  return [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].find((container) => container.name === 'envoy')?.image;
-}
-
 forEachKubeVersion('policy mode installed by the chart', (plane, version) => {
-  if (version === '1.28') {
-    it('helm install --set mode=policy is refused, naming the API and the feature gate', async () => {
+  const apiVersion = servedPolicyApiVersion(version);
+  if (apiVersion === undefined) {
+    it('helm install --set mode=policy is refused, saying what 1.34-1.35 need and that 1.36 needs nothing', async () => {
       const release = { name: uniqueName('policy'), namespace: uniqueName('policy-system') };
-      await assert.rejects(helmInstall(plane(), release, { mode: 'policy' }), /mode: policy needs the MutatingAdmissionPolicy API \(admissionregistration\.k8s\.io\/v1beta1\).*--feature-gates=MutatingAdmissionPolicy=true/s);
+      await assert.rejects(
+        helmInstall(plane(), release, { mode: 'policy' }),
+        /mode: policy needs the MutatingAdmissionPolicy API, which this cluster does not serve\. Kubernetes 1\.36\+ serves admissionregistration\.k8s\.io\/v1 with no flag; on 1\.34-1\.35 the API server needs --feature-gates=MutatingAdmissionPolicy=true/s,
+      );
       await deleteNamespaces(plane(), [release.namespace]);
     });
     return;
   }
 
   let release: Release | undefined;
-  let controller: Controller | undefined;
+  let controller: PolicyController | undefined;
   const enabled = uniqueName('policy-enabled');
   const core = () => plane().kubeConfig.makeApiClient(CoreV1Api);
-  const policies = () => plane().kubeConfig.makeApiClient(AdmissionregistrationV1beta1Api);
+  const policyName = () => `${release?.name}-envoy-injector-${release?.namespace}`;
+  /** The policy or binding as the API server serves it (through the version it serves); undefined when absent. */
+  async function read(resource: 'mutatingadmissionpolicies' | 'mutatingadmissionpolicybindings'): Promise<Record<string, unknown> | undefined> {
+    const response = await kubeCall(plane(), 'GET', `/apis/admissionregistration.k8s.io/${apiVersion}/${resource}/${policyName()}`);
+    if (response.status === 404) return undefined;
+    assert.equal(response.status, 200, `GET ${resource}: ${response.status}`);
+    return response.body;
+  }
   let probes = 0;
   const dryRunPod = () => core().createNamespacedPod({ namespace: enabled, body: plainPod(`probe-${++probes}`), dryRun: 'All' });
 
-  /** The injector as the Deployment runs it (its environment, the chart's ServiceAccount), on 127.0.0.1. */
-  async function startController(): Promise<Controller> {
+  const startController = async (): Promise<PolicyController> => {
     assert.ok(release !== undefined);
-    const { env, serviceAccount } = await deploymentEnv(plane(), release);
-    const kubeconfig = await plane().serviceAccountKubeconfig(release.namespace, serviceAccount);
-    const child = spawn(process.execPath, ['bin/envoy-injector.js', 'serve', '--kubeconfig', kubeconfig, '--host', '127.0.0.1', '--port', '0'], {
-      cwd: ROOT,
-      env: { ...process.env, ...env, KUBECONFIG: kubeconfig },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    trackChild(child);
-    const logs: string[] = [];
-    createInterface({ input: child.stderr! }).on('line', (line) => logs.push(line));
-    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-    const port = await new Promise<number>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`the policy controller did not start within 20 s:\n${logs.join('\n')}`)), 20_000);
-      createInterface({ input: child.stdout! }).on('line', (line) => {
-        logs.push(line);
-        const entry = JSON.parse(line) as { msg?: string; port?: number };
-        if (typeof entry.port === 'number' && entry.msg?.startsWith('envoy-injector policy mode')) {
-          clearTimeout(timer);
-          resolve(entry.port);
-        }
-      });
-      void exited.then(() => reject(new Error(`the policy controller exited:\n${logs.join('\n')}`)));
-    });
-    return {
-      child,
-      port,
-      logs,
-      stop: async () => {
-        if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-        if ((await Promise.race([exited.then(() => true), sleep(15_000, false)])) === false) child.kill('SIGKILL');
-      },
-    };
-  }
+    return startPolicyController(plane(), release);
+  };
 
-  async function readyz(port: number): Promise<number> {
-    const response = await fetch(`http://127.0.0.1:${port}/readyz`);
-    return response.status;
-  }
+
 
   async function policyTemplates(): Promise<string | undefined> {
-    assert.ok(release !== undefined);
-    const policy = await policies().readMutatingAdmissionPolicy({ name: `${release.name}-envoy-injector-${release.namespace}` });
-    return policy.metadata?.annotations?.[TEMPLATES_ANNOTATION];
+    const policy = (await read('mutatingadmissionpolicies')) as { metadata?: { annotations?: Record<string, string> } } | undefined;
+    return policy?.metadata?.annotations?.[TEMPLATES_ANNOTATION];
   }
 
   async function setTemplate(config: string): Promise<void> {
@@ -107,19 +67,30 @@ forEachKubeVersion('policy mode installed by the chart', (plane, version) => {
     await controller?.stop();
     if (release !== undefined) {
       await helmUninstall(plane(), release).catch(() => undefined);
-      await policies().deleteMutatingAdmissionPolicy({ name: `${release.name}-envoy-injector-${release.namespace}` }).catch(() => undefined);
+      for (const resource of ['mutatingadmissionpolicybindings', 'mutatingadmissionpolicies']) {
+        await kubeCall(plane(), 'DELETE', `/apis/admissionregistration.k8s.io/${apiVersion}/${resource}/${policyName()}`).catch(() => undefined);
+      }
     }
     await deleteNamespaces(plane(), [enabled]);
   });
 
-  it('installs the binding and no webhook; the injector applies the policy as its ServiceAccount and becomes ready', async () => {
+  it(`installs no webhook and no admission object; the injector applies the policy and binding through ${apiVersion} as its ServiceAccount, owned by the release's ClusterRole, and becomes ready`, async () => {
     assert.ok(release !== undefined && controller !== undefined);
     const kinds = release.manifests.map((manifest) => manifest.kind);
-    assert.ok(kinds.includes('MutatingAdmissionPolicyBinding'));
-    for (const kind of ['MutatingWebhookConfiguration', 'Service']) assert.ok(!kinds.includes(kind), `no ${kind} in policy mode`);
+    for (const kind of ['MutatingWebhookConfiguration', 'Service', 'MutatingAdmissionPolicy', 'MutatingAdmissionPolicyBinding']) assert.ok(!kinds.includes(kind), `no ${kind} in the release`);
     const port = controller.port;
     await eventually('/readyz 200 (the policy matches the templates)', async () => ((await readyz(port)) === 200 ? true : undefined), 20_000);
     assert.match((await policyTemplates()) ?? '', /^config=sha256:[0-9a-f]{16}$/);
+    const role = release.manifests.find((manifest) => manifest.kind === 'ClusterRole');
+    assert.ok(role !== undefined);
+    const roleUid = ((await kubeCall(plane(), 'GET', `/apis/rbac.authorization.k8s.io/v1/clusterroles/${role.metadata.name}`)).body['metadata'] as { uid?: string }).uid;
+    for (const resource of ['mutatingadmissionpolicies', 'mutatingadmissionpolicybindings'] as const) {
+      const object = (await read(resource)) as { apiVersion?: string; metadata?: { ownerReferences?: unknown; managedFields?: { manager?: string; apiVersion?: string }[] } } | undefined;
+      assert.ok(object !== undefined, `${resource} exists`);
+      assert.deepEqual(object.metadata?.ownerReferences, [{ apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', name: role.metadata.name, uid: roleUid }]);
+      const ours = object.metadata?.managedFields?.find((entry) => entry.manager === 'envoy-injector');
+      assert.equal(ours?.apiVersion, `admissionregistration.k8s.io/${apiVersion}`, `${resource}: applied through ${apiVersion}`);
+    }
     const forbidden = controller.logs.filter((line) => /\b403\b|forbidden/i.test(line));
     assert.deepEqual(forbidden, [], 'every call the injector made was allowed by the chart\'s RBAC');
   });
@@ -133,7 +104,7 @@ forEachKubeVersion('policy mode installed by the chart', (plane, version) => {
       await eventually('the API server to apply the policy (a dry-run Pod)', async () => (envoyImage(await dryRunPod()) === undefined ? undefined : true), 20_000, 100);
       const pod = await core().createNamespacedPod({ namespace: enabled, body: plainPod('while-stopped') });
       assert.match(envoyImage(pod) ?? '', /^envoyproxy\/envoy:v\d/);
-      assert.equal(pod.spec?.initContainers?.[0]?.restartPolicy, 'Always', 'native sidecar (nativeSidecar: auto on 1.34)');
+      assert.equal(pod.spec?.initContainers?.[0]?.restartPolicy, 'Always', `native sidecar (nativeSidecar: auto on ${version})`);
       assert.ok(pod.metadata?.annotations?.['envoy-injector.io/status'] !== undefined);
     } finally {
       controller = await startController();
@@ -164,5 +135,27 @@ forEachKubeVersion('policy mode installed by the chart', (plane, version) => {
     assert.equal(await policyTemplates(), before, 'the policy is unchanged');
     assert.equal(envoyImage(await dryRunPod()), 'envoyproxy/envoy:v1.99.1', 'Pods still get the last good template');
     assert.equal(await readyz(controller.port), 200);
+  });
+
+  it('a policy deleted by hand is applied again, and /readyz says so meanwhile', async () => {
+    assert.ok(controller !== undefined);
+    const before = await policyTemplates();
+    const deleted = await kubeCall(plane(), 'DELETE', `/apis/admissionregistration.k8s.io/${apiVersion}/mutatingadmissionpolicies/${policyName()}`);
+    assert.equal(deleted.status, 200);
+    await eventually('the policy back (the controller checks every 10 s)', async () => ((await policyTemplates()) === before ? true : undefined), 40_000, 250);
+    const port = controller.port;
+    await eventually('/readyz 200 again', async () => ((await readyz(port)) === 200 ? true : undefined), 10_000);
+  });
+
+  it('helm uninstall removes the policy and the binding: the garbage collector follows their owner, the release\'s ClusterRole', async () => {
+    assert.ok(release !== undefined);
+    await controller?.stop();
+    controller = undefined;
+    await helmUninstall(plane(), release);
+    for (const resource of ['mutatingadmissionpolicies', 'mutatingadmissionpolicybindings'] as const) {
+      await eventually(`${resource} ${policyName()} deleted by the garbage collector`, async () => ((await read(resource)) === undefined ? true : undefined), 60_000, 250);
+    }
+    // The API server's own informer drops the deleted policy a moment later.
+    await eventually('no injection once the release is gone (a dry-run Pod)', async () => (envoyImage(await dryRunPod()) === undefined ? true : undefined), 20_000, 100);
   });
 });

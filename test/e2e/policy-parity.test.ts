@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, it } from 'node:test';
-import { forEachKubeVersion } from './control-plane.js';
+import { forEachKubeVersion, servedPolicyApiVersion } from './control-plane.js';
 import { parityCases } from './policy-parity-cases.js';
 import { kubeCall, ParityRun } from './policy-parity.js';
 
@@ -8,18 +8,21 @@ import { kubeCall, ParityRun } from './policy-parity.js';
 const MIN_CASES = 30;
 
 forEachKubeVersion('policy mode: the same Pods through the webhook and through the MutatingAdmissionPolicy', (plane, version) => {
-  if (version === '1.28') {
-    it('1.28 does not serve MutatingAdmissionPolicy: the compiled policy cannot be created', async () => {
-      const run = new ParityRun(plane());
-      const response = await kubeCall(plane(), 'POST', '/apis/admissionregistration.k8s.io/v1beta1/mutatingadmissionpolicies', run.policy.policy);
-      assert.equal(response.status, 404, `expected 404 from 1.28, got ${response.status}: ${String(response.body['message'])}`);
+  const apiVersion = servedPolicyApiVersion(version);
+  if (apiVersion === undefined) {
+    it(`${version} does not serve MutatingAdmissionPolicy: the compiled policy cannot be created in either version`, async () => {
+      for (const candidate of ['v1', 'v1beta1'] as const) {
+        const run = new ParityRun(plane(), candidate);
+        const response = await kubeCall(plane(), 'POST', `/apis/admissionregistration.k8s.io/${candidate}/mutatingadmissionpolicies`, run.policy.policy);
+        assert.equal(response.status, 404, `expected 404 from ${version} for ${candidate}, got ${response.status}: ${String(response.body['message'])}`);
+      }
     });
     return;
   }
 
   let run: ParityRun | undefined;
   before(async () => {
-    run = new ParityRun(plane());
+    run = new ParityRun(plane(), apiVersion);
     await run.start();
   });
   after(async () => {
@@ -31,7 +34,7 @@ forEachKubeVersion('policy mode: the same Pods through the webhook and through t
     const cases = parityCases();
     assert.ok(cases.length >= MIN_CASES);
     const report = await run.compare(cases);
-    t.diagnostic(`policy parity: ${report.compared} Pods compared, ${report.injected} injected by the webhook and ${report.policyInjected} by the policy, ${report.refused} refused alike, ${report.differences.length} differences`);
+    t.diagnostic(`policy parity (admissionregistration.k8s.io/${apiVersion}): ${report.compared} Pods compared, ${report.injected} injected by the webhook and ${report.policyInjected} by the policy, ${report.refused} refused alike, ${report.differences.length} differences`);
     for (const difference of report.differences.slice(0, 3)) {
       t.diagnostic(`${difference.title}\n  webhook: ${JSON.stringify(difference.webhook)}\n  policy:  ${JSON.stringify(difference.policy)}`);
     }

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseTemplateFile, type JsonObject, type OverrideName } from '../../src/injection/index.js';
 import { compilePolicy, type CompiledPolicy } from '../../src/policy/compile-policy.js';
+import type { PolicyApiVersion } from '../../src/policy/policy-api-version.js';
 import { makeCa, makeServingCertificate } from '../../src/tls/certificates.js';
 import { ROOT } from '../helpers/fixtures.js';
 import { spawnServer, type ServerProcess } from '../helpers/process.js';
@@ -110,8 +111,12 @@ export class ParityRun {
   readonly #access: ApiAccess;
   readonly #webhookName: string;
 
-  constructor(access: ApiAccess) {
+  readonly #collection: string;
+
+  /** APIVERSION: the MutatingAdmissionPolicy version the cluster serves (the objects are created through it). */
+  constructor(access: ApiAccess, apiVersion: PolicyApiVersion) {
     this.#access = access;
+    this.#collection = `/apis/admissionregistration.k8s.io/${apiVersion}`;
     const names = (path: Path): Record<NamespaceKind, string> => ({
       enabled: `${path}-enabled-${this.id}`,
       plain: `${path}-plain-${this.id}`,
@@ -127,6 +132,7 @@ export class ParityRun {
       excludedNamespaces: this.#excluded(),
       nativeSidecar: false,
       allowedOverrides: ALLOWED,
+      apiVersion,
     });
   }
 
@@ -186,8 +192,8 @@ export class ParityRun {
     const binding = structuredClone(this.policy.binding);
     const selector = ((binding['spec'] as JsonObject)['matchResources'] as JsonObject)['namespaceSelector'] as JsonObject;
     (selector['matchExpressions'] as JsonObject[]).push({ key: PATH_LABEL, operator: 'In', values: [`${Path.policy}-${this.id}`] });
-    await mustCall(this.#access, 'POST', '/apis/admissionregistration.k8s.io/v1beta1/mutatingadmissionpolicies', this.policy.policy);
-    await mustCall(this.#access, 'POST', '/apis/admissionregistration.k8s.io/v1beta1/mutatingadmissionpolicybindings', binding);
+    await mustCall(this.#access, 'POST', `${this.#collection}/mutatingadmissionpolicies`, this.policy.policy);
+    await mustCall(this.#access, 'POST', `${this.#collection}/mutatingadmissionpolicybindings`, binding);
 
     // Both paths act once the webhook knows the namespaces' labels and the API server has the policy.
     for (const path of [Path.webhook, Path.policy]) {
@@ -252,8 +258,8 @@ export class ParityRun {
   async stop(): Promise<void> {
     const calls = [
       `/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/${this.#webhookName}`,
-      `/apis/admissionregistration.k8s.io/v1beta1/mutatingadmissionpolicybindings/parity-${this.id}`,
-      `/apis/admissionregistration.k8s.io/v1beta1/mutatingadmissionpolicies/parity-${this.id}`,
+      `${this.#collection}/mutatingadmissionpolicybindings/parity-${this.id}`,
+      `${this.#collection}/mutatingadmissionpolicies/parity-${this.id}`,
       ...[...Object.values(this.namespaces.webhook), ...Object.values(this.namespaces.policy), this.injectorNamespace].map((name) => `/api/v1/namespaces/${name}`),
     ];
     await Promise.all(calls.map((path) => kubeCall(this.#access, 'DELETE', path).catch(() => undefined)));
