@@ -13,6 +13,8 @@ export interface Quantity {
 
 /** No real quantity is longer; exported with the pattern so policy mode checks the same way. */
 export const MAX_QUANTITY_LENGTH = 64;
+/** The largest decimal exponent (`1e1000`) accepted, either sign: Kubernetes caps far below; the bound keeps BigInt work small. */
+export const MAX_QUANTITY_EXPONENT = 1000;
 /** The quantity grammar as a regular expression that JavaScript and RE2 (CEL) read alike. */
 export const QUANTITY_PATTERN = '^([+-]?)(\\d+(?:\\.\\d*)?|\\.\\d+)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?\\d+)?$';
 const QUANTITY = new RegExp(QUANTITY_PATTERN);
@@ -39,8 +41,7 @@ export function parseQuantity(text: string | number): Quantity | undefined {
   else if (decimal !== undefined) decimalExponent += decimal;
   else if (suffix !== '') {
     const exponent = Number(suffix.slice(1));
-    // Kubernetes caps exponents far below this; the bound keeps BigInt work small.
-    if (!Number.isSafeInteger(exponent) || Math.abs(exponent) > 1000) return undefined;
+    if (!Number.isSafeInteger(exponent) || Math.abs(exponent) > MAX_QUANTITY_EXPONENT) return undefined;
     decimalExponent += exponent;
   }
 

@@ -5,6 +5,7 @@ import {
   IMAGE_REFERENCE_PATTERN,
   MAX_IMAGE_NAME_LENGTH,
   MAX_IMAGE_REFERENCE_LENGTH,
+  MAX_QUANTITY_EXPONENT,
   MAX_QUANTITY_LENGTH,
   NamespaceLabel,
   objectAt,
@@ -243,7 +244,10 @@ function overrideIsValid(override: OverrideName, value: string): string {
     const repository = `(${beforeDigest}.lastIndexOf(":") > ${beforeDigest}.lastIndexOf("/") ? ${beforeDigest}.substring(0, ${beforeDigest}.lastIndexOf(":")) : ${beforeDigest})`;
     return `(${value} != "" && size(${value}) <= ${MAX_IMAGE_REFERENCE_LENGTH} && ${value}.matches(${celString(IMAGE_REFERENCE_PATTERN)}) && size(${repository}) <= ${MAX_IMAGE_NAME_LENGTH})`;
   }
-  return `(${value} != "" && size(${value}) <= ${MAX_QUANTITY_LENGTH} && ${value}.matches(${celString(QUANTITY_PATTERN)}) && isQuantity(${value}) && !quantity(${value}).isLessThan(quantity("0")))`;
+  // The exponent's significant digits (empty for none or 0): at most MAX_QUANTITY_EXPONENT, as parseQuantity bounds it.
+  const exponent = `${value}.find("[1-9][0-9]*$")`;
+  const exponentBounded = `(!${value}.matches("[eE][+-]?[0-9]+$") || ${exponent} == "" || (size(${exponent}) <= ${String(MAX_QUANTITY_EXPONENT).length} && int(${exponent}) <= ${MAX_QUANTITY_EXPONENT}))`;
+  return `(${value} != "" && size(${value}) <= ${MAX_QUANTITY_LENGTH} && ${value}.matches(${celString(QUANTITY_PATTERN)}) && ${exponentBounded} && isQuantity(${value}) && !quantity(${value}).isLessThan(quantity("0")))`;
 }
 
 /** The template's quantity as text, as the webhook compares it. */
@@ -397,10 +401,17 @@ function listOps(field: string, prepend: { list: string; reversed: string } | un
   return `(!has(object.spec.${field}) ? (size(${whole}) == 0 ? [] : [JSONPatch{op: "add", path: ${path('')}, value: ${whole}}]) : ${existing})`;
 }
 
-/** `envoy-injector.io/status` as the webhook writes it: JSON.stringify of the template, its hash and the names added. */
+/**
+ * `envoy-injector.io/status` as the webhook writes it: JSON.stringify of the
+ * template, its hash and the names added. Every name comes from the
+ * template, so each one's JSON text (quotes and backslashes escaped) is a
+ * literal looked up by name: byte for byte JSON.stringify's.
+ */
 function statusText(template: SidecarTemplate, prefix: string): string {
   const v = (name: string): string => `variables.${prefix}${name}`;
-  const names = (list: string): string => `${list}.map(e, "\\"" + string(e.name) + "\\"").join(",")`;
+  const entries = [...template.containers, ...template.initContainers, ...template.volumes, ...template.imagePullSecrets];
+  const encoded = celMap([...new Set(entries.map((entry) => String(entry['name'])))].map((name) => ({ key: name, expression: celString(JSON.stringify(name)) })));
+  const names = (list: string): string => `${list}.map(e, ${encoded}[e.name]).join(",")`;
   const native = v('Native');
   const head = JSON.stringify({ template: template.name, hash: template.hash }).slice(0, -1);
   return [
