@@ -37,6 +37,17 @@ export class PatchError extends InjectorError {
   }
 }
 
+/** Templates that compile to a MutatingAdmissionPolicy the API server would refuse (a CEL limit). */
+export class PolicyLimitError extends InjectorError {
+  /** Every limit passed, each naming the template, the expression and the limit. */
+  readonly problems: readonly string[];
+
+  constructor(problems: readonly string[]) {
+    super('EI_POLICY_LIMIT', problems.join('; '));
+    this.problems = problems;
+  }
+}
+
 /** Bad command-line or environment settings. */
 export class UsageError extends InjectorError {
   constructor(message: string) {

@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { isCelError, isCelList, isCelMap, run, type CelValue } from '@bufbuild/cel';
 import fc from 'fast-check';
 import { runCli } from '../src/cli.js';
+import { PolicyLimitError } from '../src/errors.js';
 import { parseTemplateFile, type JsonObject, type JsonValue } from '../src/injection/index.js';
 import { celValue } from '../src/policy/cel-literal.js';
 import { compilePolicy, TEMPLATES_ANNOTATION } from '../src/policy/compile-policy.js';
@@ -189,6 +191,56 @@ describe('envoy-injector policy', () => {
     });
     assert.equal(code, 2);
     assert.match(stderr, /--mode: must be webhook or policy/);
+  });
+
+  it('refuses bad API versions with exit 2', async () => {
+    const { code, stderr } = await cli(['--api-version', 'v2']);
+    assert.equal(code, 2);
+    assert.match(stderr, /--api-version: must be v1 or v1beta1/);
+  });
+
+  describe('templates the API server would refuse as a policy (CEL limits)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ei-policy-limits-'));
+    const file = (name: string, config: string): string => {
+      const path = join(dir, name);
+      writeFileSync(path, config);
+      return path;
+    };
+    // JSON strings are YAML double-quoted scalars: the arg is exactly this text.
+    const withArg = (arg: string): string => `containers:\n  - name: envoy\n    image: envoyproxy/envoy:v1.31.2\n    args: [${JSON.stringify(arg)}]\n`;
+    const big = file('big.yaml', withArg('x'.repeat(100 * 1024)));
+    const surrogate = file('surrogate.yaml', 'containers:\n  - name: envoy\n    image: envoyproxy/envoy:v1.31.2\n    args: ["\\uD800"]\n');
+
+    it('an expression over 100,000 code points: an error naming the template, the expression and the limit', () => {
+      const templates = parseTemplateFile(readFileSync(big, 'utf8'));
+      assert.throws(() => compilePolicy(templates), (error: unknown) => {
+        assert.ok(error instanceof PolicyLimitError);
+        assert.equal(error.code, 'EI_POLICY_LIMIT');
+        assert.match(error.message, /template "config": policy expression variables\.t0Containers is [\d,]+ code points; the API server refuses CEL expressions over 100,000 \(cel-go's parser limit\)/);
+        return true;
+      });
+      // Just under the limit compiles: the bound is the API server's, not a margin of ours.
+      assert.doesNotThrow(() => compilePolicy(parseTemplateFile(withArg('x'.repeat(90_000)))));
+    });
+
+    it('a lone UTF-16 surrogate: an error naming the template and the path', () => {
+      assert.throws(() => compilePolicy(parseTemplateFile(readFileSync(surrogate, 'utf8'))), /template "config": containers\[0\]\.args\[0\]: holds a lone UTF-16 surrogate/);
+      // A whole pair is an ordinary character.
+      assert.doesNotThrow(() => compilePolicy(parseTemplateFile(withArg('\u{1F600}'))));
+    });
+
+    it('policy and explain --mode policy exit 1 with the message; inject and explain for the webhook accept the template', async () => {
+      const refused = await cli(['--template-file', big]);
+      assert.equal(refused.code, 1);
+      assert.equal(refused.stdout, '');
+      assert.match(refused.stderr, /the API server refuses CEL expressions over 100,000/);
+      let stderr = '';
+      const io = { stdin: process.stdin, stdout: { write: () => true }, stderr: { write: (chunk: string) => (stderr += chunk) } };
+      assert.equal(await runCli(['explain', '-f', join(ROOT, 'examples/myapp-pod.yaml'), '--template-file', surrogate, '--mode', 'policy'], io), 1);
+      assert.match(stderr, /lone UTF-16 surrogate/);
+      assert.equal(await runCli(['explain', '-f', join(ROOT, 'examples/myapp-pod.yaml'), '--template-file', surrogate], io), 0);
+      assert.equal(await runCli(['inject', '-f', join(ROOT, 'examples/myapp-pod.yaml'), '--template-file', big], io), 0);
+    });
   });
 
   it('refuses an invalid template file with its problems, and exit 1', async () => {

@@ -169,6 +169,27 @@ describe('PolicySync', () => {
     sync.stop();
   });
 
+  it('templates past a CEL limit: nothing applied, the last good policy stays, refused and the problem say why, until a good set', async () => {
+    const sync = new PolicySync({ kubeConfig, settings: { name: 'limits' }, backoff: BACKOFF, log });
+    const good = templates('envoy:good');
+    sync.apply(good);
+    await until('the good set in sync', () => sync.isInSync(good));
+    const applies = policyPatches('limits').length;
+    const big = parseTemplateData({ config: `containers:\n  - name: envoy\n    image: envoy:big\n    args: ["${'x'.repeat(100_001)}"]\n` });
+    sync.apply(big);
+    await until('the refusal', () => sync.refused);
+    assert.equal(sync.isInSync(big), false);
+    assert.match(sync.problem ?? '', /the last good policy stays: template "config": policy expression variables\.t0Containers is [\d,]+ code points; the API server refuses CEL expressions over 100,000/);
+    await sleep(100);
+    assert.equal(policyPatches('limits').length, applies, 'no apply, and no retry of a set that cannot pass');
+    assert.equal(storedFingerprint('limits'), templatesFingerprint(good), 'the last good policy is the one in the cluster');
+    const next = templates('envoy:next');
+    sync.apply(next);
+    await until('a good set in sync again', () => sync.isInSync(next));
+    assert.equal(sync.refused, false);
+    sync.stop();
+  });
+
   it('a policy or binding deleted or changed by someone else is applied again, out of sync meanwhile', async () => {
     const sync = new PolicySync({ kubeConfig, settings: { name: 'drift' }, backoff: BACKOFF, log, resyncMs: 50 });
     const set = templates('envoy:d');

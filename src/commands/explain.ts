@@ -10,7 +10,7 @@ import {
   stringAt,
   type ManifestReport,
 } from '../injection/index.js';
-import { POLICY_RULE_PLACES } from '../policy/compile-policy.js';
+import { compilePolicy, POLICY_RULE_PLACES } from '../policy/compile-policy.js';
 import { loadTemplates, readInput, type CommandIo } from './io.js';
 import { parseAllowedOverrides } from './options.js';
 
@@ -94,6 +94,8 @@ export async function runExplain(args: readonly string[], io: CommandIo): Promis
   if (mode !== 'webhook' && mode !== 'policy') throw new UsageError('--mode: must be webhook or policy');
   const labels = parseLabels(values['namespace-labels']);
   const templates = await loadTemplates(values['template-file'], io);
+  // Policy mode: templates the API server would refuse as a policy (a CEL limit) are an error here too.
+  if (mode === 'policy') compilePolicy(templates);
   const input = await readInput(values.filename, io);
   const { reports } = processManifests(input, {
     templates,

@@ -48,6 +48,7 @@ export async function startPolicyController(
     backoff,
     log,
   });
+  metrics.trackPolicyRefused(() => sync.refused);
   state.templates.onApplied((templates) => sync.apply(templates));
   if (state.templates.current !== undefined) sync.apply(state.templates.current);
   const watch =

@@ -1,5 +1,6 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { PolicyLimitError } from '../errors.js';
 import type { TemplateSet } from '../injection/index.js';
 import { compilePolicy, TEMPLATES_ANNOTATION, templatesFingerprint, type PolicyOwner, type PolicySettings } from '../policy/compile-policy.js';
 import { choosePolicyApiVersion, POLICY_API_GROUP, type PolicyApiPreference, type PolicyApiVersion } from '../policy/policy-api-version.js';
@@ -78,6 +79,8 @@ export class PolicySync {
   #owner: PolicyOwner | undefined;
   /** Why the policy is not applied, when it is not: for /readyz. */
   #problem: string | undefined;
+  /** The latest templates compile to a policy the API server would refuse. */
+  #refused = false;
 
   constructor(options: PolicySyncOptions) {
     this.#kubeConfig = options.kubeConfig;
@@ -106,7 +109,12 @@ export class PolicySync {
     return this.#version;
   }
 
-  /** Why the objects are not in sync, when the controller knows (a version not served, an owner missing, a failed apply). */
+  /** True while the latest templates compile to a policy the API server would refuse (a CEL limit). */
+  get refused(): boolean {
+    return this.#refused;
+  }
+
+  /** Why the objects are not in sync, when the controller knows (a version not served, an owner missing, a failed apply, a template past a CEL limit). */
   get problem(): string | undefined {
     return this.#problem;
   }
@@ -134,7 +142,15 @@ export class PolicySync {
         await this.#applyOnce(templates);
         failures = 0;
         this.#problem = undefined;
+        this.#refused = false;
       } catch (error) {
+        if (error instanceof PolicyLimitError) {
+          // Retrying cannot help: wait for other templates. The policy in the cluster stays the last good one.
+          this.#refused = true;
+          this.#problem = `the templates compile to a MutatingAdmissionPolicy the API server would refuse, so the last good policy stays: ${error.message}`;
+          this.#log.error({ err: error, policy: this.#name }, this.#problem);
+          continue;
+        }
         // A 404: the version in use is no longer served (an upgraded API server); discover again.
         if (kubeErrorStatus(error) === 404) this.#version = undefined;
         this.#forget();

@@ -19,7 +19,9 @@ import {
   type SidecarTemplate,
   type TemplateSet,
 } from '../injection/index.js';
+import { PolicyLimitError } from '../errors.js';
 import { celDyn, celMap, celString, celValue, type CelMapEntry } from './cel-literal.js';
+import { policyLimitProblems } from './policy-limits.js';
 import { policyApiVersionString, type PolicyApiVersion } from './policy-api-version.js';
 
 /** What the policy needs besides the templates: the webhook's settings of the same name. */
@@ -70,6 +72,7 @@ export interface CompiledPolicy {
  *   already injected, an unknown template);
  * - the mutation: the `enabled` namespace label (namespaceObject is only
  *   given to mutations), then the merge by name, per template.
+ * Throws PolicyLimitError when the API server would refuse the result.
  */
 export function compilePolicy(templates: TemplateSet, settings: PolicySettings = {}): CompiledPolicy {
   const name = settings.name ?? DEFAULT_POLICY_NAME;
@@ -118,6 +121,8 @@ export function compilePolicy(templates: TemplateSet, settings: PolicySettings =
       },
     },
   };
+  const problems = policyLimitProblems(templates, policy);
+  if (problems.length > 0) throw new PolicyLimitError(problems);
   return { policy, binding };
 }
 

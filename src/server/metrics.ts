@@ -94,6 +94,16 @@ export class InjectorMetrics implements TemplateReloadRecorder {
     });
   }
 
+  /** Policy mode only: 1 while the live templates compile to a policy the API server would refuse (a CEL limit), else 0. */
+  trackPolicyRefused(refused: () => boolean): void {
+    const gauge: Gauge = new Gauge({
+      name: 'envoy_injector_policy_templates_refused',
+      help: '1 while the live templates compile to a MutatingAdmissionPolicy the API server would refuse (a CEL limit: /readyz names it); the last good policy stays (policy mode).',
+      registers: [this.registry],
+      collect: (): void => gauge.set(refused() ? 1 : 0),
+    });
+  }
+
   /** The Prometheus text exposition, with its content type. */
   async render(): Promise<{ contentType: string; body: string }> {
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };

@@ -137,6 +137,22 @@ forEachKubeVersion('policy mode installed by the chart', (plane, version) => {
     assert.equal(await readyz(controller.port), 200);
   });
 
+  it('a template past a CEL limit keeps the last good policy; /readyz and a metric say why, until a good one', async () => {
+    assert.ok(controller !== undefined);
+    const before = await policyTemplates();
+    const port = controller.port;
+    await setTemplate(`containers:\n  - name: envoy\n    image: envoyproxy/envoy:v1.99.2\n    args: ["${'x'.repeat(100 * 1024)}"]\n`);
+    await eventually('/readyz 503', async () => ((await readyz(port)) === 503 ? true : undefined), 10_000);
+    const body = await (await fetch(`http://127.0.0.1:${port}/readyz`)).text();
+    assert.match(body, /the API server refuses CEL expressions over 100,000/);
+    assert.match(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text(), /^envoy_injector_policy_templates_refused 1$/m);
+    assert.equal(await policyTemplates(), before, 'the last good policy stays');
+    assert.equal(envoyImage(await dryRunPod()), 'envoyproxy/envoy:v1.99.1');
+    await setTemplate('containers:\n  - name: envoy\n    image: envoyproxy/envoy:v1.99.3\n');
+    await eventually('/readyz 200 with a good template', async () => ((await readyz(port)) === 200 ? true : undefined), 10_000);
+    assert.match(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text(), /^envoy_injector_policy_templates_refused 0$/m);
+  });
+
   it('a policy deleted by hand is applied again, and /readyz says so meanwhile', async () => {
     assert.ok(controller !== undefined);
     const before = await policyTemplates();
