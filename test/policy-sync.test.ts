@@ -5,7 +5,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import pino from 'pino';
 import { parseTemplateData, type TemplateSet } from '../src/injection/index.js';
 import { PolicySync, POLICY_FIELD_MANAGER } from '../src/kube/policy-sync.js';
-import { templatesFingerprint, TEMPLATES_ANNOTATION } from '../src/policy/compile-policy.js';
+import { compilePolicy, POLICY_HASH_ANNOTATION, templatesFingerprint, TEMPLATES_ANNOTATION } from '../src/policy/compile-policy.js';
 import { FakeApiServer } from './helpers/fake-api-server.js';
 
 /** The controller's loop against a fake API server: what it sends, retries, and which set wins. */
@@ -65,7 +65,9 @@ describe('PolicySync', () => {
     const before = server.requests.length;
     sync.apply(set);
     await until('the policy in sync after the failures', () => sync.isInSync(set));
-    assert.deepEqual(policyPatches('retried', before).map((request) => request.status), [503, 503, 503, 201]);
+    // Each attempt reads the policy first (a newer release's must not be overwritten), then applies it.
+    const attempts = server.requests.slice(before).filter((request) => request.path.endsWith('/mutatingadmissionpolicies/retried'));
+    assert.deepEqual(attempts.map((request) => `${request.method} ${request.status}`), ['GET 503', 'GET 503', 'GET 503', 'GET 404', 'PATCH 201']);
     sync.stop();
   });
 
@@ -87,12 +89,16 @@ describe('PolicySync', () => {
     const sync = new PolicySync({ kubeConfig, settings: { name: 'stopped' }, backoff: BACKOFF, log });
     server.failNext(1_000, 500, (path) => path.endsWith('/stopped'));
     sync.apply(templates('envoy:s'));
-    await until('a first failure', () => policyPatches('stopped').length > 0);
-    sync.stop();
+    const calls = () => server.requests.filter((request) => request.path.endsWith('/mutatingadmissionpolicies/stopped')).length;
+    try {
+      await until('a first failure', () => calls() > 0);
+    } finally {
+      sync.stop();
+    }
     await sleep(100);
-    const count = policyPatches('stopped').length;
+    const count = calls();
     await sleep(300);
-    assert.equal(policyPatches('stopped').length, count, 'no attempt after stop()');
+    assert.equal(calls(), count, 'no attempt after stop()');
     server.failNext(0);
   });
 
@@ -188,6 +194,45 @@ describe('PolicySync', () => {
     await until('a good set in sync again', () => sync.isInSync(next));
     assert.equal(sync.refused, false);
     sync.stop();
+  });
+
+  it('two releases\' replicas with other settings: the older stands by, the newer applies, and they never take turns', async () => {
+    const set = templates('envoy:g');
+    const older = new PolicySync({ kubeConfig, settings: { name: 'rolling', failurePolicy: 'Fail', generation: 1 }, backoff: BACKOFF, log, resyncMs: 30 });
+    older.apply(set);
+    await until('the older release in sync', () => older.isInSync(set));
+    const newer = new PolicySync({ kubeConfig, settings: { name: 'rolling', failurePolicy: 'Ignore', generation: 2 }, backoff: BACKOFF, log, resyncMs: 30 });
+    newer.apply(set);
+    await until('the newer release in sync', () => newer.isInSync(set));
+    await until('the older one standing by', () => older.supersededBy === 2);
+    const applies = policyPatches('rolling').length;
+    await sleep(300); // ten resync periods of both
+    assert.equal(policyPatches('rolling').length, applies, 'no apply after the newer one took over: no fight');
+    assert.equal((stored('rolling')?.['spec'] as { failurePolicy?: string }).failurePolicy, 'Ignore', 'the newer settings are in the cluster');
+    // A template change reaches the cluster through the newer one only.
+    const next = templates('envoy:g2');
+    older.apply(next);
+    newer.apply(next);
+    await until('the newer one applies the change', () => newer.isInSync(next));
+    await sleep(100);
+    assert.equal((stored('rolling')?.['spec'] as { failurePolicy?: string }).failurePolicy, 'Ignore');
+    // The newer one goes (a rollback deletes it and its policy): the older puts its own back.
+    newer.stop();
+    server.remove('mutatingadmissionpolicies', undefined, 'rolling');
+    await until('the older one applies again', () => older.isInSync(next) && older.supersededBy === undefined);
+    assert.equal((stored('rolling')?.['spec'] as { failurePolicy?: string }).failurePolicy, 'Fail');
+    older.stop();
+  });
+
+  it('the policy-hash annotation covers the settings as well as the templates', () => {
+    const set = templates('envoy:h');
+    const hash = (settings: Parameters<typeof compilePolicy>[1]) => ((compilePolicy(set, settings).policy['metadata'] as { annotations: Record<string, string> }).annotations)[POLICY_HASH_ANNOTATION];
+    const base = hash({});
+    for (const settings of [{ failurePolicy: 'Ignore' as const }, { nativeSidecar: true }, { excludedNamespaces: ['legacy'] }, { allowedOverrides: [] }]) {
+      assert.notEqual(hash(settings), base, JSON.stringify(settings));
+    }
+    assert.equal(hash({ apiVersion: 'v1beta1' }), base, 'the API version is not the objects\' shape');
+    assert.match(base ?? '', /^sha256:[0-9a-f]{16}$/);
   });
 
   it('a policy or binding deleted or changed by someone else is applied again, out of sync meanwhile', async () => {

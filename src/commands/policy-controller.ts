@@ -44,6 +44,7 @@ export async function startPolicyController(
       // The API exists from 1.34 (beta), and every such cluster has native sidecars: auto means on.
       nativeSidecar: settings.nativeSidecar !== 'off',
       allowedOverrides: settings.allowedOverrides,
+      generation: settings.policy.generation,
     },
     backoff,
     log,
@@ -65,6 +66,9 @@ export async function startPolicyController(
       ready: () => {
         const current = state.templates.current;
         if (current === undefined) return { ready: false, reason: 'no valid sidecar template loaded yet' };
+        // During a rolling upgrade the newer release's controller applies; this one must not revert it.
+        const newer = sync.supersededBy;
+        if (newer !== undefined) return { ready: true, reason: `standing by: MutatingAdmissionPolicy ${settings.policy.name} is kept by a newer release (generation ${newer}; this one is ${settings.policy.generation})` };
         if (!sync.isInSync(current)) return { ready: false, reason: sync.problem ?? `MutatingAdmissionPolicy ${settings.policy.name} does not match the current templates yet` };
         return { ready: true, reason: `MutatingAdmissionPolicy ${settings.policy.name} (admissionregistration.k8s.io/${sync.apiVersion ?? '?'}) matches the current templates` };
       },

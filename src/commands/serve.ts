@@ -32,6 +32,8 @@ Options:
                                                  (used while the API server serves it, else the one it serves)
   --policy-owner NAME       POLICY_OWNER         policy: a ClusterRole that owns both objects: deleting it deletes
                                                  them (the chart passes its own); none by default
+  --policy-generation N     POLICY_GENERATION    policy: this release's generation (the chart passes its revision); a
+                                                 controller finding a higher one in the cluster stands by (default 0)
   --port N                  PORT                 listening port (default 8443)
   --host ADDR               HOST                 address to listen on (default "::", every IPv4 and IPv6 address)
   --tls-cert FILE           TLS_CERT_FILE        serving certificate (PEM); reloaded when it changes
@@ -74,6 +76,7 @@ const OPTIONS = {
   'failure-policy': { env: 'FAILURE_POLICY', default: 'Fail' },
   'policy-api-version': { env: 'POLICY_API_VERSION', default: 'auto' },
   'policy-owner': { env: 'POLICY_OWNER', default: undefined },
+  'policy-generation': { env: 'POLICY_GENERATION', default: '0' },
   port: { env: 'PORT', default: '8443' },
   host: { env: 'HOST', default: '::' },
   'tls-cert': { env: 'TLS_CERT_FILE', default: undefined },
@@ -114,6 +117,8 @@ export interface ServeSettings {
     readonly apiVersion: PolicyApiPreference;
     /** A ClusterRole owning the policy and binding (their garbage collection with the release). */
     readonly owner: string | undefined;
+    /** Orders the controllers of two releases: the higher one's policy is never overwritten. */
+    readonly generation: number;
   };
   readonly port: number;
   readonly host: string;
@@ -174,7 +179,13 @@ export function parseServeArgs(args: readonly string[], env: NodeJS.ProcessEnv):
   if (!isPolicyApiPreference(policyApiVersion)) throw new UsageError('--policy-api-version: must be auto, v1 or v1beta1');
   return {
     mode,
-    policy: { name: setting('policy-name') ?? 'envoy-injector', failurePolicy, apiVersion: policyApiVersion, owner: setting('policy-owner') },
+    policy: {
+      name: setting('policy-name') ?? 'envoy-injector',
+      failurePolicy,
+      apiVersion: policyApiVersion,
+      owner: setting('policy-owner'),
+      generation: parseInteger(setting('policy-generation'), '--policy-generation', 0, Number.MAX_SAFE_INTEGER),
+    },
     port: parseInteger(setting('port'), '--port', 0, 65535),
     host: setting('host') ?? '::',
     logLevel,

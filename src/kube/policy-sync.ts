@@ -2,7 +2,14 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { PolicyLimitError } from '../errors.js';
 import type { TemplateSet } from '../injection/index.js';
-import { compilePolicy, TEMPLATES_ANNOTATION, templatesFingerprint, type PolicyOwner, type PolicySettings } from '../policy/compile-policy.js';
+import {
+  compilePolicy,
+  POLICY_GENERATION_ANNOTATION,
+  POLICY_HASH_ANNOTATION,
+  templatesFingerprint,
+  type PolicyOwner,
+  type PolicySettings,
+} from '../policy/compile-policy.js';
 import { choosePolicyApiVersion, POLICY_API_GROUP, type PolicyApiPreference, type PolicyApiVersion } from '../policy/policy-api-version.js';
 import { backoffDelayMs, type Backoff } from './backoff.js';
 import { describeKubeError, kubeErrorForLog, kubeErrorStatus } from './kube-errors.js';
@@ -15,7 +22,7 @@ const APPLY = 'application/apply-patch+yaml';
 
 export interface PolicySyncOptions {
   readonly kubeConfig: KubeConfig;
-  /** What shapes the objects, but their API version and owner (chosen here). */
+  /** What shapes the objects, but their API version and owner (chosen here); `generation` orders replicas of different releases. */
   readonly settings: Omit<PolicySettings, 'apiVersion' | 'owner'>;
   /** `auto`: v1 where served, else v1beta1; a version: that one while it is served. */
   readonly apiVersion?: PolicyApiPreference;
@@ -30,7 +37,13 @@ export interface PolicySyncOptions {
 /** What was last applied, and through which version. */
 interface Applied {
   readonly fingerprint: string;
+  /** POLICY_HASH_ANNOTATION of what was applied: templates and settings. */
+  readonly hash: string;
   readonly version: PolicyApiVersion;
+}
+
+interface PolicyMetadata {
+  metadata?: { annotations?: Record<string, string> };
 }
 
 /**
@@ -48,6 +61,9 @@ interface Applied {
  *   version, so the API server keeps enforcing them meanwhile: no gap.
  * - Every `resyncMs` the objects are read back: one deleted or changed by
  *   someone else is applied again, and until then the controller is not in sync.
+ * - A policy of a higher generation (a newer release's replica, during a
+ *   rolling upgrade) is never overwritten: this controller stands by until it
+ *   is gone; the newer one applies changes meanwhile.
  * - Both carry an ownerReference to `ownerClusterRole`, so that deleting the
  *   release deletes them through the garbage collector, whether this process
  *   runs then or not. They are never applied without that owner when one is
@@ -81,6 +97,9 @@ export class PolicySync {
   #problem: string | undefined;
   /** The latest templates compile to a policy the API server would refuse. */
   #refused = false;
+  /** The generation of a newer controller's policy found in the cluster, while there is one. */
+  #supersededBy: number | undefined;
+  readonly #generation: number;
 
   constructor(options: PolicySyncOptions) {
     this.#kubeConfig = options.kubeConfig;
@@ -91,6 +110,7 @@ export class PolicySync {
     this.#log = options.log;
     this.#resyncMs = options.resyncMs ?? 10_000;
     this.#name = options.settings.name ?? 'envoy-injector';
+    this.#generation = options.settings.generation ?? 0;
   }
 
   /** Compiles and applies `templates` (soon, in order, the latest wins). */
@@ -107,6 +127,11 @@ export class PolicySync {
   /** The API version in use (undefined until known). */
   get apiVersion(): PolicyApiVersion | undefined {
     return this.#version;
+  }
+
+  /** While a controller of a higher generation owns the policy: its generation (this one stands by). */
+  get supersededBy(): number | undefined {
+    return this.#supersededBy;
   }
 
   /** True while the latest templates compile to a policy the API server would refuse (a CEL limit). */
@@ -144,6 +169,14 @@ export class PolicySync {
         this.#problem = undefined;
         this.#refused = false;
       } catch (error) {
+        if (error instanceof Superseded) {
+          if (this.#supersededBy !== error.generation) {
+            this.#log.info({ policy: this.#name, generation: this.#generation, newer: error.generation }, `MutatingAdmissionPolicy ${this.#name} was made by a newer release (generation ${error.generation}, this one is ${this.#generation}): standing by`);
+          }
+          this.#supersededBy = error.generation;
+          this.#problem = undefined;
+          continue;
+        }
         if (error instanceof PolicyLimitError) {
           // Retrying cannot help: wait for other templates. The policy in the cluster stays the last good one.
           this.#refused = true;
@@ -173,6 +206,9 @@ export class PolicySync {
     const version = this.#version ?? (await this.#discover());
     this.#owner ??= await this.#readOwner();
     const { policy, binding } = compilePolicy(templates, { ...this.#settings, apiVersion: version, ...(this.#owner === undefined ? {} : { owner: this.#owner }) });
+    const newer = generationOf(await this.#read(version, 'mutatingadmissionpolicies'));
+    if (newer > this.#generation) throw new Superseded(newer);
+    this.#supersededBy = undefined;
     await this.#serverSideApply(version, 'mutatingadmissionpolicies', policy);
     // The binding changes with the settings, the version and the owner, not with the templates: a template change is one call.
     const bindingJson = JSON.stringify(binding);
@@ -181,9 +217,10 @@ export class PolicySync {
       this.#appliedBinding = bindingJson;
     }
     const moved = this.#applied !== undefined && this.#applied.version !== version;
-    this.#applied = { fingerprint: templatesFingerprint(templates), version };
+    const applied = { fingerprint: templatesFingerprint(templates), hash: hashOf(policy) ?? '', version };
+    this.#applied = applied;
     this.#log.info(
-      { policy: this.#name, templates: this.#applied.fingerprint, apiVersion: `${POLICY_API_GROUP}/${version}` },
+      { policy: this.#name, templates: applied.fingerprint, hash: applied.hash, apiVersion: `${POLICY_API_GROUP}/${version}` },
       `MutatingAdmissionPolicy ${this.#name} and its binding applied (${POLICY_API_GROUP}/${version}${moved ? ', moved from the version served before' : ''})`,
     );
   }
@@ -257,19 +294,28 @@ export class PolicySync {
     const before = this.#version;
     const version = await this.#discover();
     if (before !== version || this.#applied?.version !== version) return `the API server now serves ${POLICY_API_GROUP}/${version}`;
-    const read = async (resource: string): Promise<{ metadata?: { annotations?: Record<string, string> } } | undefined> => {
-      try {
-        return (await kubeJson(this.#kubeConfig, { method: 'GET', path: `${this.#collection(version, resource)}/${this.#name}` })) as { metadata?: { annotations?: Record<string, string> } };
-      } catch (error) {
-        if (kubeErrorStatus(error) === 404) return undefined;
-        throw error;
-      }
-    };
-    const [policy, binding] = await Promise.all([read('mutatingadmissionpolicies'), read('mutatingadmissionpolicybindings')]);
+    const [policy, binding] = await Promise.all([this.#read(version, 'mutatingadmissionpolicies'), this.#read(version, 'mutatingadmissionpolicybindings')]);
+    const generation = generationOf(policy);
+    if (generation > this.#generation) {
+      // A newer release's controller owns it now: nothing to put back.
+      this.#supersededBy = generation;
+      return undefined;
+    }
+    if (this.#supersededBy !== undefined) return `the newer release's controller (generation ${this.#supersededBy}) is gone`;
     if (policy === undefined) return `MutatingAdmissionPolicy ${this.#name} is gone`;
     if (binding === undefined) return `MutatingAdmissionPolicyBinding ${this.#name} is gone`;
-    if (policy.metadata?.annotations?.[TEMPLATES_ANNOTATION] !== this.#applied?.fingerprint) return `MutatingAdmissionPolicy ${this.#name} was changed by someone else`;
+    if (hashOf(policy) !== this.#applied?.hash) return `MutatingAdmissionPolicy ${this.#name} differs from what this controller applied (changed by hand, or by a replica with other settings)`;
     return undefined;
+  }
+
+  /** The object as the API server has it; undefined when absent. */
+  async #read(version: PolicyApiVersion, resource: string): Promise<PolicyMetadata | undefined> {
+    try {
+      return (await kubeJson(this.#kubeConfig, { method: 'GET', path: `${this.#collection(version, resource)}/${this.#name}` })) as PolicyMetadata;
+    } catch (error) {
+      if (kubeErrorStatus(error) === 404) return undefined;
+      throw error;
+    }
   }
 
   /** After a failure or a drift, nothing applied before is taken for granted. */
@@ -296,3 +342,21 @@ export class PolicySync {
 
 /** A reason the objects cannot be applied now, already in words for the log and /readyz. */
 class PolicyNotAppliable extends Error {}
+
+/** The policy in the cluster is of a higher generation than this controller's. */
+class Superseded extends Error {
+  readonly generation: number;
+  constructor(generation: number) {
+    super(`superseded by generation ${generation}`);
+    this.generation = generation;
+  }
+}
+
+function generationOf(object: PolicyMetadata | undefined): number {
+  const value = Number(object?.metadata?.annotations?.[POLICY_GENERATION_ANNOTATION] ?? 0);
+  return Number.isSafeInteger(value) ? value : 0;
+}
+
+function hashOf(object: unknown): string | undefined {
+  return (object as PolicyMetadata | undefined)?.metadata?.annotations?.[POLICY_HASH_ANNOTATION];
+}

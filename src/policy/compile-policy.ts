@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import {
   ALWAYS_EXCLUDED_NAMESPACES,
   Annotations,
@@ -44,6 +45,12 @@ export interface PolicySettings {
   readonly apiVersion?: PolicyApiVersion;
   /** An object whose deletion deletes both (the garbage collector follows the ownerReference). */
   readonly owner?: PolicyOwner;
+  /**
+   * Which release of the settings made the objects (the chart passes its
+   * revision): a controller finding a higher one in the cluster stands by,
+   * so an old replica never reverts a newer one during a rolling upgrade.
+   */
+  readonly generation?: number;
 }
 
 /** A cluster-scoped object, as an ownerReference names it. */
@@ -57,6 +64,10 @@ export interface PolicyOwner {
 export const DEFAULT_POLICY_NAME = 'envoy-injector';
 /** On the policy: the hashes of the templates it was compiled from, so a controller can tell it is current. */
 export const TEMPLATES_ANNOTATION = 'envoy-injector.io/templates';
+/** On the policy: a hash of everything that shapes both objects (templates and settings alike). */
+export const POLICY_HASH_ANNOTATION = 'envoy-injector.io/policy-hash';
+/** On the policy: the generation of the settings that made it (PolicySettings.generation). */
+export const POLICY_GENERATION_ANNOTATION = 'envoy-injector.io/policy-generation';
 
 export interface CompiledPolicy {
   readonly policy: JsonObject;
@@ -123,6 +134,9 @@ export function compilePolicy(templates: TemplateSet, settings: PolicySettings =
   };
   const problems = policyLimitProblems(templates, policy);
   if (problems.length > 0) throw new PolicyLimitError(problems);
+  const annotations = (policy['metadata'] as { annotations: Record<string, string> }).annotations;
+  annotations[POLICY_HASH_ANNOTATION] = 'sha256:' + createHash('sha256').update(JSON.stringify([policy['spec'], binding['spec']])).digest('hex').slice(0, 16);
+  if (settings.generation !== undefined) annotations[POLICY_GENERATION_ANNOTATION] = String(settings.generation);
   return { policy, binding };
 }
 
