@@ -46,6 +46,7 @@ export async function startPolicyController(
     backoff,
     log,
   });
+  metrics.trackPolicySync(() => sync.isInSync(state.templates.current));
   state.templates.onApplied((templates) => sync.apply(templates));
   if (state.templates.current !== undefined) sync.apply(state.templates.current);
   const watch =

@@ -44,6 +44,13 @@ export class InjectorMetrics implements TemplateReloadRecorder {
     registers: [this.registry],
   });
 
+  readonly admissionWarnings = new Counter({
+    name: 'envoy_injector_admission_warnings_total',
+    help: 'AdmissionReviews answered with at least one warning (an override not applied, a name the Pod already uses, a template problem), by result.',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+
   readonly templateInfo = new Gauge({
     name: 'envoy_injector_template_info',
     help: 'The live sidecar templates: 1 per template name and content hash.',
@@ -61,6 +68,12 @@ export class InjectorMetrics implements TemplateReloadRecorder {
   readonly templateLastReload = new Gauge({
     name: 'envoy_injector_template_last_reload_timestamp_seconds',
     help: 'Unix time of the last template set that was applied.',
+    registers: [this.registry],
+  });
+
+  readonly templateKeptLastGood = new Gauge({
+    name: 'envoy_injector_template_kept_last_good',
+    help: '1 while the latest update of the template source was rejected (invalid) or deleted and the last good set still serves, else 0.',
     registers: [this.registry],
   });
 
@@ -91,6 +104,16 @@ export class InjectorMetrics implements TemplateReloadRecorder {
       help: '1 when every webhook of the MutatingWebhookConfiguration trusts the CA of the served certificate, else 0 (--cert-mode auto).',
       registers: [this.registry],
       collect: (): void => gauge.set(trusted() ? 1 : 0),
+    });
+  }
+
+  /** Policy mode only: whether the MutatingAdmissionPolicy in the cluster matches the live templates. */
+  trackPolicySync(inSync: () => boolean): void {
+    const gauge: Gauge = new Gauge({
+      name: 'envoy_injector_policy_in_sync',
+      help: '1 when the MutatingAdmissionPolicy in the cluster was compiled from the live templates, else 0 (policy mode).',
+      registers: [this.registry],
+      collect: (): void => gauge.set(inSync() ? 1 : 0),
     });
   }
 
@@ -126,6 +149,7 @@ export class InjectorMetrics implements TemplateReloadRecorder {
   templatesApplied(templates: Iterable<{ name: string; hash: string }>): void {
     this.templateReloads.labels('applied').inc();
     this.templateLastReload.setToCurrentTime();
+    this.templateKeptLastGood.set(0);
     // Replace the template_info series: old hashes must not linger.
     this.templateInfo.reset();
     for (const { name, hash } of templates) this.templateInfo.labels(name, hash).set(1);
@@ -133,5 +157,6 @@ export class InjectorMetrics implements TemplateReloadRecorder {
 
   templateReloadKept(result: 'rejected' | 'deleted'): void {
     this.templateReloads.labels(result).inc();
+    this.templateKeptLastGood.set(1);
   }
 }
