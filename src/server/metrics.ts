@@ -99,22 +99,17 @@ export class InjectorMetrics implements TemplateReloadRecorder {
 
   /** `--cert-mode auto` only: whether every webhook's caBundle holds the CA of the served certificate. */
   trackCaBundle(trusted: () => boolean): void {
-    const gauge: Gauge = new Gauge({
-      name: 'envoy_injector_ca_bundle_trusted',
-      help: '1 when every webhook of the MutatingWebhookConfiguration trusts the CA of the served certificate, else 0 (--cert-mode auto).',
-      registers: [this.registry],
-      collect: (): void => gauge.set(trusted() ? 1 : 0),
-    });
+    this.#trackCondition('envoy_injector_ca_bundle_trusted', '1 when every webhook of the MutatingWebhookConfiguration trusts the CA of the served certificate, else 0 (--cert-mode auto).', trusted);
   }
 
   /** Policy mode only: whether the MutatingAdmissionPolicy in the cluster matches the live templates. */
   trackPolicySync(inSync: () => boolean): void {
-    const gauge: Gauge = new Gauge({
-      name: 'envoy_injector_policy_in_sync',
-      help: '1 when the MutatingAdmissionPolicy in the cluster was compiled from the live templates, else 0 (policy mode).',
-      registers: [this.registry],
-      collect: (): void => gauge.set(inSync() ? 1 : 0),
-    });
+    this.#trackCondition('envoy_injector_policy_in_sync', '1 when the MutatingAdmissionPolicy in the cluster was compiled from the live templates, else 0 (policy mode).', inSync);
+  }
+
+  /** A gauge of one mode only, registered by that mode: 1 while CONDITION holds at scrape time, else 0. */
+  #trackCondition(name: string, help: string, condition: () => boolean): void {
+    const gauge: Gauge = new Gauge({ name, help, registers: [this.registry], collect: (): void => gauge.set(condition() ? 1 : 0) });
   }
 
   /** The Prometheus text exposition, with its content type. */
