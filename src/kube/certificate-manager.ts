@@ -166,6 +166,11 @@ export class CertificateManager {
     return this.#served !== undefined && this.#trusted;
   }
 
+  /** For the metric: when the CA that signed the served certificate expires. */
+  get caNotAfter(): Date | undefined {
+    return this.#served === undefined ? undefined : describeCertificate(this.#served.ca.cert).notAfter;
+  }
+
   /** Readiness: undefined while a trusted certificate is served, else what is wrong. */
   problem(): string | undefined {
     const retrying = this.#lastError === undefined ? '' : ` (last attempt: ${this.#lastError}; retrying)`;

@@ -103,6 +103,19 @@ export class InjectorMetrics implements TemplateReloadRecorder {
   }
 
   /** Policy mode only: whether the MutatingAdmissionPolicy in the cluster matches the live templates. */
+  /** `--cert-mode auto` only: the injector's own CA, which it renews as it renews the serving certificate. */
+  trackCaExpiry(notAfter: () => Date | undefined): void {
+    const gauge: Gauge = new Gauge({
+      name: 'envoy_injector_ca_expiry_timestamp_seconds',
+      help: 'Unix time at which the CA that signed the served certificate expires (--cert-mode auto).',
+      registers: [this.registry],
+      collect: (): void => {
+        const expiry = notAfter();
+        if (expiry !== undefined) gauge.set(expiry.getTime() / 1000);
+      },
+    });
+  }
+
   trackPolicySync(inSync: () => boolean): void {
     this.#trackCondition('envoy_injector_policy_in_sync', '1 when the MutatingAdmissionPolicy in the cluster was compiled from the live templates, else 0 (policy mode).', inSync);
   }
