@@ -18,12 +18,13 @@ interface KubectlResult {
   readonly stderr: string;
 }
 
-/** kubectl (1.32, on the machine) with STDIN; never throws on a non-zero exit. */
+/** The machine's kubectl (1.32 here; any with diff --server-side) with STDIN; never throws on a non-zero exit. */
 function kubectl(args: readonly string[], stdin: string): Promise<KubectlResult> {
   return new Promise((resolve, reject) => {
     const child = execFile('kubectl', [...args], { timeout: 60_000, maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
       const code = error === null ? 0 : (error as { code?: unknown }).code;
-      if (typeof code !== 'number') reject(error ?? new Error('kubectl: no exit code'));
+      if (code === 'ENOENT') reject(new Error('kubectl not found on PATH: this test diffs the chart with kubectl diff --server-side'));
+      else if (typeof code !== 'number') reject(error ?? new Error('kubectl: no exit code'));
       else resolve({ code, stdout, stderr });
     });
     child.stdin?.end(stdin);
