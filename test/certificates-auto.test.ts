@@ -82,6 +82,10 @@ describe('certificates.mode auto: the injector manages its own certificate', () 
     assert.match(ca, /BEGIN CERTIFICATE/);
     await until('caBundle patched', () => (caBundles(fake).every((bundle) => bundle.includes(ca.trim())) ? true : undefined));
     assert.equal(caBundles(fake).length, 2);
+    // A server-side apply under our field manager (the real API server's behaviour is test/e2e/gitops.test.ts).
+    const write = fake.requests.find((request) => request.method === 'PATCH' && request.path.endsWith('/mutatingwebhookconfigurations/envoy-injector'));
+    assert.equal(write?.query['fieldManager'], 'envoy-injector');
+    assert.equal(write?.query['force'], 'true');
     const serving = new X509Certificate(secretText(fake, 'tls.crt'));
     for (const name of [`DNS:${SERVICE_HOST}`, `DNS:${SERVICE_HOST}.cluster.local`]) assert.ok(serving.subjectAltName?.includes(name), name);
     assert.ok(serving.checkIssued(new X509Certificate(ca)));

@@ -335,13 +335,12 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
       PORT: '8443',
       HOST: '::',
       LOG_LEVEL: 'info',
-      EXCLUDED_NAMESPACES: '',
       TEMPLATE_CONFIGMAP: 'envoy-initializer',
       NATIVE_SIDECAR: 'auto',
       ALLOWED_OVERRIDES: 'proxy-cpu,proxy-memory,proxy-cpu-limit,proxy-memory-limit',
       SHUTDOWN_DELAY: '2s',
       SHUTDOWN_TIMEOUT: '10s',
-      POD_NAMESPACE: { fieldRef: { fieldPath: 'metadata.namespace' } },
+      POD_NAMESPACE: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } },
     };
     const auto = { ...common, CERT_MODE: 'auto', CERT_SECRET: `${FULLNAME}-tls`, WEBHOOK_CONFIG_NAME: CLUSTER_NAME, SERVICE_NAME: FULLNAME, CLUSTER_DOMAIN: 'cluster.local' };
     assert.deepEqual(Object.fromEntries(envOf(manifestsOf('default'))), auto);

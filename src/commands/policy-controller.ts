@@ -49,6 +49,7 @@ export async function startPolicyController(
     backoff,
     log,
   });
+  metrics.trackPolicySync(() => sync.isInSync(state.templates.current));
   metrics.trackPolicyRefused(() => sync.refused);
   state.templates.onApplied((templates) => sync.apply(templates));
   if (state.templates.current !== undefined) sync.apply(state.templates.current);

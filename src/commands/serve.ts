@@ -283,6 +283,7 @@ export async function startInjector(
     certificates = manager;
     state.addCheck('certificate', () => manager.problem());
     metrics.trackCaBundle(() => manager.caBundleTrusted);
+    metrics.trackCaExpiry(() => manager.caNotAfter);
     // Listen at once, unready, on a throwaway certificate: probes and /readyz must answer while the real one is being made.
     const { serving } = await makeCertificates({ hosts: [] });
     tls = { material: { ...serving, clientCa, info: checkKeyPair(serving) } };

@@ -14,6 +14,7 @@ import { BACKDATE_MS, checkKeyPair, describeCertificate, makeCa, makeServingCert
 import type { TlsMaterial } from '../tls/tls-files.js';
 import { describeKubeError, kubeErrorForLog, kubeErrorStatus } from './kube-errors.js';
 import { backoffDelayMs, type Backoff } from './backoff.js';
+import { caBundleApply, CA_BUNDLE_FIELD_MANAGER, splitPem, stillValid, trustsCa } from './ca-bundle.js';
 import { ResilientInformer } from './resilient-informer.js';
 import { TrackedWatch } from './tracked-watch.js';
 
@@ -163,6 +164,11 @@ export class CertificateManager {
   /** For the metric: the served CA is in every webhook's caBundle. */
   get caBundleTrusted(): boolean {
     return this.#served !== undefined && this.#trusted;
+  }
+
+  /** For the metric: when the CA that signed the served certificate expires. */
+  get caNotAfter(): Date | undefined {
+    return this.#served === undefined ? undefined : describeCertificate(this.#served.ca.cert).notAfter;
   }
 
   /** Readiness: undefined while a trusted certificate is served, else what is wrong. */
@@ -348,7 +354,11 @@ export class CertificateManager {
     }
   }
 
-  /** Adds the CAs of `stored` to every webhook's caBundle that lacks one, keeping the CAs already there that are valid; true when it patched. */
+  /**
+   * Adds the CAs of `stored` to every webhook's caBundle that lacks one, keeping the CAs already there that are valid; true when it wrote.
+   * The write is a server-side apply of the caBundles alone, under our field manager: the caBundle is ours, every other field the
+   * chart's, so a GitOps tool applying the chart (which renders no caBundle) neither conflicts with nor removes it.
+   */
   async #ensureTrusted(stored: StoredCertificates): Promise<boolean> {
     const wanted = splitPem(stored.caBundle);
     for (let attempt = 1; ; attempt++) {
@@ -356,31 +366,19 @@ export class CertificateManager {
       // Not installed yet (Helm may create it after the Deployment): nothing calls us, and the watch will see it arrive.
       if (config === undefined) return false;
       if (this.#served !== undefined) this.#trusted = trustsCa(config, this.#served.ca.cert);
-      const now = this.#now();
-      const operations = (config.webhooks ?? []).flatMap((webhook, index) => {
-        const existing = splitPem(decodeBundle(webhook.clientConfig?.caBundle));
-        if (wanted.every((pem) => existing.includes(pem))) return [];
-        const bundle = [...new Set([...wanted, ...existing.filter((pem) => stillValid(pem, now))])].join('\n') + '\n';
-        return [
-          // Pins the index to the webhook we looked at, should the list change meanwhile.
-          { op: 'test', path: `/webhooks/${index}/name`, value: webhook.name },
-          { op: 'add', path: `/webhooks/${index}/clientConfig/caBundle`, value: Buffer.from(bundle).toString('base64') },
-        ];
-      });
-      if (operations.length === 0) return false;
+      const apply = caBundleApply(config, wanted, this.#now());
+      if (apply === undefined) return false;
       try {
         await this.#admission.patchMutatingWebhookConfiguration(
-          // Optimistic concurrency: the patch applies only to the version we read, so no one's CA is lost.
-          { name: this.#settings.webhookConfigName, body: [{ op: 'test', path: '/metadata/resourceVersion', value: config.metadata?.resourceVersion }, ...operations] },
-          setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
+          { name: this.#settings.webhookConfigName, body: apply.body, fieldManager: CA_BUNDLE_FIELD_MANAGER, force: true },
+          setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply),
         );
       } catch (error) {
-        const status = kubeErrorStatus(error);
-        // A failed `test` (the configuration changed since we read it): read again.
-        if ((status === 409 || status === 422) && attempt < 5) continue;
+        // 409: the configuration changed since we read it (the resourceVersion precondition); read again.
+        if (kubeErrorStatus(error) === 409 && attempt < 5) continue;
         throw error;
       }
-      this.#log.info({ webhooks: operations.length / 2 }, `caBundle of MutatingWebhookConfiguration ${this.#settings.webhookConfigName} updated`);
+      this.#log.info({ webhooks: apply.changed }, `caBundle of MutatingWebhookConfiguration ${this.#settings.webhookConfigName} updated`);
       return true;
     }
   }
@@ -427,26 +425,4 @@ function toSecret(stored: Omit<StoredCertificates, 'resourceVersion'>, name: str
 
 function toMaterial(stored: StoredCertificates): TlsMaterial {
   return { cert: stored.serving.cert, key: stored.serving.key, info: checkKeyPair(stored.serving) };
-}
-
-function splitPem(bundle: string): string[] {
-  return bundle.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
-}
-
-function decodeBundle(encoded: string | undefined): string {
-  return Buffer.from(String(encoded ?? ''), 'base64').toString('utf8');
-}
-
-/** Every webhook of `config` trusts `caPem`. */
-function trustsCa(config: V1MutatingWebhookConfiguration, caPem: string): boolean {
-  const ca = caPem.trim();
-  return (config.webhooks ?? []).every((webhook) => splitPem(decodeBundle(webhook.clientConfig?.caBundle)).includes(ca));
-}
-
-function stillValid(pem: string, now: Date): boolean {
-  try {
-    return describeCertificate(pem).notAfter.getTime() > now.getTime();
-  } catch {
-    return false;
-  }
 }

@@ -157,6 +157,7 @@ export function buildApp(deps: AppDependencies) {
     const outcome = reviewAdmission(admission, { templates, namespaceLabels, options, memo });
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     deps.metrics.recordAdmission(outcome.result, outcome.reason, seconds);
+    if (outcome.warnings.length > 0) deps.metrics.admissionWarnings.labels(outcome.result).inc();
     if (request.log.isLevelEnabled('debug')) {
       const metadata = (admission.object?.['metadata'] ?? {}) as Record<string, unknown>;
       request.log.debug(

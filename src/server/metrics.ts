@@ -44,6 +44,13 @@ export class InjectorMetrics implements TemplateReloadRecorder {
     registers: [this.registry],
   });
 
+  readonly admissionWarnings = new Counter({
+    name: 'envoy_injector_admission_warnings_total',
+    help: 'AdmissionReviews answered with at least one warning (an override not applied, a name the Pod already uses, a template problem), by result.',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+
   readonly templateInfo = new Gauge({
     name: 'envoy_injector_template_info',
     help: 'The live sidecar templates: 1 per template name and content hash.',
@@ -61,6 +68,12 @@ export class InjectorMetrics implements TemplateReloadRecorder {
   readonly templateLastReload = new Gauge({
     name: 'envoy_injector_template_last_reload_timestamp_seconds',
     help: 'Unix time of the last template set that was applied.',
+    registers: [this.registry],
+  });
+
+  readonly templateKeptLastGood = new Gauge({
+    name: 'envoy_injector_template_kept_last_good',
+    help: '1 while the latest update of the template source was rejected (invalid) or deleted and the last good set still serves, else 0.',
     registers: [this.registry],
   });
 
@@ -86,22 +99,39 @@ export class InjectorMetrics implements TemplateReloadRecorder {
 
   /** `--cert-mode auto` only: whether every webhook's caBundle holds the CA of the served certificate. */
   trackCaBundle(trusted: () => boolean): void {
+    this.#trackCondition('envoy_injector_ca_bundle_trusted', '1 when every webhook of the MutatingWebhookConfiguration trusts the CA of the served certificate, else 0 (--cert-mode auto).', trusted);
+  }
+
+  /** `--cert-mode auto` only: the injector's own CA, which it renews as it renews the serving certificate. */
+  trackCaExpiry(notAfter: () => Date | undefined): void {
     const gauge: Gauge = new Gauge({
-      name: 'envoy_injector_ca_bundle_trusted',
-      help: '1 when every webhook of the MutatingWebhookConfiguration trusts the CA of the served certificate, else 0 (--cert-mode auto).',
+      name: 'envoy_injector_ca_expiry_timestamp_seconds',
+      help: 'Unix time at which the CA that signed the served certificate expires (--cert-mode auto).',
       registers: [this.registry],
-      collect: (): void => gauge.set(trusted() ? 1 : 0),
+      collect: (): void => {
+        const expiry = notAfter();
+        if (expiry !== undefined) gauge.set(expiry.getTime() / 1000);
+      },
     });
+  }
+
+  /** Policy mode only: whether the MutatingAdmissionPolicy in the cluster matches the live templates. */
+  trackPolicySync(inSync: () => boolean): void {
+    this.#trackCondition('envoy_injector_policy_in_sync', '1 when the MutatingAdmissionPolicy in the cluster was compiled from the live templates, else 0 (policy mode).', inSync);
   }
 
   /** Policy mode only: 1 while the live templates compile to a policy the API server would refuse (a CEL limit), else 0. */
   trackPolicyRefused(refused: () => boolean): void {
-    const gauge: Gauge = new Gauge({
-      name: 'envoy_injector_policy_templates_refused',
-      help: '1 while the live templates compile to a MutatingAdmissionPolicy the API server would refuse (a CEL limit: /readyz names it); the last good policy stays (policy mode).',
-      registers: [this.registry],
-      collect: (): void => gauge.set(refused() ? 1 : 0),
-    });
+    this.#trackCondition(
+      'envoy_injector_policy_templates_refused',
+      '1 while the live templates compile to a MutatingAdmissionPolicy the API server would refuse (a CEL limit: /readyz names it); the last good policy stays (policy mode).',
+      refused,
+    );
+  }
+
+  /** A gauge of one mode only, registered by that mode: 1 while CONDITION holds at scrape time, else 0. */
+  #trackCondition(name: string, help: string, condition: () => boolean): void {
+    const gauge: Gauge = new Gauge({ name, help, registers: [this.registry], collect: (): void => gauge.set(condition() ? 1 : 0) });
   }
 
   /** The Prometheus text exposition, with its content type. */
@@ -136,6 +166,7 @@ export class InjectorMetrics implements TemplateReloadRecorder {
   templatesApplied(templates: Iterable<{ name: string; hash: string }>): void {
     this.templateReloads.labels('applied').inc();
     this.templateLastReload.setToCurrentTime();
+    this.templateKeptLastGood.set(0);
     // Replace the template_info series: old hashes must not linger.
     this.templateInfo.reset();
     for (const { name, hash } of templates) this.templateInfo.labels(name, hash).set(1);
@@ -143,5 +174,6 @@ export class InjectorMetrics implements TemplateReloadRecorder {
 
   templateReloadKept(result: 'rejected' | 'deleted'): void {
     this.templateReloads.labels(result).inc();
+    this.templateKeptLastGood.set(1);
   }
 }

@@ -334,10 +334,16 @@ export class FakeApiServer {
       }
       const key = this.#key(route.resource, route.namespace, route.name ?? '');
       const existing = this.#objects.get(key);
-      // Server-side apply, simplified: the applied object replaces what was there, or is created.
+      // Server-side apply, simplified: the applied fields merged into what was there (lists of named entries by name), or created;
+      // a resourceVersion in the applied object is a precondition. No field ownership: a field left out is kept.
       if (method === 'PATCH' && body !== undefined && (request.headers['content-type'] ?? '').startsWith('application/apply-patch')) {
-        const metadata = { ...body.metadata, name: route.name ?? '', namespace: route.namespace, resourceVersion: existing?.metadata.resourceVersion };
-        return send(existing === undefined ? 201 : 200, this.apply(route.resource, { ...body, metadata }));
+        const expected = body.metadata.resourceVersion;
+        if (existing !== undefined && expected !== undefined && expected !== existing.metadata.resourceVersion) {
+          return send(409, status(409, 'Conflict', `Operation cannot be fulfilled on ${route.resource} "${route.name}": the object has been modified; please apply your changes to the latest version and try again`));
+        }
+        const merged = existing === undefined ? body : (applyMerge(structuredClone(existing), body) as typeof body);
+        const metadata = { ...merged.metadata, name: route.name ?? '', namespace: route.namespace, resourceVersion: existing?.metadata.resourceVersion };
+        return send(existing === undefined ? 201 : 200, this.apply(route.resource, { ...merged, metadata }));
       }
       if (existing === undefined) return send(404, status(404, 'NotFound', `${route.resource} "${route.name}" not found`));
       if (method === 'PUT' && body !== undefined) {
@@ -516,4 +522,22 @@ function mergePatch(target: Record<string, unknown>, patch: Record<string, unkno
       mergePatch(target[key] as Record<string, unknown>, value as Record<string, unknown>);
     } else target[key] = value;
   }
+}
+
+/** Server-side apply's merge, roughly: maps merged, lists whose entries all have a `name` merged by name, other lists and values replaced. */
+function applyMerge(target: unknown, applied: unknown): unknown {
+  const named = (list: unknown[]): list is { name: unknown }[] => list.every((entry) => entry !== null && typeof entry === 'object' && 'name' in entry);
+  if (Array.isArray(target) && Array.isArray(applied) && named(target) && named(applied)) {
+    const result = [...target];
+    for (const entry of applied) {
+      const index = result.findIndex((candidate) => candidate.name === entry.name);
+      if (index === -1) result.push(entry);
+      else result[index] = applyMerge(result[index], entry) as { name: unknown };
+    }
+    return result;
+  }
+  if (target === null || applied === null || typeof target !== 'object' || typeof applied !== 'object' || Array.isArray(target) || Array.isArray(applied)) return applied;
+  const result: Record<string, unknown> = { ...(target as Record<string, unknown>) };
+  for (const [key, value] of Object.entries(applied)) result[key] = key in result ? applyMerge(result[key], value) : value;
+  return result;
 }

@@ -1,0 +1,138 @@
+import assert from 'node:assert/strict';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { formatYaml } from '../src/injection/index.js';
+import { ALERT_CASES, type AlertCase, type AlertVariant } from './fixtures/alert-cases.js';
+import { NAMESPACE, type Manifest } from './helpers/helm.js';
+import { alertRules, dashboardQueries, renderMonitoring, ruleFile, scrapedService, substituteVariables, type PromRule } from './helpers/monitoring.js';
+import { promtool, promtoolOrSkip } from './helpers/promtool.js';
+
+/**
+ * The chart's alerts and dashboard queries, judged by promtool: `check rules`
+ * parses every expression with Prometheus's own parser, `test rules` runs
+ * each alert over input series and says when it fires, with which labels and
+ * annotations (test/fixtures/alert-cases.ts).
+ */
+describe('the PrometheusRule and the dashboard, checked by promtool', () => {
+  let work: string;
+  const rendered = new Map<AlertVariant, Manifest[]>();
+  before(async () => {
+    work = await mkdtemp(join(tmpdir(), 'ei-promtool-'));
+    for (const variant of ['webhook', 'policy'] as const) rendered.set(variant, await renderMonitoring(variant));
+  });
+  after(async () => {
+    await rm(work, { recursive: true, force: true });
+  });
+  const manifests = (variant: AlertVariant): Manifest[] => {
+    const found = rendered.get(variant);
+    assert.ok(found !== undefined);
+    return found;
+  };
+
+  const checkRules = async (bin: string, name: string, file: unknown) => {
+    await writeFile(join(work, name), formatYaml(file));
+    return promtool(bin, ['check', 'rules', name], work);
+  };
+
+  it('promtool check rules accepts the rendered PrometheusRule in every mode', async (t) => {
+    const bin = promtoolOrSkip(t);
+    if (bin === undefined) return;
+    const variants: [string, Promise<Manifest[]>][] = [
+      ['webhook, auto', Promise.resolve(manifests('webhook'))],
+      ['webhook, certManager', renderMonitoring('webhook', { certificates: { mode: 'certManager' } })],
+      ['webhook, metrics.port', renderMonitoring('webhook', { metrics: { port: 9090 } })],
+      ['policy', Promise.resolve(manifests('policy'))],
+      ['additionalRules', renderMonitoring('webhook', { metrics: { prometheusRule: { enabled: true, additionalRules: [{ alert: 'Mine', expr: 'vector(1)', labels: { severity: 'info' } }] } } })],
+    ];
+    for (const [index, [name, render]] of variants.entries()) {
+      const result = await checkRules(bin, `rules-${index}.yaml`, ruleFile(await render));
+      assert.equal(result.code, 0, `${name}: ${result.output}`);
+      assert.match(result.output, /SUCCESS: \d+ rules found/, name);
+    }
+  });
+
+  it('promtool check rules refuses a broken expression (the check can fail)', async (t) => {
+    const bin = promtoolOrSkip(t);
+    if (bin === undefined) return;
+    const result = await checkRules(bin, 'broken.yaml', { groups: [{ name: 'g', rules: [{ record: 'r', expr: 'sum(rate(x[5m])' }] }] });
+    assert.notEqual(result.code, 0, result.output);
+  });
+
+  it('every alert has severity, summary, description and a runbook_url', () => {
+    for (const variant of ['webhook', 'policy'] as const) {
+      for (const rule of alertRules(manifests(variant))) {
+        assert.match(rule.labels?.['severity'] ?? '', /^(critical|warning|info)$/, `${rule.alert}: severity`);
+        for (const key of ['summary', 'description', 'runbook_url']) assert.ok((rule.annotations?.[key] ?? '').length > 0, `${rule.alert}: ${key}`);
+      }
+    }
+    assert.ok(alertRules(manifests('webhook')).length >= 5, 'at least five alerts');
+  });
+
+  it('every alert of every mode has a unit test, and every unit test an alert', () => {
+    for (const variant of ['webhook', 'policy'] as const) {
+      const alerts = new Set(alertRules(manifests(variant)).map((rule) => rule.alert));
+      const tested = new Set(ALERT_CASES.filter((testCase) => testCase.variants.includes(variant)).map((testCase) => testCase.alert));
+      assert.deepEqual([...alerts].sort(), [...tested].sort(), `${variant} mode: alerts rendered vs alerts tested`);
+    }
+  });
+
+  for (const variant of ['webhook', 'policy'] as const) {
+    it(`promtool test rules: each alert of ${variant} mode quiet, then firing with its labels and annotations`, async (t) => {
+      const bin = promtoolOrSkip(t);
+      if (bin === undefined) return;
+      const chart = manifests(variant);
+      await writeFile(join(work, `${variant}-rules.yaml`), formatYaml(ruleFile(chart)));
+      const job = scrapedService(chart).service.metadata.name;
+      const rules = alertRules(chart);
+      const cases = ALERT_CASES.filter((testCase) => testCase.variants.includes(variant));
+      const tests = cases.map((testCase) => unitTest(testCase, rules, { JOB: job, NS: NAMESPACE }));
+      await writeFile(join(work, `${variant}-test.yaml`), formatYaml({ rule_files: [`${variant}-rules.yaml`], evaluation_interval: '1m', tests }));
+      const result = await promtool(bin, ['test', 'rules', `${variant}-test.yaml`], work);
+      assert.equal(result.code, 0, result.output);
+      assert.match(result.output, /SUCCESS/);
+      t.diagnostic(`${cases.length} cases over ${new Set(cases.map((testCase) => testCase.alert)).size} alerts`);
+    });
+  }
+
+  it('every dashboard query, its variables substituted, is valid PromQL', async (t) => {
+    const bin = promtoolOrSkip(t);
+    if (bin === undefined) return;
+    const queries = dashboardQueries(manifests('webhook'));
+    assert.ok(queries.length >= 6);
+    // As recording rules: promtool parses each expression with Prometheus's parser.
+    const rules = queries.map((query, index) => ({ record: `dashboard:query_${index}`, expr: substituteVariables(query.expr, { namespace: NAMESPACE, datasource: 'prometheus' }) }));
+    const result = await checkRules(bin, 'dashboard.yaml', { groups: [{ name: 'dashboard', rules }] });
+    assert.equal(result.code, 0, result.output);
+    assert.match(result.output, new RegExp(`SUCCESS: ${rules.length} rules found`));
+  });
+});
+
+/** One promtool test group: CASE's series, no alert at quietAt, exactly the expected one at firesAt. */
+function unitTest(testCase: AlertCase, rules: readonly PromRule[], names: Readonly<Record<'JOB' | 'NS', string>>) {
+  const fill = (text: string): string => text.replace(/\bJOB\b/g, names.JOB).replace(/\bNS\b/g, names.NS);
+  const rule = rules.find((candidate) => candidate.alert === testCase.alert);
+  assert.ok(rule !== undefined, `alert ${testCase.alert} is rendered`);
+  const labels = Object.fromEntries(Object.entries(testCase.labels).map(([key, value]) => [key, fill(value)]));
+  // The rule's own annotations, $labels filled in: what Alertmanager would receive.
+  const annotations = Object.fromEntries(
+    Object.entries(rule.annotations ?? {}).map(([key, text]) => [
+      key,
+      text.replace(/\{\{ \$labels\.(\w+) \}\}/g, (_whole, label: string) => {
+        const value = labels[label];
+        assert.ok(value !== undefined, `${testCase.alert}: its annotations use $labels.${label}, which the case does not expect`);
+        return value;
+      }),
+    ]),
+  );
+  return {
+    name: `${testCase.alert}: ${testCase.scenario}`,
+    interval: '1m',
+    input_series: Object.entries(testCase.series).map(([series, values]) => ({ series: fill(series), values })),
+    alert_rule_test: [
+      { eval_time: testCase.quietAt, alertname: testCase.alert, exp_alerts: [] },
+      { eval_time: testCase.firesAt, alertname: testCase.alert, exp_alerts: [{ exp_labels: labels, exp_annotations: annotations }] },
+    ],
+  };
+}
