@@ -9,7 +9,7 @@ import { addPod, injectedAnnotations, INJECTOR_NAMESPACE, LIVE, LIVE_DATA, OLD, 
 interface StatusJson {
   source: string;
   templates: { name: string; hash: string }[];
-  workloads: { namespace: string; kind: string; name: string; templates: string[]; current: number; outdated: number; notInjected: number; outdatedHashes: { template: string; hash: string; pods: number }[]; restartable: boolean }[];
+  workloads: { namespace: string; apiVersion: string; kind: string; name: string; templates: string[]; current: number; outdated: number; notInjected: number; outdatedHashes: { template: string; hash: string; pods: number }[]; restartable: boolean }[];
   totals: { pods: number; current: number; outdated: number; notInjected: number };
   restart?: { dryRun: boolean; targets: { kind: string; name: string }[]; confirmed: boolean; restartedAt?: string; restarted: { kind: string; name: string }[]; failed: { kind: string; name: string; error: string }[]; notRestartable: { kind: string; name: string }[] };
 }
@@ -52,7 +52,7 @@ describe('envoy-injector status against an API server', () => {
     assert.deepEqual(report.templates, [...LIVE.templates.values()].map(({ name, hash }) => ({ name, hash })));
     assert.deepEqual(report.totals, { pods: 12, current: 4, outdated: 6, notInjected: 2 });
     const web = report.workloads.find((workload) => workload.name === 'web');
-    assert.deepEqual(web, { namespace: 'shop', kind: 'Deployment', name: 'web', templates: ['config'], current: 1, outdated: 2, notInjected: 1, outdatedHashes: [{ template: 'config', hash: OLD.defaultTemplate.hash, pods: 2 }], restartable: true });
+    assert.deepEqual(web, { namespace: 'shop', apiVersion: 'apps/v1', kind: 'Deployment', name: 'web', templates: ['config'], current: 1, outdated: 2, notInjected: 1, outdatedHashes: [{ template: 'config', hash: OLD.defaultTemplate.hash, pods: 2 }], restartable: true });
     assert.equal(report.restart, undefined);
   });
 
@@ -129,6 +129,21 @@ describe('envoy-injector status against an API server', () => {
     }
     assert.equal(restartedAt('deployments', 'api'), undefined, 'a current Deployment is not touched');
     assert.equal(restartedAt('daemonsets', 'agent'), undefined, 'a current DaemonSet is not touched');
+  });
+
+  it('a Pod owned by example.com/v1 Deployment web is its own workload: apps/v1 web is not restarted for it', async () => {
+    // apps/v1 Deployment api is current; a Deployment of another group with the same name owns an outdated Pod.
+    addPod(fake, 'shop', 'api-foreign', { owner: { kind: 'Deployment', name: 'api', apiVersion: 'example.com/v1' }, annotations: injectedAnnotations(OLD) });
+    const { code, stdout, stderr } = await status(['--restart', '--yes', '-o', 'json']);
+    assert.equal(code, 3, stderr);
+    const json = JSON.parse(stdout) as StatusJson & { workloads: { apiVersion: string }[] };
+    assert.deepEqual(json.workloads.filter((w) => w.name === 'api').map((w) => `${w.apiVersion} ${w.kind} ${w.current}/${w.outdated}`), ['apps/v1 Deployment 1/0', 'example.com/v1 Deployment 0/1']);
+    assert.deepEqual(json.restart?.restarted.map((ref) => `${ref.kind}/${ref.name}`), ['Deployment/web', 'StatefulSet/db']);
+    assert.ok(json.restart?.notRestartable.some((ref) => `${(ref as { apiVersion?: string }).apiVersion} ${ref.kind}/${ref.name}` === 'example.com/v1 Deployment/api'));
+    assert.equal(restartedAt('deployments', 'api'), undefined, 'the apps/v1 Deployment of the same name is not touched');
+    const table = await status(['--restart', '--dry-run']);
+    assert.match(table.stdout, /^shop +Deployment\.example\.com\/api +config +0 +1 /m);
+    assert.match(table.stdout, /Deployment\.example\.com shop\/api/);
   });
 
   it('--restart on a terminal asks first: yes restarts, anything else restarts nothing', async () => {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { buildFleetReport, ownerKey, planRestarts, readInjectionStatus, resolveWorkload, type OwnerRef, type PodRecord } from '../src/fleet/fleet-report.js';
+import { buildFleetReport, describeKind, ownerKey, planRestarts, readInjectionStatus, resolveWorkload, type OwnerRef, type PodRecord } from '../src/fleet/fleet-report.js';
 import { parseTemplateData } from '../src/injection/index.js';
 import { injectedAnnotations } from './helpers/fleet-fixture.js';
 
@@ -34,24 +34,24 @@ function report(pods: PodRecord[], owners = new Map<string, OwnerRef>(), templat
 
 describe('fleet report: the workload of a Pod', () => {
   const owners = new Map<string, OwnerRef>([
-    [ownerKey('shop', 'ReplicaSet', 'web-5d8f'), { kind: 'Deployment', name: 'web' }],
-    [ownerKey('shop', 'Job', 'report-2889'), { kind: 'CronJob', name: 'report' }],
+    [ownerKey('shop', { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-5d8f' }), { apiVersion: 'apps/v1', kind: 'Deployment', name: 'web' }],
+    [ownerKey('shop', { apiVersion: 'batch/v1', kind: 'Job', name: 'report-2889' }), { apiVersion: 'batch/v1', kind: 'CronJob', name: 'report' }],
   ]);
   const cases: [string, OwnerRef | undefined, OwnerRef][] = [
-    ['a ReplicaSet of a Deployment: the Deployment', { kind: 'ReplicaSet', name: 'web-5d8f' }, { kind: 'Deployment', name: 'web' }],
-    ['a ReplicaSet not listed or without a controller: the ReplicaSet', { kind: 'ReplicaSet', name: 'solo' }, { kind: 'ReplicaSet', name: 'solo' }],
-    ['a Job of a CronJob: the CronJob', { kind: 'Job', name: 'report-2889' }, { kind: 'CronJob', name: 'report' }],
-    ['a Job of its own', { kind: 'Job', name: 'migrate' }, { kind: 'Job', name: 'migrate' }],
-    ['a StatefulSet', { kind: 'StatefulSet', name: 'db' }, { kind: 'StatefulSet', name: 'db' }],
-    ['a DaemonSet', { kind: 'DaemonSet', name: 'agent' }, { kind: 'DaemonSet', name: 'agent' }],
-    ['another controller (a CRD)', { kind: 'Rollout', name: 'canary' }, { kind: 'Rollout', name: 'canary' }],
-    ['no controller: the bare Pod', undefined, { kind: 'Pod', name: 'debug' }],
+    ['a ReplicaSet of a Deployment: the Deployment', { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-5d8f' }, { apiVersion: 'apps/v1', kind: 'Deployment', name: 'web' }],
+    ['a ReplicaSet not listed or without a controller: the ReplicaSet', { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'solo' }, { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'solo' }],
+    ['a Job of a CronJob: the CronJob', { apiVersion: 'batch/v1', kind: 'Job', name: 'report-2889' }, { apiVersion: 'batch/v1', kind: 'CronJob', name: 'report' }],
+    ['a Job of its own', { apiVersion: 'batch/v1', kind: 'Job', name: 'migrate' }, { apiVersion: 'batch/v1', kind: 'Job', name: 'migrate' }],
+    ['a StatefulSet', { apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'db' }, { apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'db' }],
+    ['a DaemonSet', { apiVersion: 'apps/v1', kind: 'DaemonSet', name: 'agent' }, { apiVersion: 'apps/v1', kind: 'DaemonSet', name: 'agent' }],
+    ['another controller (a CRD)', { apiVersion: 'argoproj.io/v1alpha1', kind: 'Rollout', name: 'canary' }, { apiVersion: 'argoproj.io/v1alpha1', kind: 'Rollout', name: 'canary' }],
+    ['no controller: the bare Pod', undefined, { apiVersion: 'v1', kind: 'Pod', name: 'debug' }],
   ];
   for (const [title, owner, expected] of cases) {
     it(title, () => assert.deepEqual(resolveWorkload(pod('debug', { owner }), owners), expected));
   }
   it('owners are per namespace: the same ReplicaSet name elsewhere is not followed', () => {
-    assert.deepEqual(resolveWorkload(pod('x', { namespace: 'other', owner: { kind: 'ReplicaSet', name: 'web-5d8f' } }), owners), { kind: 'ReplicaSet', name: 'web-5d8f' });
+    assert.deepEqual(resolveWorkload(pod('x', { namespace: 'other', owner: { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-5d8f' } }), owners), { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-5d8f' });
   });
 });
 
@@ -107,9 +107,9 @@ describe('fleet report: current, outdated, not injected', () => {
 
 describe('fleet report: grouping and the restart plan', () => {
   const owners = new Map<string, OwnerRef>([
-    [ownerKey('shop', 'ReplicaSet', 'web-new'), { kind: 'Deployment', name: 'web' }],
-    [ownerKey('shop', 'ReplicaSet', 'web-old'), { kind: 'Deployment', name: 'web' }],
-    [ownerKey('shop', 'Job', 'report-1'), { kind: 'CronJob', name: 'report' }],
+    [ownerKey('shop', { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-new' }), { apiVersion: 'apps/v1', kind: 'Deployment', name: 'web' }],
+    [ownerKey('shop', { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-old' }), { apiVersion: 'apps/v1', kind: 'Deployment', name: 'web' }],
+    [ownerKey('shop', { apiVersion: 'batch/v1', kind: 'Job', name: 'report-1' }), { apiVersion: 'batch/v1', kind: 'CronJob', name: 'report' }],
   ]);
   const live = injectedWith(LIVE, 'config');
   const old = injectedWith(OLD, 'config');
@@ -117,17 +117,17 @@ describe('fleet report: grouping and the restart plan', () => {
   const lite = injectedWith(OLD, 'lite');
   const fleet = report(
     [
-      pod('web-new-1', { owner: { kind: 'ReplicaSet', name: 'web-new' }, annotations: live }),
-      pod('web-old-1', { owner: { kind: 'ReplicaSet', name: 'web-old' }, annotations: old }),
-      pod('web-old-2', { owner: { kind: 'ReplicaSet', name: 'web-old' }, annotations: injectedWith(OLDER, 'config') }),
-      pod('web-old-3', { owner: { kind: 'ReplicaSet', name: 'web-old' }, annotations: old }),
-      pod('web-new-2', { owner: { kind: 'ReplicaSet', name: 'web-new' } }),
-      pod('db-0', { owner: { kind: 'StatefulSet', name: 'db' }, annotations: old }),
-      pod('db-1', { owner: { kind: 'StatefulSet', name: 'db' }, annotations: { ...lite, 'envoy-injector.io/template': 'lite' } }),
-      pod('agent-x', { owner: { kind: 'DaemonSet', name: 'agent' }, annotations: live }),
-      pod('report-1-abc', { owner: { kind: 'Job', name: 'report-1' }, annotations: old }),
+      pod('web-new-1', { owner: { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-new' }, annotations: live }),
+      pod('web-old-1', { owner: { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-old' }, annotations: old }),
+      pod('web-old-2', { owner: { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-old' }, annotations: injectedWith(OLDER, 'config') }),
+      pod('web-old-3', { owner: { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-old' }, annotations: old }),
+      pod('web-new-2', { owner: { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-new' } }),
+      pod('db-0', { owner: { apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'db' }, annotations: old }),
+      pod('db-1', { owner: { apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'db' }, annotations: { ...lite, 'envoy-injector.io/template': 'lite' } }),
+      pod('agent-x', { owner: { apiVersion: 'apps/v1', kind: 'DaemonSet', name: 'agent' }, annotations: live }),
+      pod('report-1-abc', { owner: { apiVersion: 'batch/v1', kind: 'Job', name: 'report-1' }, annotations: old }),
       pod('debug', { annotations: old }),
-      pod('web-1', { namespace: 'plain', owner: { kind: 'ReplicaSet', name: 'web-1' }, annotations: { ...old, 'envoy-injector.io/inject': 'true' } }),
+      pod('web-1', { namespace: 'plain', owner: { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-1' }, annotations: { ...old, 'envoy-injector.io/inject': 'true' } }),
     ],
     owners,
   );
@@ -157,6 +157,27 @@ describe('fleet report: grouping and the restart plan', () => {
     const plan = planRestarts(fleet);
     assert.deepEqual(plan.restart.map((w) => `${w.kind}/${w.name}`), ['Deployment/web', 'StatefulSet/db']);
     assert.deepEqual(plan.byHand.map((w) => `${w.kind}/${w.name}`), ['ReplicaSet/web-1', 'CronJob/report', 'Pod/debug']);
+  });
+
+  it('owners of another group are other workloads: example.com/v1 Deployment web is neither apps/v1 web nor restarted', () => {
+    const withForeign = report(
+      [
+        pod('web-new-1', { owner: { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-new' }, annotations: old }),
+        pod('web-x', { owner: { apiVersion: 'example.com/v1', kind: 'Deployment', name: 'web' }, annotations: old }),
+        pod('rs-x', { owner: { apiVersion: 'example.com/v1', kind: 'ReplicaSet', name: 'web-new' }, annotations: old }),
+        pod('db-x', { owner: { apiVersion: 'apps.kruise.io/v1beta1', kind: 'StatefulSet', name: 'db' }, annotations: old }),
+      ],
+      owners,
+    );
+    assert.deepEqual(withForeign.workloads.map((w) => `${w.apiVersion} ${w.kind}/${w.name} ${w.outdated} ${w.restartable}`), [
+      'apps/v1 Deployment/web 1 true',
+      'example.com/v1 Deployment/web 1 false',
+      'example.com/v1 ReplicaSet/web-new 1 false',
+      'apps.kruise.io/v1beta1 StatefulSet/db 1 false',
+    ]);
+    const plan = planRestarts(withForeign);
+    assert.deepEqual(plan.restart.map((w) => `${w.apiVersion} ${w.kind}/${w.name}`), ['apps/v1 Deployment/web']);
+    assert.deepEqual(plan.byHand.map((w) => `${describeKind(w)}/${w.name}`), ['Deployment.example.com/web', 'ReplicaSet.example.com/web-new', 'StatefulSet.apps.kruise.io/db']);
   });
 
   it('reads the status annotation the webhook writes', () => {

@@ -1,7 +1,7 @@
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { UsageError } from '../errors.js';
-import { buildFleetReport, planRestarts, type FleetReport, type WorkloadReport } from '../fleet/fleet-report.js';
+import { buildFleetReport, describeKind, planRestarts, type FleetReport, type WorkloadReport } from '../fleet/fleet-report.js';
 import type { CommandIo } from './io.js';
 
 export const STATUS_HELP = `Usage: envoy-injector status [options]
@@ -91,6 +91,7 @@ function parseStatusArgs(args: readonly string[]): StatusSettings | undefined {
 
 interface Ref {
   readonly namespace: string;
+  readonly apiVersion: string;
   readonly kind: string;
   readonly name: string;
 }
@@ -185,7 +186,7 @@ function formatReport(report: FleetReport, source: string, scope: string, withHi
   const header = ['NAMESPACE', 'WORKLOAD', 'TEMPLATE', 'CURRENT', 'OUTDATED', 'NOT-INJECTED', 'OUTDATED-HASHES'];
   const rows = report.workloads.map((workload) => [
     workload.namespace,
-    `${workload.kind}/${workload.name}`,
+    `${describeKind(workload)}/${workload.name}`,
     workload.templates.join(',') || '-',
     String(workload.current),
     String(workload.outdated),
@@ -228,11 +229,11 @@ function formatColumns(rows: readonly (readonly string[])[]): string[] {
 }
 
 function toRef(workload: WorkloadReport): Ref {
-  return { namespace: workload.namespace, kind: workload.kind, name: workload.name };
+  return { namespace: workload.namespace, apiVersion: workload.apiVersion, kind: workload.kind, name: workload.name };
 }
 
 function describeRef(ref: Ref): string {
-  return `${ref.kind} ${ref.namespace}/${ref.name}`;
+  return `${describeKind(ref)} ${ref.namespace}/${ref.name}`;
 }
 
 function describeCount(count: number, noun: string): string {

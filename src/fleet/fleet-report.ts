@@ -1,7 +1,12 @@
 import { Annotations, decideInjection, isJsonObject, stringAt, type DecisionOptions, type JsonObject, type TemplateSet } from '../injection/index.js';
 
-/** A controller reference, as `metadata.ownerReferences[]` names it. */
+/**
+ * A controller reference, as `metadata.ownerReferences[]` names it. Group and
+ * kind together say what it is: `example.com/v1 Deployment` is not `apps/v1`'s.
+ */
 export interface OwnerRef {
+  /** `apps/v1`, `batch/v1`, `example.com/v1`; `v1` for a bare Pod. */
+  readonly apiVersion: string;
   readonly kind: string;
   readonly name: string;
 }
@@ -37,6 +42,8 @@ export interface OutdatedHash {
 
 export interface WorkloadReport {
   readonly namespace: string;
+  /** The owner's API version: its group and kind identify the workload, with its namespace and name. */
+  readonly apiVersion: string;
   /** Deployment, StatefulSet, DaemonSet, CronJob, Job, ReplicaSet, Pod, or another controller's kind. */
   readonly kind: string;
   readonly name: string;
@@ -47,7 +54,7 @@ export interface WorkloadReport {
   /** Pods without a status that the webhook would inject if they were created now. */
   readonly notInjected: number;
   readonly outdatedHashes: readonly OutdatedHash[];
-  /** Whether `--restart` can roll it (a Pod template to annotate). */
+  /** Whether `--restart` can roll it: an `apps/v1` kind with a Pod template to annotate. */
   readonly restartable: boolean;
 }
 
@@ -59,15 +66,42 @@ export interface FleetReport {
   readonly totals: { readonly pods: number; readonly current: number; readonly outdated: number; readonly notInjected: number };
 }
 
-/** The kinds `--restart` rolls, as `kubectl rollout restart` does: the ones with a Pod template and a rollout. */
+/** The kinds `--restart` rolls, as `kubectl rollout restart` does: the ones with a Pod template and a rollout, in this group only. */
 export const RESTARTABLE_KINDS: readonly string[] = ['Deployment', 'StatefulSet', 'DaemonSet'];
+export const RESTARTABLE_GROUP = 'apps';
 
 /** A status we cannot read is reported under these names (and counted outdated: a restart rewrites it). */
 const UNREADABLE = { template: '?', hash: 'unreadable' } as const;
 
-/** `ns/Kind/name`: how `owners` is keyed. */
-export function ownerKey(namespace: string, kind: string, name: string): string {
-  return `${namespace}/${kind}/${name}`;
+/** The group of an `apiVersion`: `apps` of `apps/v1`, empty for the core `v1`. */
+export function apiGroup(apiVersion: string): string {
+  const slash = apiVersion.indexOf('/');
+  return slash < 0 ? '' : apiVersion.slice(0, slash);
+}
+
+/** `ns/group/Kind/name`: how `owners` and workloads are keyed (the version may differ between references to one object). */
+export function ownerKey(namespace: string, owner: OwnerRef): string {
+  return `${namespace}/${apiGroup(owner.apiVersion)}/${owner.kind}/${owner.name}`;
+}
+
+/** The groups a kind is named without: the core, apps and batch, whose kinds everyone knows. */
+const WELL_KNOWN_GROUPS: readonly string[] = ['', 'apps', 'batch'];
+
+/** `Deployment` for apps', `Deployment.example.com` for another group's (as kubectl names a kind by its group). */
+export function describeKind(workload: { readonly apiVersion: string; readonly kind: string }): string {
+  const group = apiGroup(workload.apiVersion);
+  return WELL_KNOWN_GROUPS.includes(group) ? workload.kind : `${workload.kind}.${group}`;
+}
+
+/** Whether `--restart` rolls this kind of workload. */
+export function isRestartable(workload: { readonly apiVersion: string; readonly kind: string }): boolean {
+  return apiGroup(workload.apiVersion) === RESTARTABLE_GROUP && RESTARTABLE_KINDS.includes(workload.kind);
+}
+
+/** The ReplicaSets and Jobs whose controller the report follows: only apps' and batch's own. */
+export function isIntermediateOwner(owner: OwnerRef): boolean {
+  const group = apiGroup(owner.apiVersion);
+  return (group === 'apps' && owner.kind === 'ReplicaSet') || (group === 'batch' && owner.kind === 'Job');
 }
 
 /**
@@ -77,8 +111,8 @@ export function ownerKey(namespace: string, kind: string, name: string): string 
  */
 export function resolveWorkload(pod: PodRecord, owners: ReadonlyMap<string, OwnerRef>): OwnerRef {
   const { owner } = pod;
-  if (owner === undefined) return { kind: 'Pod', name: pod.name };
-  if (owner.kind === 'ReplicaSet' || owner.kind === 'Job') return owners.get(ownerKey(pod.namespace, owner.kind, owner.name)) ?? owner;
+  if (owner === undefined) return { apiVersion: 'v1', kind: 'Pod', name: pod.name };
+  if (isIntermediateOwner(owner)) return owners.get(ownerKey(pod.namespace, owner)) ?? owner;
   return owner;
 }
 
@@ -145,7 +179,7 @@ export function buildFleetReport(input: FleetInput): FleetReport {
     const classified = classifyPod(pod, input);
     if (classified.state === 'ignored') continue;
     const workload = resolveWorkload(pod, input.owners);
-    const key = ownerKey(pod.namespace, workload.kind, workload.name);
+    const key = ownerKey(pod.namespace, workload);
     let tally = tallies.get(key);
     if (tally === undefined) {
       tally = { namespace: pod.namespace, workload, templates: new Set(), current: 0, outdated: 0, notInjected: 0, hashes: new Map() };
@@ -164,6 +198,7 @@ export function buildFleetReport(input: FleetInput): FleetReport {
   const workloads = [...tallies.values()]
     .map((tally): WorkloadReport => ({
       namespace: tally.namespace,
+      apiVersion: tally.workload.apiVersion,
       kind: tally.workload.kind,
       name: tally.workload.name,
       templates: [...tally.templates].sort(),
@@ -171,9 +206,9 @@ export function buildFleetReport(input: FleetInput): FleetReport {
       outdated: tally.outdated,
       notInjected: tally.notInjected,
       outdatedHashes: [...tally.hashes.values()].sort((a, b) => compareText(`${a.template}@${a.hash}`, `${b.template}@${b.hash}`)),
-      restartable: RESTARTABLE_KINDS.includes(tally.workload.kind),
+      restartable: isRestartable(tally.workload),
     }))
-    .sort((a, b) => compareText(a.namespace, b.namespace) || compareText(a.kind, b.kind) || compareText(a.name, b.name));
+    .sort((a, b) => compareText(a.namespace, b.namespace) || compareText(a.kind, b.kind) || compareText(a.name, b.name) || compareText(a.apiVersion, b.apiVersion));
   const templates = [...input.templates.templates.values()]
     .map((template) => ({ name: template.name, hash: template.hash }))
     .sort((a, b) => compareText(a.name, b.name));
