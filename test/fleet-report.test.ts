@@ -64,7 +64,7 @@ describe('fleet report: current, outdated, not injected', () => {
     ]);
     assert.deepEqual(workloads.map((w) => [w.name, w.current, w.outdated]), [['a', 1, 0], ['b', 0, 1], ['c', 1, 0]]);
     assert.deepEqual(workloads[1]?.outdatedHashes, [{ template: 'config', hash: OLD.defaultTemplate.hash, pods: 1 }]);
-    assert.deepEqual(totals, { pods: 3, current: 2, outdated: 1, notInjected: 0 });
+    assert.deepEqual(totals, { pods: 3, current: 2, outdated: 1, notInjected: 0, unknown: 0 });
   });
 
   it('a template whose YAML only changed layout and key order keeps its Pods current', () => {
@@ -102,6 +102,33 @@ describe('fleet report: current, outdated, not injected', () => {
       pod('unknown-template', { annotations: { 'envoy-injector.io/template': 'nope' } }),
     ]);
     assert.deepEqual(workloads.map((w) => `${w.namespace}/${w.name}:${w.notInjected}`), ['plain/annotated-true:1', 'plain/legacy-annotation:1', 'shop/labeled-namespace:1']);
+  });
+});
+
+describe('fleet report: namespace labels that could not be read', () => {
+  it('Pods without a status count as unknown when the labels would decide, and as what they are when not', () => {
+    const unreadable = buildFleetReport({
+      pods: [
+        pod('plain', { namespace: 'app' }),
+        pod('opted-in', { namespace: 'app', annotations: { 'envoy-injector.io/inject': 'true' } }),
+        pod('opted-out', { namespace: 'app', annotations: { 'envoy-injector.io/inject': 'false' } }),
+        pod('injected', { namespace: 'app', annotations: injectedWith(LIVE, 'config') }),
+        pod('elsewhere', { namespace: 'shop' }),
+      ],
+      owners: new Map(),
+      templates: LIVE,
+      namespaceLabels: (namespace) => LABELS[namespace],
+      namespaceLabelsUnreadable: (namespace) => namespace === 'app',
+      decision: { injectorNamespace: 'envoy-injector-system' },
+    });
+    assert.deepEqual(unreadable.workloads.map((w) => `${w.namespace}/${w.name} ${w.current}/${w.outdated}/${w.notInjected}/${w.unknown}`), [
+      // opted-in: a namespace labeled disabled would refuse it, so it is unknown too.
+      'app/injected 1/0/0/0',
+      'app/opted-in 0/0/0/1',
+      'app/plain 0/0/0/1',
+      'shop/elsewhere 0/0/1/0',
+    ]);
+    assert.deepEqual(unreadable.totals, { pods: 4, current: 1, outdated: 0, notInjected: 1, unknown: 2 });
   });
 });
 
@@ -149,7 +176,7 @@ describe('fleet report: grouping and the restart plan', () => {
       { template: 'config', hash: OLDER.defaultTemplate.hash, pods: 1 },
     ].sort((a, b) => (a.hash < b.hash ? -1 : 1));
     assert.deepEqual(fleet.workloads.find((w) => w.name === 'web')?.outdatedHashes, webHashes);
-    assert.deepEqual(fleet.totals, { pods: 11, current: 3, outdated: 7, notInjected: 1 });
+    assert.deepEqual(fleet.totals, { pods: 11, current: 3, outdated: 7, notInjected: 1, unknown: 0 });
     assert.deepEqual(fleet.templates, [...LIVE.templates.values()].map((t) => ({ name: t.name, hash: t.hash })));
   });
 

@@ -132,11 +132,17 @@ export async function runStatus(args: readonly string[], io: CommandIo, env: Nod
   for (const what of snapshot.inconsistentLists) {
     io.stderr.write(`envoy-injector: note: ${what} outlasted the API server's history (410 Gone); the rest was listed as it is now, so objects changed meanwhile may be missing\n`);
   }
+  const forbidden = snapshot.namespaceLabelsForbidden;
+  if (forbidden !== undefined) {
+    const what = forbidden.namespace === undefined ? 'list namespaces' : `get namespace ${forbidden.namespace}`;
+    io.stderr.write(`envoy-injector: note: no permission to ${what} (${forbidden.message}): its labels are unknown, so Pods there without the sidecar are counted as unknown\n`);
+  }
   const report = buildFleetReport({
     pods: snapshot.pods,
     owners: snapshot.owners,
     templates: snapshot.templates,
     namespaceLabels: (namespace) => snapshot.namespaceLabels.get(namespace),
+    namespaceLabelsUnreadable: (namespace) => forbidden !== undefined && (forbidden.namespace === undefined || forbidden.namespace === namespace),
     decision: { excludedNamespaces: settings.excludedNamespaces, injectorNamespace: settings.injectorNamespace },
   });
   const scope = settings.namespace === undefined ? 'all namespaces' : `namespace ${settings.namespace}`;
@@ -183,7 +189,10 @@ function formatReport(report: FleetReport, source: string, scope: string, withHi
     lines.push(`No injected Pods, and none missing the sidecar, in ${scope}.`);
     return lines.join('\n') + '\n';
   }
-  const header = ['NAMESPACE', 'WORKLOAD', 'TEMPLATE', 'CURRENT', 'OUTDATED', 'NOT-INJECTED', 'OUTDATED-HASHES'];
+  const { totals } = report;
+  // UNKNOWN only when some namespace's labels could not be read: the usual table stays as it was.
+  const withUnknown = totals.unknown > 0;
+  const header = ['NAMESPACE', 'WORKLOAD', 'TEMPLATE', 'CURRENT', 'OUTDATED', 'NOT-INJECTED', ...(withUnknown ? ['UNKNOWN'] : []), 'OUTDATED-HASHES'];
   const rows = report.workloads.map((workload) => [
     workload.namespace,
     `${describeKind(workload)}/${workload.name}`,
@@ -191,12 +200,13 @@ function formatReport(report: FleetReport, source: string, scope: string, withHi
     String(workload.current),
     String(workload.outdated),
     String(workload.notInjected),
+    ...(withUnknown ? [String(workload.unknown)] : []),
     workload.outdatedHashes.map((entry) => `${entry.template}@${entry.hash} (${entry.pods})`).join(', ') || '-',
   ]);
   lines.push(...formatColumns([header, ...rows]), '');
-  const { totals } = report;
+  const unknown = withUnknown ? `, ${totals.unknown} unknown (namespace labels not readable)` : '';
   lines.push(
-    `${describeCount(totals.pods, 'Pod')} in ${describeCount(report.workloads.length, 'workload')} (${scope}): ${totals.current} current, ${totals.outdated} outdated, ${totals.notInjected} not injected.`,
+    `${describeCount(totals.pods, 'Pod')} in ${describeCount(report.workloads.length, 'workload')} (${scope}): ${totals.current} current, ${totals.outdated} outdated, ${totals.notInjected} not injected${unknown}.`,
   );
   if (withHint && totals.outdated > 0) {
     const plan = planRestarts(report);

@@ -1,4 +1,4 @@
-import { Annotations, decideInjection, isJsonObject, stringAt, type DecisionOptions, type JsonObject, type TemplateSet } from '../injection/index.js';
+import { Annotations, decideInjection, isJsonObject, NamespaceLabel, stringAt, type DecisionOptions, type JsonObject, type TemplateSet } from '../injection/index.js';
 
 /**
  * A controller reference, as `metadata.ownerReferences[]` names it. Group and
@@ -29,6 +29,11 @@ export interface FleetInput {
   readonly templates: TemplateSet;
   /** Labels of a namespace; undefined when unknown (treated as none, as the webhook does). */
   readonly namespaceLabels: (namespace: string) => Readonly<Record<string, string>> | undefined;
+  /**
+   * Namespaces whose labels could not be read (no permission): their Pods
+   * without a status are counted `unknown` when the labels would decide.
+   */
+  readonly namespaceLabelsUnreadable?: (namespace: string) => boolean;
   /** The webhook's own settings, for Pods without a status: would it inject them now? */
   readonly decision: DecisionOptions;
 }
@@ -53,6 +58,8 @@ export interface WorkloadReport {
   readonly outdated: number;
   /** Pods without a status that the webhook would inject if they were created now. */
   readonly notInjected: number;
+  /** Pods without a status in a namespace whose labels could not be read, when those labels would decide. */
+  readonly unknown: number;
   readonly outdatedHashes: readonly OutdatedHash[];
   /** Whether `--restart` can roll it: an `apps/v1` kind with a Pod template to annotate. */
   readonly restartable: boolean;
@@ -63,7 +70,7 @@ export interface FleetReport {
   readonly templates: readonly { readonly name: string; readonly hash: string }[];
   /** Workloads with at least one injected Pod or Pod that should be; sorted by namespace, kind, name. */
   readonly workloads: readonly WorkloadReport[];
-  readonly totals: { readonly pods: number; readonly current: number; readonly outdated: number; readonly notInjected: number };
+  readonly totals: { readonly pods: number; readonly current: number; readonly outdated: number; readonly notInjected: number; readonly unknown: number };
 }
 
 /** The kinds `--restart` rolls, as `kubectl rollout restart` does: the ones with a Pod template and a rollout, in this group only. */
@@ -131,7 +138,15 @@ export function readInjectionStatus(annotations: Readonly<Record<string, string>
   return template === undefined || hash === undefined ? UNREADABLE : { template, hash };
 }
 
-type PodState = { state: 'current'; template: string } | { state: 'outdated'; template: string; hash: string } | { state: 'notInjected' } | { state: 'ignored' };
+type PodState =
+  | { state: 'current'; template: string }
+  | { state: 'outdated'; template: string; hash: string }
+  | { state: 'notInjected' }
+  | { state: 'unknown' }
+  | { state: 'ignored' };
+
+/** The namespace labels that can change the decision: none, enabled, disabled. */
+const LABEL_CASES: readonly Readonly<Record<string, string>>[] = [{}, { [NamespaceLabel.key]: NamespaceLabel.enabled }, { [NamespaceLabel.key]: NamespaceLabel.disabled }];
 
 /**
  * Current: injected with the hash the injector computes for that template
@@ -149,16 +164,15 @@ function classifyPod(pod: PodRecord, input: FleetInput): PodState {
       : { state: 'outdated', template: status.template, hash: status.hash };
   }
   const asCreated: JsonObject = { metadata: { annotations: { ...pod.annotations } }, spec: { hostNetwork: pod.hostNetwork } };
-  const decision = decideInjection({
-    operation: 'CREATE',
-    kind: { group: '', kind: 'Pod' },
-    namespace: pod.namespace,
-    namespaceLabels: input.namespaceLabels(pod.namespace),
-    pod: asCreated,
-    templates: input.templates,
-    options: input.decision,
-  });
-  return decision.inject ? { state: 'notInjected' } : { state: 'ignored' };
+  const wouldInject = (namespaceLabels: Readonly<Record<string, string>> | undefined): boolean =>
+    decideInjection({ operation: 'CREATE', kind: { group: '', kind: 'Pod' }, namespace: pod.namespace, namespaceLabels, pod: asCreated, templates: input.templates, options: input.decision }).inject;
+  if (input.namespaceLabelsUnreadable?.(pod.namespace) === true) {
+    // Labels unknown: sure only when every label the webhook reads gives the same answer.
+    const answers = new Set(LABEL_CASES.map(wouldInject));
+    if (answers.size > 1) return { state: 'unknown' };
+    return answers.has(true) ? { state: 'notInjected' } : { state: 'ignored' };
+  }
+  return wouldInject(input.namespaceLabels(pod.namespace)) ? { state: 'notInjected' } : { state: 'ignored' };
 }
 
 interface Tally {
@@ -168,13 +182,14 @@ interface Tally {
   current: number;
   outdated: number;
   notInjected: number;
+  unknown: number;
   readonly hashes: Map<string, OutdatedHash>;
 }
 
 /** Groups Pods by workload and counts them current, outdated and not injected. */
 export function buildFleetReport(input: FleetInput): FleetReport {
   const tallies = new Map<string, Tally>();
-  const totals = { pods: 0, current: 0, outdated: 0, notInjected: 0 };
+  const totals = { pods: 0, current: 0, outdated: 0, notInjected: 0, unknown: 0 };
   for (const pod of input.pods) {
     const classified = classifyPod(pod, input);
     if (classified.state === 'ignored') continue;
@@ -182,7 +197,7 @@ export function buildFleetReport(input: FleetInput): FleetReport {
     const key = ownerKey(pod.namespace, workload);
     let tally = tallies.get(key);
     if (tally === undefined) {
-      tally = { namespace: pod.namespace, workload, templates: new Set(), current: 0, outdated: 0, notInjected: 0, hashes: new Map() };
+      tally = { namespace: pod.namespace, workload, templates: new Set(), current: 0, outdated: 0, notInjected: 0, unknown: 0, hashes: new Map() };
       tallies.set(key, tally);
     }
     totals.pods += 1;
@@ -205,6 +220,7 @@ export function buildFleetReport(input: FleetInput): FleetReport {
       current: tally.current,
       outdated: tally.outdated,
       notInjected: tally.notInjected,
+      unknown: tally.unknown,
       outdatedHashes: [...tally.hashes.values()].sort((a, b) => compareText(`${a.template}@${a.hash}`, `${b.template}@${b.hash}`)),
       restartable: isRestartable(tally.workload),
     }))

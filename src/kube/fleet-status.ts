@@ -30,6 +30,12 @@ export interface FleetSnapshot {
   readonly namespaceLabels: ReadonlyMap<string, Labels>;
   /** Lists that outlived the API server's history and were finished inconsistently (see listPaged). */
   readonly inconsistentLists: readonly string[];
+  /**
+   * When the namespace labels were refused (403): the namespace (undefined
+   * for all of them) and the API server's message. The report then counts
+   * un-injected Pods there as unknown rather than failing.
+   */
+  readonly namespaceLabelsForbidden: { readonly namespace: string | undefined; readonly message: string } | undefined;
 }
 
 /**
@@ -86,17 +92,20 @@ export async function readFleet(kubeConfig: KubeConfig, query: FleetQuery): Prom
   const addLabels = (object: { metadata?: V1ObjectMeta }): void => {
     if (object.metadata?.name !== undefined) namespaceLabels.set(object.metadata.name, object.metadata.labels ?? {});
   };
-  if (namespace === undefined) {
-    await listPaged('listing Namespaces', (page) => core.listNamespace({ limit: pageSize, ...page }, metadataOnly), addLabels);
-  } else {
-    try {
-      addLabels(await core.readNamespace({ name: namespace }, setHeaderOptions('Accept', METADATA_OBJECT)));
-    } catch (error) {
-      // No such namespace: no Pods either, and nothing to report.
-      if (kubeErrorStatus(error) !== 404) throw new ClusterError(`reading namespace ${namespace}: ${describeKubeError(error)}`, { cause: error });
-    }
+  let namespaceLabelsForbidden: FleetSnapshot['namespaceLabelsForbidden'];
+  try {
+    if (namespace === undefined) await listPaged('listing Namespaces', (page) => core.listNamespace({ limit: pageSize, ...page }, metadataOnly), addLabels);
+    else addLabels(await core.readNamespace({ name: namespace }, setHeaderOptions('Accept', METADATA_OBJECT)));
+  } catch (error) {
+    const cause = error instanceof ClusterError && error.cause !== undefined ? error.cause : error;
+    const status = kubeErrorStatus(cause);
+    // No such namespace: no Pods either, and nothing to report.
+    if (namespace !== undefined && status === 404) return { templates, templateSource, pods, owners, namespaceLabels, inconsistentLists, namespaceLabelsForbidden };
+    // Labels are only needed for Pods without a status: one missing permission must not hide the rest.
+    if (status !== 403) throw error instanceof ClusterError ? error : new ClusterError(`reading namespace ${namespace ?? ''}: ${describeKubeError(error)}`, { cause: error });
+    namespaceLabelsForbidden = { namespace, message: describeKubeError(cause) };
   }
-  return { templates, templateSource, pods, owners, namespaceLabels, inconsistentLists };
+  return { templates, templateSource, pods, owners, namespaceLabels, inconsistentLists, namespaceLabelsForbidden };
 }
 
 export interface WorkloadRef {
