@@ -75,7 +75,10 @@ describe('envoy-injector status against an API server', () => {
       'GET /api/v1/namespaces',
       `GET /api/v1/namespaces/${INJECTOR_NAMESPACE}/configmaps/envoy-initializer`,
       'GET /api/v1/pods',
+      // The outdated Deployment and StatefulSet, read whole for their strategy and rollout: one list per kind.
+      'GET /apis/apps/v1/deployments',
       'GET /apis/apps/v1/replicasets',
+      'GET /apis/apps/v1/statefulsets',
       'GET /apis/batch/v1/jobs',
     ]);
     for (const path of ['/apis/apps/v1/replicasets', '/apis/batch/v1/jobs', '/api/v1/namespaces']) {
@@ -87,7 +90,9 @@ describe('envoy-injector status against an API server', () => {
       'GET /api/v1/namespaces/envoy-injector-system/configmaps/envoy-initializer',
       'GET /api/v1/namespaces/shop',
       'GET /api/v1/namespaces/shop/pods',
+      'GET /apis/apps/v1/namespaces/shop/deployments',
       'GET /apis/apps/v1/namespaces/shop/replicasets',
+      'GET /apis/apps/v1/namespaces/shop/statefulsets',
       'GET /apis/batch/v1/namespaces/shop/jobs',
     ]);
   });
@@ -170,6 +175,44 @@ describe('envoy-injector status against an API server', () => {
     assert.equal((JSON.parse(stdout) as { totals: { unknown: number } }).totals.unknown, 3);
   });
 
+  it('an OnDelete StatefulSet or DaemonSet is not patched: listed to recreate by hand, saying why', async () => {
+    fake.apply('statefulsets', { metadata: { name: 'db', namespace: 'shop' }, spec: { updateStrategy: { type: 'OnDelete' }, template: { metadata: {}, spec: { containers: [] } } } });
+    fake.apply('daemonsets', { metadata: { name: 'logs', namespace: 'shop' }, spec: { updateStrategy: { type: 'OnDelete' }, template: { metadata: {}, spec: { containers: [] } } } });
+    addPod(fake, 'shop', 'logs-z9', { owner: { kind: 'DaemonSet', name: 'logs' }, annotations: injectedAnnotations(OLD) });
+    const { code, stdout, stderr } = await status(['--restart', '--yes', '-o', 'json']);
+    assert.equal(code, 3, stderr);
+    const { restart } = JSON.parse(stdout) as StatusJson;
+    assert.deepEqual(restart?.restarted.map((ref) => `${ref.kind}/${ref.name}`), ['Deployment/web']);
+    assert.deepEqual(restart?.notRestartable.map((ref) => `${ref.kind}/${ref.name}: ${(ref as { why?: string }).why}`), [
+      'CronJob/report: no Pod template to roll',
+      'DaemonSet/logs: updateStrategy OnDelete: a restart changes no Pod',
+      'Pod/debug: no Pod template to roll',
+      'StatefulSet/db: updateStrategy OnDelete: a restart changes no Pod',
+    ]);
+    assert.deepEqual(patches().map((request) => request.path), ['/apis/apps/v1/namespaces/shop/deployments/web']);
+    const table = await status(['--restart', '--yes']);
+    assert.match(table.stdout, /^Not restarted \(updateStrategy OnDelete: a restart changes no Pod; recreate them by hand\): DaemonSet shop\/logs, StatefulSet shop\/db\.$/m);
+  });
+
+  it('a rollout in progress is skipped, and said so; --force restarts it anyway', async () => {
+    // web: 1 of 3 Pods updated, as its controller reports.
+    fake.apply('deployments', { metadata: { name: 'web', namespace: 'shop', generation: 2 }, spec: { replicas: 3, template: { metadata: {}, spec: { containers: [] } } }, status: { observedGeneration: 2, replicas: 4, updatedReplicas: 1 } });
+    const { code, stdout, stderr } = await status(['--restart', '--yes', '-o', 'json']);
+    assert.equal(code, 3, stderr);
+    const { restart } = JSON.parse(stdout) as StatusJson & { restart: { skipped: { kind: string; name: string; why: string; detail: string }[] } };
+    assert.deepEqual(restart.restarted.map((ref) => `${ref.kind}/${ref.name}`), ['StatefulSet/db']);
+    assert.deepEqual(restart.skipped.map((ref) => `${ref.kind}/${ref.name}: ${ref.why} (${ref.detail})`), ['Deployment/web: rollout in progress (1 of 3 Pods updated)']);
+    assert.equal(restartedAt('deployments', 'web'), undefined);
+    const hint = await status([]);
+    assert.match(hint.stdout, /^--restart would skip, rollout in progress \(--force restarts them anyway\): Deployment shop\/web \(1 of 3 Pods updated\)\.$/m);
+    const text = await status(['--restart', '--yes']);
+    assert.match(text.stdout, /^Skipped, rollout in progress \(--force restarts them anyway\): Deployment shop\/web \(1 of 3 Pods updated\)\.$/m);
+    assert.equal(restartedAt('deployments', 'web'), undefined);
+    const forced = await status(['--restart', '--yes', '--force']);
+    assert.match(forced.stdout, /  restarted Deployment shop\/web\n/);
+    assert.ok(restartedAt('deployments', 'web'));
+  });
+
   it('--restart on a terminal asks first: yes restarts, anything else restarts nothing', async () => {
     const declined = await status(['--restart'], { tty: true, stdin: 'n\n' });
     assert.equal(declined.code, 3);
@@ -211,7 +254,7 @@ describe('envoy-injector status against an API server', () => {
     assert.equal(noCluster.code, 2);
     assert.match(noCluster.stderr, /status reads a cluster: pass --kubeconfig FILE or set KUBECONFIG/);
     for (const [args, message] of [
-      [['--dry-run'], /--dry-run and --yes go with --restart/],
+      [['--dry-run'], /--dry-run, --yes and --force go with --restart/],
       [['-o', 'yaml'], /--output: must be table or json/],
       [['--page-size', '0'], /--page-size: must be an integer from 1 to 10000/],
     ] as const) {
@@ -271,7 +314,7 @@ describe('envoy-injector status: paging', () => {
     assert.ok(podPages[1]?.query['continue'] && podPages[2]?.query['continue'] && podPages[1].query['continue'] !== podPages[2].query['continue']);
     // 600 ReplicaSets: two pages of the metadata-only list, not 1,200 GETs.
     assert.equal(fake.requests.filter((request) => request.path === '/apis/apps/v1/replicasets').length, 2);
-    assert.equal(fake.requests.length, 1 + 3 + 2 + 1, 'the ConfigMap, 3 Pod pages, 2 ReplicaSet pages, 1 Namespace page');
+    assert.equal(fake.requests.length, 1 + 3 + 2 + 1 + 1, 'the ConfigMap, 3 Pod pages, 2 ReplicaSet pages, 1 Namespace page, 1 Deployment page');
   });
 
   it('a continue token expired by a compaction: the list goes on from the token the 410 offers, with a note', async () => {

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { buildFleetReport, describeKind, ownerKey, planRestarts, readInjectionStatus, resolveWorkload, type OwnerRef, type PodRecord } from '../src/fleet/fleet-report.js';
+import { buildFleetReport, describeKind, ownerKey, readInjectionStatus, resolveWorkload, type OwnerRef, type PodRecord } from '../src/fleet/fleet-report.js';
+import { planRestarts, restartCandidates } from '../src/fleet/restart-plan.js';
 import { parseTemplateData } from '../src/injection/index.js';
 import { injectedAnnotations } from './helpers/fleet-fixture.js';
 
@@ -21,6 +22,11 @@ const LABELS: Record<string, Record<string, string>> = {
   plain: {},
   'envoy-injector-system': { 'envoy-injector.io/inject': 'enabled' },
 };
+
+/** The restart plan when every candidate's object is read back and says nothing against a restart. */
+function planWithObjects(fleet: ReturnType<typeof report>) {
+  return planRestarts(fleet, new Map(restartCandidates(fleet).map((w) => [ownerKey(w.namespace, w), {}])), { force: false });
+}
 
 function report(pods: PodRecord[], owners = new Map<string, OwnerRef>(), templates = LIVE) {
   return buildFleetReport({
@@ -181,9 +187,9 @@ describe('fleet report: grouping and the restart plan', () => {
   });
 
   it('--restart rolls outdated Deployments, StatefulSets and DaemonSets; everything else outdated is for a human', () => {
-    const plan = planRestarts(fleet);
+    const plan = planWithObjects(fleet);
     assert.deepEqual(plan.restart.map((w) => `${w.kind}/${w.name}`), ['Deployment/web', 'StatefulSet/db']);
-    assert.deepEqual(plan.byHand.map((w) => `${w.kind}/${w.name}`), ['ReplicaSet/web-1', 'CronJob/report', 'Pod/debug']);
+    assert.deepEqual(plan.byHand.map(({ workload: w }) => `${w.kind}/${w.name}`), ['ReplicaSet/web-1', 'CronJob/report', 'Pod/debug']);
   });
 
   it('owners of another group are other workloads: example.com/v1 Deployment web is neither apps/v1 web nor restarted', () => {
@@ -202,9 +208,13 @@ describe('fleet report: grouping and the restart plan', () => {
       'example.com/v1 ReplicaSet/web-new 1 false',
       'apps.kruise.io/v1beta1 StatefulSet/db 1 false',
     ]);
-    const plan = planRestarts(withForeign);
+    const plan = planWithObjects(withForeign);
     assert.deepEqual(plan.restart.map((w) => `${w.apiVersion} ${w.kind}/${w.name}`), ['apps/v1 Deployment/web']);
-    assert.deepEqual(plan.byHand.map((w) => `${describeKind(w)}/${w.name}`), ['Deployment.example.com/web', 'ReplicaSet.example.com/web-new', 'StatefulSet.apps.kruise.io/db']);
+    assert.deepEqual(plan.byHand.map(({ workload: w, why, detail }) => `${describeKind(w)}/${w.name}: ${why} (${detail ?? ''})`), [
+      'Deployment.example.com/web: not an apps/v1 workload (group example.com)',
+      'ReplicaSet.example.com/web-new: not an apps/v1 workload (group example.com)',
+      'StatefulSet.apps.kruise.io/db: not an apps/v1 workload (group apps.kruise.io)',
+    ]);
   });
 
   it('reads the status annotation the webhook writes', () => {

@@ -231,12 +231,6 @@ export function buildFleetReport(input: FleetInput): FleetReport {
   return { templates, workloads, totals };
 }
 
-/** What `--restart` does with a report: roll the restartable outdated workloads, name the others. */
-export function planRestarts(report: FleetReport): { restart: WorkloadReport[]; byHand: WorkloadReport[] } {
-  const outdated = report.workloads.filter((workload) => workload.outdated > 0);
-  return { restart: outdated.filter((workload) => workload.restartable), byHand: outdated.filter((workload) => !workload.restartable) };
-}
-
 /** Code-point order: the same on every machine and locale (golden files depend on it). */
 function compareText(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
