@@ -9,7 +9,7 @@ import { addPod, injectedAnnotations, INJECTOR_NAMESPACE, LIVE, LIVE_DATA, OLD, 
 interface StatusJson {
   source: string;
   templates: { name: string; hash: string }[];
-  workloads: { namespace: string; kind: string; name: string; templates: string[]; current: number; outdated: number; notInjected: number; outdatedHashes: { template: string; hash: string; pods: number }[]; restartable: boolean }[];
+  workloads: { namespace: string; apiVersion: string; kind: string; name: string; templates: string[]; current: number; outdated: number; notInjected: number; outdatedHashes: { template: string; hash: string; pods: number }[]; restartable: boolean }[];
   totals: { pods: number; current: number; outdated: number; notInjected: number };
   restart?: { dryRun: boolean; targets: { kind: string; name: string }[]; confirmed: boolean; restartedAt?: string; restarted: { kind: string; name: string }[]; failed: { kind: string; name: string; error: string }[]; notRestartable: { kind: string; name: string }[] };
 }
@@ -50,9 +50,9 @@ describe('envoy-injector status against an API server', () => {
     const report = JSON.parse(stdout) as StatusJson;
     assert.equal(report.source, `ConfigMap ${INJECTOR_NAMESPACE}/envoy-initializer`);
     assert.deepEqual(report.templates, [...LIVE.templates.values()].map(({ name, hash }) => ({ name, hash })));
-    assert.deepEqual(report.totals, { pods: 12, current: 4, outdated: 6, notInjected: 2 });
+    assert.deepEqual(report.totals, { pods: 12, current: 4, outdated: 6, notInjected: 2, unknown: 0 });
     const web = report.workloads.find((workload) => workload.name === 'web');
-    assert.deepEqual(web, { namespace: 'shop', kind: 'Deployment', name: 'web', templates: ['config'], current: 1, outdated: 2, notInjected: 1, outdatedHashes: [{ template: 'config', hash: OLD.defaultTemplate.hash, pods: 2 }], restartable: true });
+    assert.deepEqual(web, { namespace: 'shop', apiVersion: 'apps/v1', kind: 'Deployment', name: 'web', templates: ['config'], current: 1, outdated: 2, notInjected: 1, unknown: 0, outdatedHashes: [{ template: 'config', hash: OLD.defaultTemplate.hash, pods: 2 }], restartable: true });
     assert.equal(report.restart, undefined);
   });
 
@@ -75,7 +75,10 @@ describe('envoy-injector status against an API server', () => {
       'GET /api/v1/namespaces',
       `GET /api/v1/namespaces/${INJECTOR_NAMESPACE}/configmaps/envoy-initializer`,
       'GET /api/v1/pods',
+      // The outdated Deployment and StatefulSet, read whole for their strategy and rollout: one list per kind.
+      'GET /apis/apps/v1/deployments',
       'GET /apis/apps/v1/replicasets',
+      'GET /apis/apps/v1/statefulsets',
       'GET /apis/batch/v1/jobs',
     ]);
     for (const path of ['/apis/apps/v1/replicasets', '/apis/batch/v1/jobs', '/api/v1/namespaces']) {
@@ -87,7 +90,9 @@ describe('envoy-injector status against an API server', () => {
       'GET /api/v1/namespaces/envoy-injector-system/configmaps/envoy-initializer',
       'GET /api/v1/namespaces/shop',
       'GET /api/v1/namespaces/shop/pods',
+      'GET /apis/apps/v1/namespaces/shop/deployments',
       'GET /apis/apps/v1/namespaces/shop/replicasets',
+      'GET /apis/apps/v1/namespaces/shop/statefulsets',
       'GET /apis/batch/v1/namespaces/shop/jobs',
     ]);
   });
@@ -131,6 +136,83 @@ describe('envoy-injector status against an API server', () => {
     assert.equal(restartedAt('daemonsets', 'agent'), undefined, 'a current DaemonSet is not touched');
   });
 
+  it('a Pod owned by example.com/v1 Deployment web is its own workload: apps/v1 web is not restarted for it', async () => {
+    // apps/v1 Deployment api is current; a Deployment of another group with the same name owns an outdated Pod.
+    addPod(fake, 'shop', 'api-foreign', { owner: { kind: 'Deployment', name: 'api', apiVersion: 'example.com/v1' }, annotations: injectedAnnotations(OLD) });
+    const { code, stdout, stderr } = await status(['--restart', '--yes', '-o', 'json']);
+    assert.equal(code, 3, stderr);
+    const json = JSON.parse(stdout) as StatusJson & { workloads: { apiVersion: string }[] };
+    assert.deepEqual(json.workloads.filter((w) => w.name === 'api').map((w) => `${w.apiVersion} ${w.kind} ${w.current}/${w.outdated}`), ['apps/v1 Deployment 1/0', 'example.com/v1 Deployment 0/1']);
+    assert.deepEqual(json.restart?.restarted.map((ref) => `${ref.kind}/${ref.name}`), ['Deployment/web', 'StatefulSet/db']);
+    assert.ok(json.restart?.notRestartable.some((ref) => `${(ref as { apiVersion?: string }).apiVersion} ${ref.kind}/${ref.name}` === 'example.com/v1 Deployment/api'));
+    assert.equal(restartedAt('deployments', 'api'), undefined, 'the apps/v1 Deployment of the same name is not touched');
+    const table = await status(['--restart', '--dry-run']);
+    assert.match(table.stdout, /^shop +Deployment\.example\.com\/api +config +0 +1 /m);
+    assert.match(table.stdout, /Deployment\.example\.com shop\/api/);
+  });
+
+  it('status -n NS without get on namespaces: a note on stderr, un-injected Pods counted unknown, exit 3 (not 1)', async () => {
+    fake.failNext(1, 403, (path) => path === '/api/v1/namespaces/shop');
+    const { code, stdout, stderr } = await status(['-n', 'shop', '-o', 'json']);
+    assert.equal(code, 3, stderr);
+    assert.match(stderr, /^envoy-injector: note: no permission to get namespace shop \(HTTP 403: injected failure\): its labels are unknown, so Pods there without the sidecar are counted as unknown\n$/);
+    const json = JSON.parse(stdout) as StatusJson & { totals: { unknown: number } };
+    // fresh and web's un-injected Pod: the label decides. opted-out and node-probe are skipped whatever it says.
+    assert.deepEqual(json.totals, { pods: 11, current: 3, outdated: 6, notInjected: 0, unknown: 2 });
+    fake.failNext(1, 403, (path) => path === '/api/v1/namespaces/shop');
+    const table = await status(['-n', 'shop']);
+    assert.equal(table.code, 3);
+    assert.match(table.stdout, /NOT-INJECTED  UNKNOWN  OUTDATED-HASHES/);
+    assert.match(table.stdout, /, 0 not injected, 2 unknown \(namespace labels not readable\)\./);
+  });
+
+  it('status over all namespaces without list on namespaces: the same, for every namespace', async () => {
+    fake.failNext(1, 403, (path) => path === '/api/v1/namespaces');
+    const { code, stdout, stderr } = await status(['-o', 'json']);
+    assert.equal(code, 3, stderr);
+    assert.match(stderr, /no permission to list namespaces \(HTTP 403: injected failure\)/);
+    // quiet/plain: the disabled label would skip it, but it cannot be read: unknown too.
+    assert.equal((JSON.parse(stdout) as { totals: { unknown: number } }).totals.unknown, 3);
+  });
+
+  it('an OnDelete StatefulSet or DaemonSet is not patched: listed to recreate by hand, saying why', async () => {
+    fake.apply('statefulsets', { metadata: { name: 'db', namespace: 'shop' }, spec: { updateStrategy: { type: 'OnDelete' }, template: { metadata: {}, spec: { containers: [] } } } });
+    fake.apply('daemonsets', { metadata: { name: 'logs', namespace: 'shop' }, spec: { updateStrategy: { type: 'OnDelete' }, template: { metadata: {}, spec: { containers: [] } } } });
+    addPod(fake, 'shop', 'logs-z9', { owner: { kind: 'DaemonSet', name: 'logs' }, annotations: injectedAnnotations(OLD) });
+    const { code, stdout, stderr } = await status(['--restart', '--yes', '-o', 'json']);
+    assert.equal(code, 3, stderr);
+    const { restart } = JSON.parse(stdout) as StatusJson;
+    assert.deepEqual(restart?.restarted.map((ref) => `${ref.kind}/${ref.name}`), ['Deployment/web']);
+    assert.deepEqual(restart?.notRestartable.map((ref) => `${ref.kind}/${ref.name}: ${(ref as { why?: string }).why}`), [
+      'CronJob/report: no Pod template to roll',
+      'DaemonSet/logs: updateStrategy OnDelete: a restart changes no Pod',
+      'Pod/debug: no Pod template to roll',
+      'StatefulSet/db: updateStrategy OnDelete: a restart changes no Pod',
+    ]);
+    assert.deepEqual(patches().map((request) => request.path), ['/apis/apps/v1/namespaces/shop/deployments/web']);
+    const table = await status(['--restart', '--yes']);
+    assert.match(table.stdout, /^Not restarted \(updateStrategy OnDelete: a restart changes no Pod; recreate them by hand\): DaemonSet shop\/logs, StatefulSet shop\/db\.$/m);
+  });
+
+  it('a rollout in progress is skipped, and said so; --force restarts it anyway', async () => {
+    // web: 1 of 3 Pods updated, as its controller reports.
+    fake.apply('deployments', { metadata: { name: 'web', namespace: 'shop', generation: 2 }, spec: { replicas: 3, template: { metadata: {}, spec: { containers: [] } } }, status: { observedGeneration: 2, replicas: 4, updatedReplicas: 1 } });
+    const { code, stdout, stderr } = await status(['--restart', '--yes', '-o', 'json']);
+    assert.equal(code, 3, stderr);
+    const { restart } = JSON.parse(stdout) as StatusJson & { restart: { skipped: { kind: string; name: string; why: string; detail: string }[] } };
+    assert.deepEqual(restart.restarted.map((ref) => `${ref.kind}/${ref.name}`), ['StatefulSet/db']);
+    assert.deepEqual(restart.skipped.map((ref) => `${ref.kind}/${ref.name}: ${ref.why} (${ref.detail})`), ['Deployment/web: rollout in progress (1 of 3 Pods updated)']);
+    assert.equal(restartedAt('deployments', 'web'), undefined);
+    const hint = await status([]);
+    assert.match(hint.stdout, /^--restart would skip, rollout in progress \(--force restarts them anyway\): Deployment shop\/web \(1 of 3 Pods updated\)\.$/m);
+    const text = await status(['--restart', '--yes']);
+    assert.match(text.stdout, /^Skipped, rollout in progress \(--force restarts them anyway\): Deployment shop\/web \(1 of 3 Pods updated\)\.$/m);
+    assert.equal(restartedAt('deployments', 'web'), undefined);
+    const forced = await status(['--restart', '--yes', '--force']);
+    assert.match(forced.stdout, /  restarted Deployment shop\/web\n/);
+    assert.ok(restartedAt('deployments', 'web'));
+  });
+
   it('--restart on a terminal asks first: yes restarts, anything else restarts nothing', async () => {
     const declined = await status(['--restart'], { tty: true, stdin: 'n\n' });
     assert.equal(declined.code, 3);
@@ -172,7 +254,7 @@ describe('envoy-injector status against an API server', () => {
     assert.equal(noCluster.code, 2);
     assert.match(noCluster.stderr, /status reads a cluster: pass --kubeconfig FILE or set KUBECONFIG/);
     for (const [args, message] of [
-      [['--dry-run'], /--dry-run and --yes go with --restart/],
+      [['--dry-run'], /--dry-run, --yes and --force go with --restart/],
       [['-o', 'yaml'], /--output: must be table or json/],
       [['--page-size', '0'], /--page-size: must be an integer from 1 to 10000/],
     ] as const) {
@@ -223,7 +305,7 @@ describe('envoy-injector status: paging', () => {
     const { code, stdout, stderr } = await runStatusCli(['--kubeconfig', fake.writeKubeconfig(), '--page-size', '500', '-o', 'json']);
     assert.equal(code, 3, stderr);
     const report = JSON.parse(stdout) as StatusJson;
-    assert.deepEqual(report.totals, { pods: 1200, current: 600, outdated: 600, notInjected: 0 });
+    assert.deepEqual(report.totals, { pods: 1200, current: 600, outdated: 600, notInjected: 0, unknown: 0 });
     assert.equal(report.workloads.length, 600);
     assert.ok(report.workloads.every((workload) => workload.kind === 'Deployment' && workload.current === 1 && workload.outdated === 1));
     const podPages = fake.requests.filter((request) => request.path === '/api/v1/pods');
@@ -232,7 +314,7 @@ describe('envoy-injector status: paging', () => {
     assert.ok(podPages[1]?.query['continue'] && podPages[2]?.query['continue'] && podPages[1].query['continue'] !== podPages[2].query['continue']);
     // 600 ReplicaSets: two pages of the metadata-only list, not 1,200 GETs.
     assert.equal(fake.requests.filter((request) => request.path === '/apis/apps/v1/replicasets').length, 2);
-    assert.equal(fake.requests.length, 1 + 3 + 2 + 1, 'the ConfigMap, 3 Pod pages, 2 ReplicaSet pages, 1 Namespace page');
+    assert.equal(fake.requests.length, 1 + 3 + 2 + 1 + 1, 'the ConfigMap, 3 Pod pages, 2 ReplicaSet pages, 1 Namespace page, 1 Deployment page');
   });
 
   it('a continue token expired by a compaction: the list goes on from the token the 410 offers, with a note', async () => {
@@ -240,7 +322,7 @@ describe('envoy-injector status: paging', () => {
     fake.expireContinueTokens(1);
     const { code, stdout, stderr } = await runStatusCli(['--kubeconfig', fake.writeKubeconfig(), '--page-size', '500', '-o', 'json']);
     assert.equal(code, 3, stderr);
-    assert.deepEqual((JSON.parse(stdout) as StatusJson).totals, { pods: 1200, current: 600, outdated: 600, notInjected: 0 }, 'no Pod lost or counted twice');
+    assert.deepEqual((JSON.parse(stdout) as StatusJson).totals, { pods: 1200, current: 600, outdated: 600, notInjected: 0, unknown: 0 }, 'no Pod lost or counted twice');
     assert.deepEqual(fake.requests.filter((request) => request.path === '/api/v1/pods').map((request) => request.status), [200, 410, 200, 200]);
     assert.match(stderr, /^envoy-injector: note: listing Pods in all namespaces outlasted the API server's history \(410 Gone\); the rest was listed as it is now/);
   });

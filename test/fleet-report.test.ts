@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { buildFleetReport, ownerKey, planRestarts, readInjectionStatus, resolveWorkload, type OwnerRef, type PodRecord } from '../src/fleet/fleet-report.js';
+import { buildFleetReport, describeKind, ownerKey, readInjectionStatus, resolveWorkload, type OwnerRef, type PodRecord } from '../src/fleet/fleet-report.js';
+import { planRestarts, restartCandidates } from '../src/fleet/restart-plan.js';
 import { parseTemplateData } from '../src/injection/index.js';
 import { injectedAnnotations } from './helpers/fleet-fixture.js';
 
@@ -22,6 +23,11 @@ const LABELS: Record<string, Record<string, string>> = {
   'envoy-injector-system': { 'envoy-injector.io/inject': 'enabled' },
 };
 
+/** The restart plan when every candidate's object is read back and says nothing against a restart. */
+function planWithObjects(fleet: ReturnType<typeof report>) {
+  return planRestarts(fleet, new Map(restartCandidates(fleet).map((w) => [ownerKey(w.namespace, w), {}])), { force: false });
+}
+
 function report(pods: PodRecord[], owners = new Map<string, OwnerRef>(), templates = LIVE) {
   return buildFleetReport({
     pods,
@@ -34,24 +40,24 @@ function report(pods: PodRecord[], owners = new Map<string, OwnerRef>(), templat
 
 describe('fleet report: the workload of a Pod', () => {
   const owners = new Map<string, OwnerRef>([
-    [ownerKey('shop', 'ReplicaSet', 'web-5d8f'), { kind: 'Deployment', name: 'web' }],
-    [ownerKey('shop', 'Job', 'report-2889'), { kind: 'CronJob', name: 'report' }],
+    [ownerKey('shop', { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-5d8f' }), { apiVersion: 'apps/v1', kind: 'Deployment', name: 'web' }],
+    [ownerKey('shop', { apiVersion: 'batch/v1', kind: 'Job', name: 'report-2889' }), { apiVersion: 'batch/v1', kind: 'CronJob', name: 'report' }],
   ]);
   const cases: [string, OwnerRef | undefined, OwnerRef][] = [
-    ['a ReplicaSet of a Deployment: the Deployment', { kind: 'ReplicaSet', name: 'web-5d8f' }, { kind: 'Deployment', name: 'web' }],
-    ['a ReplicaSet not listed or without a controller: the ReplicaSet', { kind: 'ReplicaSet', name: 'solo' }, { kind: 'ReplicaSet', name: 'solo' }],
-    ['a Job of a CronJob: the CronJob', { kind: 'Job', name: 'report-2889' }, { kind: 'CronJob', name: 'report' }],
-    ['a Job of its own', { kind: 'Job', name: 'migrate' }, { kind: 'Job', name: 'migrate' }],
-    ['a StatefulSet', { kind: 'StatefulSet', name: 'db' }, { kind: 'StatefulSet', name: 'db' }],
-    ['a DaemonSet', { kind: 'DaemonSet', name: 'agent' }, { kind: 'DaemonSet', name: 'agent' }],
-    ['another controller (a CRD)', { kind: 'Rollout', name: 'canary' }, { kind: 'Rollout', name: 'canary' }],
-    ['no controller: the bare Pod', undefined, { kind: 'Pod', name: 'debug' }],
+    ['a ReplicaSet of a Deployment: the Deployment', { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-5d8f' }, { apiVersion: 'apps/v1', kind: 'Deployment', name: 'web' }],
+    ['a ReplicaSet not listed or without a controller: the ReplicaSet', { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'solo' }, { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'solo' }],
+    ['a Job of a CronJob: the CronJob', { apiVersion: 'batch/v1', kind: 'Job', name: 'report-2889' }, { apiVersion: 'batch/v1', kind: 'CronJob', name: 'report' }],
+    ['a Job of its own', { apiVersion: 'batch/v1', kind: 'Job', name: 'migrate' }, { apiVersion: 'batch/v1', kind: 'Job', name: 'migrate' }],
+    ['a StatefulSet', { apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'db' }, { apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'db' }],
+    ['a DaemonSet', { apiVersion: 'apps/v1', kind: 'DaemonSet', name: 'agent' }, { apiVersion: 'apps/v1', kind: 'DaemonSet', name: 'agent' }],
+    ['another controller (a CRD)', { apiVersion: 'argoproj.io/v1alpha1', kind: 'Rollout', name: 'canary' }, { apiVersion: 'argoproj.io/v1alpha1', kind: 'Rollout', name: 'canary' }],
+    ['no controller: the bare Pod', undefined, { apiVersion: 'v1', kind: 'Pod', name: 'debug' }],
   ];
   for (const [title, owner, expected] of cases) {
     it(title, () => assert.deepEqual(resolveWorkload(pod('debug', { owner }), owners), expected));
   }
   it('owners are per namespace: the same ReplicaSet name elsewhere is not followed', () => {
-    assert.deepEqual(resolveWorkload(pod('x', { namespace: 'other', owner: { kind: 'ReplicaSet', name: 'web-5d8f' } }), owners), { kind: 'ReplicaSet', name: 'web-5d8f' });
+    assert.deepEqual(resolveWorkload(pod('x', { namespace: 'other', owner: { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-5d8f' } }), owners), { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-5d8f' });
   });
 });
 
@@ -64,7 +70,7 @@ describe('fleet report: current, outdated, not injected', () => {
     ]);
     assert.deepEqual(workloads.map((w) => [w.name, w.current, w.outdated]), [['a', 1, 0], ['b', 0, 1], ['c', 1, 0]]);
     assert.deepEqual(workloads[1]?.outdatedHashes, [{ template: 'config', hash: OLD.defaultTemplate.hash, pods: 1 }]);
-    assert.deepEqual(totals, { pods: 3, current: 2, outdated: 1, notInjected: 0 });
+    assert.deepEqual(totals, { pods: 3, current: 2, outdated: 1, notInjected: 0, unknown: 0 });
   });
 
   it('a template whose YAML only changed layout and key order keeps its Pods current', () => {
@@ -105,11 +111,38 @@ describe('fleet report: current, outdated, not injected', () => {
   });
 });
 
+describe('fleet report: namespace labels that could not be read', () => {
+  it('Pods without a status count as unknown when the labels would decide, and as what they are when not', () => {
+    const unreadable = buildFleetReport({
+      pods: [
+        pod('plain', { namespace: 'app' }),
+        pod('opted-in', { namespace: 'app', annotations: { 'envoy-injector.io/inject': 'true' } }),
+        pod('opted-out', { namespace: 'app', annotations: { 'envoy-injector.io/inject': 'false' } }),
+        pod('injected', { namespace: 'app', annotations: injectedWith(LIVE, 'config') }),
+        pod('elsewhere', { namespace: 'shop' }),
+      ],
+      owners: new Map(),
+      templates: LIVE,
+      namespaceLabels: (namespace) => LABELS[namespace],
+      namespaceLabelsUnreadable: (namespace) => namespace === 'app',
+      decision: { injectorNamespace: 'envoy-injector-system' },
+    });
+    assert.deepEqual(unreadable.workloads.map((w) => `${w.namespace}/${w.name} ${w.current}/${w.outdated}/${w.notInjected}/${w.unknown}`), [
+      // opted-in: a namespace labeled disabled would refuse it, so it is unknown too.
+      'app/injected 1/0/0/0',
+      'app/opted-in 0/0/0/1',
+      'app/plain 0/0/0/1',
+      'shop/elsewhere 0/0/1/0',
+    ]);
+    assert.deepEqual(unreadable.totals, { pods: 4, current: 1, outdated: 0, notInjected: 1, unknown: 2 });
+  });
+});
+
 describe('fleet report: grouping and the restart plan', () => {
   const owners = new Map<string, OwnerRef>([
-    [ownerKey('shop', 'ReplicaSet', 'web-new'), { kind: 'Deployment', name: 'web' }],
-    [ownerKey('shop', 'ReplicaSet', 'web-old'), { kind: 'Deployment', name: 'web' }],
-    [ownerKey('shop', 'Job', 'report-1'), { kind: 'CronJob', name: 'report' }],
+    [ownerKey('shop', { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-new' }), { apiVersion: 'apps/v1', kind: 'Deployment', name: 'web' }],
+    [ownerKey('shop', { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-old' }), { apiVersion: 'apps/v1', kind: 'Deployment', name: 'web' }],
+    [ownerKey('shop', { apiVersion: 'batch/v1', kind: 'Job', name: 'report-1' }), { apiVersion: 'batch/v1', kind: 'CronJob', name: 'report' }],
   ]);
   const live = injectedWith(LIVE, 'config');
   const old = injectedWith(OLD, 'config');
@@ -117,17 +150,17 @@ describe('fleet report: grouping and the restart plan', () => {
   const lite = injectedWith(OLD, 'lite');
   const fleet = report(
     [
-      pod('web-new-1', { owner: { kind: 'ReplicaSet', name: 'web-new' }, annotations: live }),
-      pod('web-old-1', { owner: { kind: 'ReplicaSet', name: 'web-old' }, annotations: old }),
-      pod('web-old-2', { owner: { kind: 'ReplicaSet', name: 'web-old' }, annotations: injectedWith(OLDER, 'config') }),
-      pod('web-old-3', { owner: { kind: 'ReplicaSet', name: 'web-old' }, annotations: old }),
-      pod('web-new-2', { owner: { kind: 'ReplicaSet', name: 'web-new' } }),
-      pod('db-0', { owner: { kind: 'StatefulSet', name: 'db' }, annotations: old }),
-      pod('db-1', { owner: { kind: 'StatefulSet', name: 'db' }, annotations: { ...lite, 'envoy-injector.io/template': 'lite' } }),
-      pod('agent-x', { owner: { kind: 'DaemonSet', name: 'agent' }, annotations: live }),
-      pod('report-1-abc', { owner: { kind: 'Job', name: 'report-1' }, annotations: old }),
+      pod('web-new-1', { owner: { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-new' }, annotations: live }),
+      pod('web-old-1', { owner: { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-old' }, annotations: old }),
+      pod('web-old-2', { owner: { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-old' }, annotations: injectedWith(OLDER, 'config') }),
+      pod('web-old-3', { owner: { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-old' }, annotations: old }),
+      pod('web-new-2', { owner: { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-new' } }),
+      pod('db-0', { owner: { apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'db' }, annotations: old }),
+      pod('db-1', { owner: { apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'db' }, annotations: { ...lite, 'envoy-injector.io/template': 'lite' } }),
+      pod('agent-x', { owner: { apiVersion: 'apps/v1', kind: 'DaemonSet', name: 'agent' }, annotations: live }),
+      pod('report-1-abc', { owner: { apiVersion: 'batch/v1', kind: 'Job', name: 'report-1' }, annotations: old }),
       pod('debug', { annotations: old }),
-      pod('web-1', { namespace: 'plain', owner: { kind: 'ReplicaSet', name: 'web-1' }, annotations: { ...old, 'envoy-injector.io/inject': 'true' } }),
+      pod('web-1', { namespace: 'plain', owner: { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-1' }, annotations: { ...old, 'envoy-injector.io/inject': 'true' } }),
     ],
     owners,
   );
@@ -149,14 +182,39 @@ describe('fleet report: grouping and the restart plan', () => {
       { template: 'config', hash: OLDER.defaultTemplate.hash, pods: 1 },
     ].sort((a, b) => (a.hash < b.hash ? -1 : 1));
     assert.deepEqual(fleet.workloads.find((w) => w.name === 'web')?.outdatedHashes, webHashes);
-    assert.deepEqual(fleet.totals, { pods: 11, current: 3, outdated: 7, notInjected: 1 });
+    assert.deepEqual(fleet.totals, { pods: 11, current: 3, outdated: 7, notInjected: 1, unknown: 0 });
     assert.deepEqual(fleet.templates, [...LIVE.templates.values()].map((t) => ({ name: t.name, hash: t.hash })));
   });
 
   it('--restart rolls outdated Deployments, StatefulSets and DaemonSets; everything else outdated is for a human', () => {
-    const plan = planRestarts(fleet);
+    const plan = planWithObjects(fleet);
     assert.deepEqual(plan.restart.map((w) => `${w.kind}/${w.name}`), ['Deployment/web', 'StatefulSet/db']);
-    assert.deepEqual(plan.byHand.map((w) => `${w.kind}/${w.name}`), ['ReplicaSet/web-1', 'CronJob/report', 'Pod/debug']);
+    assert.deepEqual(plan.byHand.map(({ workload: w }) => `${w.kind}/${w.name}`), ['ReplicaSet/web-1', 'CronJob/report', 'Pod/debug']);
+  });
+
+  it('owners of another group are other workloads: example.com/v1 Deployment web is neither apps/v1 web nor restarted', () => {
+    const withForeign = report(
+      [
+        pod('web-new-1', { owner: { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-new' }, annotations: old }),
+        pod('web-x', { owner: { apiVersion: 'example.com/v1', kind: 'Deployment', name: 'web' }, annotations: old }),
+        pod('rs-x', { owner: { apiVersion: 'example.com/v1', kind: 'ReplicaSet', name: 'web-new' }, annotations: old }),
+        pod('db-x', { owner: { apiVersion: 'apps.kruise.io/v1beta1', kind: 'StatefulSet', name: 'db' }, annotations: old }),
+      ],
+      owners,
+    );
+    assert.deepEqual(withForeign.workloads.map((w) => `${w.apiVersion} ${w.kind}/${w.name} ${w.outdated} ${w.restartable}`), [
+      'apps/v1 Deployment/web 1 true',
+      'example.com/v1 Deployment/web 1 false',
+      'example.com/v1 ReplicaSet/web-new 1 false',
+      'apps.kruise.io/v1beta1 StatefulSet/db 1 false',
+    ]);
+    const plan = planWithObjects(withForeign);
+    assert.deepEqual(plan.restart.map((w) => `${w.apiVersion} ${w.kind}/${w.name}`), ['apps/v1 Deployment/web']);
+    assert.deepEqual(plan.byHand.map(({ workload: w, why, detail }) => `${describeKind(w)}/${w.name}: ${why} (${detail ?? ''})`), [
+      'Deployment.example.com/web: not an apps/v1 workload (group example.com)',
+      'ReplicaSet.example.com/web-new: not an apps/v1 workload (group example.com)',
+      'StatefulSet.apps.kruise.io/db: not an apps/v1 workload (group apps.kruise.io)',
+    ]);
   });
 
   it('reads the status annotation the webhook writes', () => {

@@ -1,7 +1,9 @@
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { UsageError } from '../errors.js';
-import { buildFleetReport, planRestarts, type FleetReport, type WorkloadReport } from '../fleet/fleet-report.js';
+import { buildFleetReport } from '../fleet/fleet-report.js';
+import { planRestarts, restartCandidates } from '../fleet/restart-plan.js';
+import { describeCount, describeRef, formatReport, formatRestart, toNotRestartedRef, toRef, type Ref, type RestartOutcome } from './status-format.js';
 import type { CommandIo } from './io.js';
 
 export const STATUS_HELP = `Usage: envoy-injector status [options]
@@ -21,6 +23,8 @@ Options:
       --restart               restart the outdated Deployments, StatefulSets and DaemonSets
                               (as kubectl rollout restart); asks first unless --yes
       --dry-run               with --restart: show what would be restarted, change nothing
+      --force                 with --restart: restart a workload whose rollout is still in progress
+                              (skipped by default: a restart would start that rollout over)
   -y, --yes                   with --restart: do not ask
       --kubeconfig FILE       the cluster (default: KUBECONFIG; in a Pod, its service account)
       --injector-namespace NS where the injector and its template ConfigMap are (default envoy-injector-system)
@@ -41,6 +45,7 @@ interface StatusSettings {
   readonly restart: boolean;
   readonly dryRun: boolean;
   readonly yes: boolean;
+  readonly force: boolean;
   readonly kubeconfig: string | undefined;
   readonly injectorNamespace: string;
   readonly configMapName: string;
@@ -59,6 +64,7 @@ function parseStatusArgs(args: readonly string[]): StatusSettings | undefined {
       restart: { type: 'boolean', default: false },
       'dry-run': { type: 'boolean', default: false },
       yes: { type: 'boolean', short: 'y', default: false },
+      force: { type: 'boolean', default: false },
       kubeconfig: { type: 'string' },
       'injector-namespace': { type: 'string', default: 'envoy-injector-system' },
       configmap: { type: 'string', default: 'envoy-initializer' },
@@ -71,7 +77,7 @@ function parseStatusArgs(args: readonly string[]): StatusSettings | undefined {
   if (values.help) return undefined;
   const output = values.output;
   if (output !== 'table' && output !== 'json') throw new UsageError('--output: must be table or json');
-  if (!values.restart && (values['dry-run'] || values.yes)) throw new UsageError('--dry-run and --yes go with --restart');
+  if (!values.restart && (values['dry-run'] || values.yes || values.force)) throw new UsageError('--dry-run, --yes and --force go with --restart');
   const pageSize = Number(values['page-size']);
   if (!/^\d+$/.test(values['page-size']) || pageSize < 1 || pageSize > 10_000) throw new UsageError('--page-size: must be an integer from 1 to 10000');
   return {
@@ -81,32 +87,13 @@ function parseStatusArgs(args: readonly string[]): StatusSettings | undefined {
     restart: values.restart,
     dryRun: values['dry-run'],
     yes: values.yes,
+    force: values.force,
     kubeconfig: values.kubeconfig,
     injectorNamespace: values['injector-namespace'],
     configMapName: values.configmap,
     excludedNamespaces: values['excluded-namespaces'].split(',').map((name) => name.trim()).filter((name) => name !== ''),
     pageSize,
   };
-}
-
-interface Ref {
-  readonly namespace: string;
-  readonly kind: string;
-  readonly name: string;
-}
-
-/** What `--restart` did, in the JSON output. */
-interface RestartOutcome {
-  readonly dryRun: boolean;
-  /** The outdated Deployments, StatefulSets and DaemonSets: restarted, or with dryRun what would be. */
-  readonly targets: readonly Ref[];
-  /** False when the prompt was answered no. */
-  readonly confirmed: boolean;
-  readonly restartedAt: string | undefined;
-  readonly restarted: readonly Ref[];
-  readonly failed: readonly (Ref & { readonly error: string })[];
-  /** Outdated, but without a Pod template to roll (bare Pods, Jobs, CronJobs, ReplicaSets, other controllers). */
-  readonly notRestartable: readonly Ref[];
 }
 
 export async function runStatus(args: readonly string[], io: CommandIo, env: NodeJS.ProcessEnv = process.env): Promise<number> {
@@ -123,6 +110,7 @@ export async function runStatus(args: readonly string[], io: CommandIo, env: Nod
   // client-node is large: loaded here, so the offline commands never pay for it.
   const { connectToCluster } = await import('../kube/cluster-connection.js');
   const { readFleet, restartWorkload, RESTARTED_AT_ANNOTATION } = await import('../kube/fleet-status.js');
+  const { readWorkloadObjects } = await import('../kube/workload-objects.js');
   // The cluster is found as serve finds it: --kubeconfig, KUBECONFIG, or the Pod's service account.
   const connection = connectToCluster({ kubeconfig: settings.kubeconfig, env });
   if (connection === undefined) throw new UsageError('status reads a cluster: pass --kubeconfig FILE or set KUBECONFIG (in a Pod, its service account is used)');
@@ -131,24 +119,33 @@ export async function runStatus(args: readonly string[], io: CommandIo, env: Nod
   for (const what of snapshot.inconsistentLists) {
     io.stderr.write(`envoy-injector: note: ${what} outlasted the API server's history (410 Gone); the rest was listed as it is now, so objects changed meanwhile may be missing\n`);
   }
+  const forbidden = snapshot.namespaceLabelsForbidden;
+  if (forbidden !== undefined) {
+    const what = forbidden.namespace === undefined ? 'list namespaces' : `get namespace ${forbidden.namespace}`;
+    io.stderr.write(`envoy-injector: note: no permission to ${what} (${forbidden.message}): its labels are unknown, so Pods there without the sidecar are counted as unknown\n`);
+  }
   const report = buildFleetReport({
     pods: snapshot.pods,
     owners: snapshot.owners,
     templates: snapshot.templates,
     namespaceLabels: (namespace) => snapshot.namespaceLabels.get(namespace),
+    namespaceLabelsUnreadable: (namespace) => forbidden !== undefined && (forbidden.namespace === undefined || forbidden.namespace === namespace),
     decision: { excludedNamespaces: settings.excludedNamespaces, injectorNamespace: settings.injectorNamespace },
   });
   const scope = settings.namespace === undefined ? 'all namespaces' : `namespace ${settings.namespace}`;
   const exitCode = report.totals.outdated > 0 ? EXIT_OUTDATED : 0;
   const json = settings.output === 'json';
-  if (!json) io.stdout.write(formatReport(report, snapshot.templateSource, scope, !settings.restart));
+  // The outdated apps/v1 workloads as they are now: OnDelete, a rollout under way, a copied status.
+  const objects = await readWorkloadObjects(connection.kubeConfig, settings, restartCandidates(report));
+  const plan = planRestarts(report, objects, { force: settings.force });
+  if (!json) io.stdout.write(formatReport(report, plan, snapshot.templateSource, scope, !settings.restart));
   if (!settings.restart) {
     if (json) io.stdout.write(JSON.stringify({ source: snapshot.templateSource, ...report }, null, 2) + '\n');
     return exitCode;
   }
 
-  const plan = planRestarts(report);
-  const notRestartable = plan.byHand.map(toRef);
+  const notRestartable = plan.byHand.map(toNotRestartedRef);
+  const skipped = plan.inProgress.map(toNotRestartedRef);
   const targets = plan.restart.map(toRef);
   let confirmed = true;
   if (targets.length > 0 && asking) {
@@ -169,74 +166,10 @@ export async function runStatus(args: readonly string[], io: CommandIo, env: Nod
       }
     }
   }
-  const outcome: RestartOutcome = { dryRun: settings.dryRun, targets, confirmed, restartedAt, restarted, failed, notRestartable };
+  const outcome: RestartOutcome = { dryRun: settings.dryRun, targets, confirmed, restartedAt, restarted, failed, notRestartable, skipped };
   if (json) io.stdout.write(JSON.stringify({ source: snapshot.templateSource, ...report, restart: outcome }, null, 2) + '\n');
   else io.stdout.write(formatRestart(outcome, RESTARTED_AT_ANNOTATION));
   return failed.length > 0 ? 1 : exitCode;
-}
-
-/** The table: one row per workload, then the totals and what to do about outdated Pods. */
-function formatReport(report: FleetReport, source: string, scope: string, withHint: boolean): string {
-  const lines = [`Templates in ${source}:`, ...formatColumns(report.templates.map((template) => [`  ${template.name}`, template.hash])), ''];
-  if (report.workloads.length === 0) {
-    lines.push(`No injected Pods, and none missing the sidecar, in ${scope}.`);
-    return lines.join('\n') + '\n';
-  }
-  const header = ['NAMESPACE', 'WORKLOAD', 'TEMPLATE', 'CURRENT', 'OUTDATED', 'NOT-INJECTED', 'OUTDATED-HASHES'];
-  const rows = report.workloads.map((workload) => [
-    workload.namespace,
-    `${workload.kind}/${workload.name}`,
-    workload.templates.join(',') || '-',
-    String(workload.current),
-    String(workload.outdated),
-    String(workload.notInjected),
-    workload.outdatedHashes.map((entry) => `${entry.template}@${entry.hash} (${entry.pods})`).join(', ') || '-',
-  ]);
-  lines.push(...formatColumns([header, ...rows]), '');
-  const { totals } = report;
-  lines.push(
-    `${describeCount(totals.pods, 'Pod')} in ${describeCount(report.workloads.length, 'workload')} (${scope}): ${totals.current} current, ${totals.outdated} outdated, ${totals.notInjected} not injected.`,
-  );
-  if (withHint && totals.outdated > 0) {
-    const plan = planRestarts(report);
-    if (plan.restart.length > 0) lines.push(`--restart would restart: ${plan.restart.map(describeRef).join(', ')}.`);
-    if (plan.byHand.length > 0) lines.push(`Recreate by hand (no Pod template to roll): ${plan.byHand.map(describeRef).join(', ')}.`);
-  }
-  return lines.join('\n') + '\n';
-}
-
-function formatRestart(outcome: RestartOutcome, annotation: string): string {
-  const { targets } = outcome;
-  const lines = [''];
-  if (targets.length === 0) lines.push('Nothing to restart: no outdated Deployment, StatefulSet or DaemonSet.');
-  else if (outcome.dryRun) lines.push(`Dry run, nothing changed. --restart would set ${annotation} on the Pod template of:`, ...targets.map((ref) => `  ${describeRef(ref)}`));
-  else if (!outcome.confirmed) lines.push('Not confirmed: nothing restarted.');
-  else {
-    lines.push(`Set ${annotation}=${outcome.restartedAt ?? ''} on:`);
-    lines.push(...outcome.restarted.map((ref) => `  restarted ${describeRef(ref)}`));
-    lines.push(...outcome.failed.map((ref) => `  FAILED    ${describeRef(ref)}: ${ref.error}`));
-  }
-  if (outcome.notRestartable.length > 0) lines.push(`Not restarted (no Pod template to roll; recreate them by hand): ${outcome.notRestartable.map(describeRef).join(', ')}.`);
-  return lines.join('\n') + '\n';
-}
-
-/** Left-aligned columns two spaces apart, no trailing blanks. */
-function formatColumns(rows: readonly (readonly string[])[]): string[] {
-  const widths: number[] = [];
-  for (const row of rows) row.forEach((cell, index) => (widths[index] = Math.max(widths[index] ?? 0, cell.length)));
-  return rows.map((row) => row.map((cell, index) => (index === row.length - 1 ? cell : cell.padEnd(widths[index] ?? 0))).join('  '));
-}
-
-function toRef(workload: WorkloadReport): Ref {
-  return { namespace: workload.namespace, kind: workload.kind, name: workload.name };
-}
-
-function describeRef(ref: Ref): string {
-  return `${ref.kind} ${ref.namespace}/${ref.name}`;
-}
-
-function describeCount(count: number, noun: string): string {
-  return `${count} ${noun}${count === 1 ? '' : 's'}`;
 }
 
 function isTerminal(stream: NodeJS.ReadableStream): boolean {

@@ -1,7 +1,12 @@
-import { Annotations, decideInjection, isJsonObject, stringAt, type DecisionOptions, type JsonObject, type TemplateSet } from '../injection/index.js';
+import { Annotations, decideInjection, isJsonObject, NamespaceLabel, stringAt, type DecisionOptions, type JsonObject, type TemplateSet } from '../injection/index.js';
 
-/** A controller reference, as `metadata.ownerReferences[]` names it. */
+/**
+ * A controller reference, as `metadata.ownerReferences[]` names it. Group and
+ * kind together say what it is: `example.com/v1 Deployment` is not `apps/v1`'s.
+ */
 export interface OwnerRef {
+  /** `apps/v1`, `batch/v1`, `example.com/v1`; `v1` for a bare Pod. */
+  readonly apiVersion: string;
   readonly kind: string;
   readonly name: string;
 }
@@ -24,6 +29,11 @@ export interface FleetInput {
   readonly templates: TemplateSet;
   /** Labels of a namespace; undefined when unknown (treated as none, as the webhook does). */
   readonly namespaceLabels: (namespace: string) => Readonly<Record<string, string>> | undefined;
+  /**
+   * Namespaces whose labels could not be read (no permission): their Pods
+   * without a status are counted `unknown` when the labels would decide.
+   */
+  readonly namespaceLabelsUnreadable?: (namespace: string) => boolean;
   /** The webhook's own settings, for Pods without a status: would it inject them now? */
   readonly decision: DecisionOptions;
 }
@@ -37,6 +47,8 @@ export interface OutdatedHash {
 
 export interface WorkloadReport {
   readonly namespace: string;
+  /** The owner's API version: its group and kind identify the workload, with its namespace and name. */
+  readonly apiVersion: string;
   /** Deployment, StatefulSet, DaemonSet, CronJob, Job, ReplicaSet, Pod, or another controller's kind. */
   readonly kind: string;
   readonly name: string;
@@ -46,8 +58,10 @@ export interface WorkloadReport {
   readonly outdated: number;
   /** Pods without a status that the webhook would inject if they were created now. */
   readonly notInjected: number;
+  /** Pods without a status in a namespace whose labels could not be read, when those labels would decide. */
+  readonly unknown: number;
   readonly outdatedHashes: readonly OutdatedHash[];
-  /** Whether `--restart` can roll it (a Pod template to annotate). */
+  /** Whether `--restart` can roll it: an `apps/v1` kind with a Pod template to annotate. */
   readonly restartable: boolean;
 }
 
@@ -56,18 +70,45 @@ export interface FleetReport {
   readonly templates: readonly { readonly name: string; readonly hash: string }[];
   /** Workloads with at least one injected Pod or Pod that should be; sorted by namespace, kind, name. */
   readonly workloads: readonly WorkloadReport[];
-  readonly totals: { readonly pods: number; readonly current: number; readonly outdated: number; readonly notInjected: number };
+  readonly totals: { readonly pods: number; readonly current: number; readonly outdated: number; readonly notInjected: number; readonly unknown: number };
 }
 
-/** The kinds `--restart` rolls, as `kubectl rollout restart` does: the ones with a Pod template and a rollout. */
+/** The kinds `--restart` rolls, as `kubectl rollout restart` does: the ones with a Pod template and a rollout, in this group only. */
 export const RESTARTABLE_KINDS: readonly string[] = ['Deployment', 'StatefulSet', 'DaemonSet'];
+export const RESTARTABLE_GROUP = 'apps';
 
 /** A status we cannot read is reported under these names (and counted outdated: a restart rewrites it). */
 const UNREADABLE = { template: '?', hash: 'unreadable' } as const;
 
-/** `ns/Kind/name`: how `owners` is keyed. */
-export function ownerKey(namespace: string, kind: string, name: string): string {
-  return `${namespace}/${kind}/${name}`;
+/** The group of an `apiVersion`: `apps` of `apps/v1`, empty for the core `v1`. */
+export function apiGroup(apiVersion: string): string {
+  const slash = apiVersion.indexOf('/');
+  return slash < 0 ? '' : apiVersion.slice(0, slash);
+}
+
+/** `ns/group/Kind/name`: how `owners` and workloads are keyed (the version may differ between references to one object). */
+export function ownerKey(namespace: string, owner: OwnerRef): string {
+  return `${namespace}/${apiGroup(owner.apiVersion)}/${owner.kind}/${owner.name}`;
+}
+
+/** The groups a kind is named without: the core, apps and batch, whose kinds everyone knows. */
+const WELL_KNOWN_GROUPS: readonly string[] = ['', 'apps', 'batch'];
+
+/** `Deployment` for apps', `Deployment.example.com` for another group's (as kubectl names a kind by its group). */
+export function describeKind(workload: { readonly apiVersion: string; readonly kind: string }): string {
+  const group = apiGroup(workload.apiVersion);
+  return WELL_KNOWN_GROUPS.includes(group) ? workload.kind : `${workload.kind}.${group}`;
+}
+
+/** Whether `--restart` rolls this kind of workload. */
+export function isRestartable(workload: { readonly apiVersion: string; readonly kind: string }): boolean {
+  return apiGroup(workload.apiVersion) === RESTARTABLE_GROUP && RESTARTABLE_KINDS.includes(workload.kind);
+}
+
+/** The ReplicaSets and Jobs whose controller the report follows: only apps' and batch's own. */
+export function isIntermediateOwner(owner: OwnerRef): boolean {
+  const group = apiGroup(owner.apiVersion);
+  return (group === 'apps' && owner.kind === 'ReplicaSet') || (group === 'batch' && owner.kind === 'Job');
 }
 
 /**
@@ -77,8 +118,8 @@ export function ownerKey(namespace: string, kind: string, name: string): string 
  */
 export function resolveWorkload(pod: PodRecord, owners: ReadonlyMap<string, OwnerRef>): OwnerRef {
   const { owner } = pod;
-  if (owner === undefined) return { kind: 'Pod', name: pod.name };
-  if (owner.kind === 'ReplicaSet' || owner.kind === 'Job') return owners.get(ownerKey(pod.namespace, owner.kind, owner.name)) ?? owner;
+  if (owner === undefined) return { apiVersion: 'v1', kind: 'Pod', name: pod.name };
+  if (isIntermediateOwner(owner)) return owners.get(ownerKey(pod.namespace, owner)) ?? owner;
   return owner;
 }
 
@@ -97,7 +138,15 @@ export function readInjectionStatus(annotations: Readonly<Record<string, string>
   return template === undefined || hash === undefined ? UNREADABLE : { template, hash };
 }
 
-type PodState = { state: 'current'; template: string } | { state: 'outdated'; template: string; hash: string } | { state: 'notInjected' } | { state: 'ignored' };
+type PodState =
+  | { state: 'current'; template: string }
+  | { state: 'outdated'; template: string; hash: string }
+  | { state: 'notInjected' }
+  | { state: 'unknown' }
+  | { state: 'ignored' };
+
+/** The namespace labels that can change the decision: none, enabled, disabled. */
+const LABEL_CASES: readonly Readonly<Record<string, string>>[] = [{}, { [NamespaceLabel.key]: NamespaceLabel.enabled }, { [NamespaceLabel.key]: NamespaceLabel.disabled }];
 
 /**
  * Current: injected with the hash the injector computes for that template
@@ -115,16 +164,15 @@ function classifyPod(pod: PodRecord, input: FleetInput): PodState {
       : { state: 'outdated', template: status.template, hash: status.hash };
   }
   const asCreated: JsonObject = { metadata: { annotations: { ...pod.annotations } }, spec: { hostNetwork: pod.hostNetwork } };
-  const decision = decideInjection({
-    operation: 'CREATE',
-    kind: { group: '', kind: 'Pod' },
-    namespace: pod.namespace,
-    namespaceLabels: input.namespaceLabels(pod.namespace),
-    pod: asCreated,
-    templates: input.templates,
-    options: input.decision,
-  });
-  return decision.inject ? { state: 'notInjected' } : { state: 'ignored' };
+  const wouldInject = (namespaceLabels: Readonly<Record<string, string>> | undefined): boolean =>
+    decideInjection({ operation: 'CREATE', kind: { group: '', kind: 'Pod' }, namespace: pod.namespace, namespaceLabels, pod: asCreated, templates: input.templates, options: input.decision }).inject;
+  if (input.namespaceLabelsUnreadable?.(pod.namespace) === true) {
+    // Labels unknown: sure only when every label the webhook reads gives the same answer.
+    const answers = new Set(LABEL_CASES.map(wouldInject));
+    if (answers.size > 1) return { state: 'unknown' };
+    return answers.has(true) ? { state: 'notInjected' } : { state: 'ignored' };
+  }
+  return wouldInject(input.namespaceLabels(pod.namespace)) ? { state: 'notInjected' } : { state: 'ignored' };
 }
 
 interface Tally {
@@ -134,21 +182,22 @@ interface Tally {
   current: number;
   outdated: number;
   notInjected: number;
+  unknown: number;
   readonly hashes: Map<string, OutdatedHash>;
 }
 
 /** Groups Pods by workload and counts them current, outdated and not injected. */
 export function buildFleetReport(input: FleetInput): FleetReport {
   const tallies = new Map<string, Tally>();
-  const totals = { pods: 0, current: 0, outdated: 0, notInjected: 0 };
+  const totals = { pods: 0, current: 0, outdated: 0, notInjected: 0, unknown: 0 };
   for (const pod of input.pods) {
     const classified = classifyPod(pod, input);
     if (classified.state === 'ignored') continue;
     const workload = resolveWorkload(pod, input.owners);
-    const key = ownerKey(pod.namespace, workload.kind, workload.name);
+    const key = ownerKey(pod.namespace, workload);
     let tally = tallies.get(key);
     if (tally === undefined) {
-      tally = { namespace: pod.namespace, workload, templates: new Set(), current: 0, outdated: 0, notInjected: 0, hashes: new Map() };
+      tally = { namespace: pod.namespace, workload, templates: new Set(), current: 0, outdated: 0, notInjected: 0, unknown: 0, hashes: new Map() };
       tallies.set(key, tally);
     }
     totals.pods += 1;
@@ -164,26 +213,22 @@ export function buildFleetReport(input: FleetInput): FleetReport {
   const workloads = [...tallies.values()]
     .map((tally): WorkloadReport => ({
       namespace: tally.namespace,
+      apiVersion: tally.workload.apiVersion,
       kind: tally.workload.kind,
       name: tally.workload.name,
       templates: [...tally.templates].sort(),
       current: tally.current,
       outdated: tally.outdated,
       notInjected: tally.notInjected,
+      unknown: tally.unknown,
       outdatedHashes: [...tally.hashes.values()].sort((a, b) => compareText(`${a.template}@${a.hash}`, `${b.template}@${b.hash}`)),
-      restartable: RESTARTABLE_KINDS.includes(tally.workload.kind),
+      restartable: isRestartable(tally.workload),
     }))
-    .sort((a, b) => compareText(a.namespace, b.namespace) || compareText(a.kind, b.kind) || compareText(a.name, b.name));
+    .sort((a, b) => compareText(a.namespace, b.namespace) || compareText(a.kind, b.kind) || compareText(a.name, b.name) || compareText(a.apiVersion, b.apiVersion));
   const templates = [...input.templates.templates.values()]
     .map((template) => ({ name: template.name, hash: template.hash }))
     .sort((a, b) => compareText(a.name, b.name));
   return { templates, workloads, totals };
-}
-
-/** What `--restart` does with a report: roll the restartable outdated workloads, name the others. */
-export function planRestarts(report: FleetReport): { restart: WorkloadReport[]; byHand: WorkloadReport[] } {
-  const outdated = report.workloads.filter((workload) => workload.outdated > 0);
-  return { restart: outdated.filter((workload) => workload.restartable), byHand: outdated.filter((workload) => !workload.restartable) };
 }
 
 /** Code-point order: the same on every machine and locale (golden files depend on it). */

@@ -1,6 +1,6 @@
 import { AppsV1Api, BatchV1Api, CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions, type V1ObjectMeta, type V1Pod } from '@kubernetes/client-node';
 import { ClusterError, TemplateError } from '../errors.js';
-import { ownerKey, type OwnerRef, type PodRecord } from '../fleet/fleet-report.js';
+import { isIntermediateOwner, isRestartable, ownerKey, type OwnerRef, type PodRecord } from '../fleet/fleet-report.js';
 import { Annotations, parseTemplateData, type TemplateSet } from '../injection/index.js';
 import { describeKubeError, kubeErrorStatus, kubeErrorStatusBody } from './kube-errors.js';
 import type { Labels } from './namespace-labels.js';
@@ -30,6 +30,12 @@ export interface FleetSnapshot {
   readonly namespaceLabels: ReadonlyMap<string, Labels>;
   /** Lists that outlived the API server's history and were finished inconsistently (see listPaged). */
   readonly inconsistentLists: readonly string[];
+  /**
+   * When the namespace labels were refused (403): the namespace (undefined
+   * for all of them) and the API server's message. The report then counts
+   * un-injected Pods there as unknown rather than failing.
+   */
+  readonly namespaceLabelsForbidden: { readonly namespace: string | undefined; readonly message: string } | undefined;
 }
 
 /**
@@ -50,6 +56,7 @@ export async function readFleet(kubeConfig: KubeConfig, query: FleetQuery): Prom
   const listPaged = <T>(what: string, list: (page: Page) => Promise<{ metadata?: Page; items: T[] }>, each: (item: T) => void) =>
     listAllPages(what, list, each, () => inconsistentLists.push(what));
   const pods: PodRecord[] = [];
+  // `apps/ReplicaSet`, `batch/Job`: the intermediate owners some Pod has.
   const ownerKinds = new Set<string>();
   await listPaged(`listing Pods in ${scope}`, (page) => {
     const request = { limit: pageSize, ...page, ...(query.labelSelector === undefined ? {} : { labelSelector: query.labelSelector }) };
@@ -58,48 +65,52 @@ export async function readFleet(kubeConfig: KubeConfig, query: FleetQuery): Prom
     const record = toPodRecord(pod);
     if (record === undefined) return;
     pods.push(record);
-    if (record.owner !== undefined) ownerKinds.add(record.owner.kind);
+    if (record.owner !== undefined && isIntermediateOwner(record.owner)) ownerKinds.add(record.owner.kind);
   });
 
   const owners = new Map<string, OwnerRef>();
-  const addOwners = (kind: string) => (object: { metadata?: V1ObjectMeta }): void => {
+  const addOwners = (apiVersion: string, kind: string) => (object: { metadata?: V1ObjectMeta }): void => {
     const meta = object.metadata;
     const owner = controllerOf(meta);
-    if (meta?.name !== undefined && owner !== undefined) owners.set(ownerKey(meta.namespace ?? '', kind, meta.name), owner);
+    if (meta?.name !== undefined && owner !== undefined) owners.set(ownerKey(meta.namespace ?? '', { apiVersion, kind, name: meta.name }), owner);
   };
   const metadataOnly = setHeaderOptions('Accept', METADATA_LIST);
   // Listed only when some Pod is owned by one.
-  const ownerLists: [string, (page: Page) => Promise<{ items: { metadata?: V1ObjectMeta }[]; metadata?: Page }>][] = [
-    ['ReplicaSet', (page) => namespace === undefined
+  const ownerLists: [string, string, (page: Page) => Promise<{ items: { metadata?: V1ObjectMeta }[]; metadata?: Page }>][] = [
+    ['apps/v1', 'ReplicaSet', (page) => namespace === undefined
       ? apps.listReplicaSetForAllNamespaces({ limit: pageSize, ...page }, metadataOnly)
       : apps.listNamespacedReplicaSet({ namespace, limit: pageSize, ...page }, metadataOnly)],
-    ['Job', (page) => namespace === undefined
+    ['batch/v1', 'Job', (page) => namespace === undefined
       ? batch.listJobForAllNamespaces({ limit: pageSize, ...page }, metadataOnly)
       : batch.listNamespacedJob({ namespace, limit: pageSize, ...page }, metadataOnly)],
   ];
-  for (const [kind, list] of ownerLists) {
-    if (ownerKinds.has(kind)) await listPaged(`listing ${kind}s in ${scope}`, list, addOwners(kind));
+  for (const [apiVersion, kind, list] of ownerLists) {
+    if (ownerKinds.has(kind)) await listPaged(`listing ${kind}s in ${scope}`, list, addOwners(apiVersion, kind));
   }
 
   const namespaceLabels = new Map<string, Labels>();
   const addLabels = (object: { metadata?: V1ObjectMeta }): void => {
     if (object.metadata?.name !== undefined) namespaceLabels.set(object.metadata.name, object.metadata.labels ?? {});
   };
-  if (namespace === undefined) {
-    await listPaged('listing Namespaces', (page) => core.listNamespace({ limit: pageSize, ...page }, metadataOnly), addLabels);
-  } else {
-    try {
-      addLabels(await core.readNamespace({ name: namespace }, setHeaderOptions('Accept', METADATA_OBJECT)));
-    } catch (error) {
-      // No such namespace: no Pods either, and nothing to report.
-      if (kubeErrorStatus(error) !== 404) throw new ClusterError(`reading namespace ${namespace}: ${describeKubeError(error)}`, { cause: error });
-    }
+  let namespaceLabelsForbidden: FleetSnapshot['namespaceLabelsForbidden'];
+  try {
+    if (namespace === undefined) await listPaged('listing Namespaces', (page) => core.listNamespace({ limit: pageSize, ...page }, metadataOnly), addLabels);
+    else addLabels(await core.readNamespace({ name: namespace }, setHeaderOptions('Accept', METADATA_OBJECT)));
+  } catch (error) {
+    const cause = error instanceof ClusterError && error.cause !== undefined ? error.cause : error;
+    const status = kubeErrorStatus(cause);
+    // No such namespace: no Pods either, and nothing to report.
+    if (namespace !== undefined && status === 404) return { templates, templateSource, pods, owners, namespaceLabels, inconsistentLists, namespaceLabelsForbidden };
+    // Labels are only needed for Pods without a status: one missing permission must not hide the rest.
+    if (status !== 403) throw error instanceof ClusterError ? error : new ClusterError(`reading namespace ${namespace ?? ''}: ${describeKubeError(error)}`, { cause: error });
+    namespaceLabelsForbidden = { namespace, message: describeKubeError(cause) };
   }
-  return { templates, templateSource, pods, owners, namespaceLabels, inconsistentLists };
+  return { templates, templateSource, pods, owners, namespaceLabels, inconsistentLists, namespaceLabelsForbidden };
 }
 
 export interface WorkloadRef {
   readonly namespace: string;
+  readonly apiVersion: string;
   readonly kind: string;
   readonly name: string;
 }
@@ -117,6 +128,8 @@ export async function restartWorkload(kubeConfig: KubeConfig, workload: Workload
     fieldManager: 'envoy-injector',
   };
   const strategicMerge = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);
+  // Only apps/v1's own kinds: another group's Deployment of the same name is not this one.
+  if (!isRestartable(workload)) throw new ClusterError(`${workload.apiVersion} ${workload.kind} ${workload.namespace}/${workload.name}: only apps/v1 Deployments, StatefulSets and DaemonSets are restarted`);
   try {
     if (workload.kind === 'Deployment') await apps.patchNamespacedDeployment(request, strategicMerge);
     else if (workload.kind === 'StatefulSet') await apps.patchNamespacedStatefulSet(request, strategicMerge);
@@ -202,5 +215,5 @@ function toPodRecord(pod: V1Pod): PodRecord | undefined {
 
 function controllerOf(meta: V1ObjectMeta | undefined): OwnerRef | undefined {
   const owner = meta?.ownerReferences?.find((reference) => reference.controller === true);
-  return owner === undefined ? undefined : { kind: owner.kind, name: owner.name };
+  return owner === undefined ? undefined : { apiVersion: owner.apiVersion, kind: owner.kind, name: owner.name };
 }

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, it } from 'node:test';
-import { AppsV1Api, CoreV1Api, KubernetesObjectApi, RbacAuthorizationV1Api, type KubernetesObject, type V1Pod } from '@kubernetes/client-node';
+import { ApiextensionsV1Api, AppsV1Api, CoreV1Api, CustomObjectsApi, KubernetesObjectApi, RbacAuthorizationV1Api, type KubernetesObject, type V1Pod } from '@kubernetes/client-node';
 import { parseTemplateData, parseYamlDocuments } from '../../src/injection/index.js';
 import { runStatusCli } from '../helpers/fleet-fixture.js';
 import { ROOT } from '../helpers/fixtures.js';
@@ -11,12 +11,23 @@ import { createNamespace, deleteNamespaces, envoyImage, eventually, helmInstall,
 import { startChartInjector, type ChartInjector } from './injector-process.js';
 
 interface StatusJson {
-  workloads: { namespace: string; kind: string; name: string; current: number; outdated: number; notInjected: number }[];
-  totals: { pods: number; current: number; outdated: number; notInjected: number };
-  restart?: { restarted: { kind: string; name: string }[]; notRestartable: { kind: string; name: string }[] };
+  workloads: { namespace: string; apiVersion: string; kind: string; name: string; current: number; outdated: number; notInjected: number }[];
+  totals: { pods: number; current: number; outdated: number; notInjected: number; unknown?: number };
+  restart?: { restarted: { kind: string; name: string }[]; notRestartable: { apiVersion: string; kind: string; name: string; why: string }[] };
 }
 
 const RESTARTED_AT = 'kubectl.kubernetes.io/restartedAt';
+
+/** A Deployment kind in another group, as OpenKruise and others have: only so that an owner of that group can exist. */
+const EXAMPLE_DEPLOYMENT_CRD = {
+  metadata: { name: 'deployments.example.com' },
+  spec: {
+    group: 'example.com',
+    scope: 'Namespaced',
+    names: { plural: 'deployments', singular: 'deployment', kind: 'Deployment', listKind: 'DeploymentList' },
+    versions: [{ name: 'v1', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } }],
+  },
+};
 
 /** The README's RBAC block for `status`, applied as written (the Role moved to the release's namespace). */
 function readmeRbac(injectorNamespace: string): KubernetesObject[] {
@@ -37,14 +48,16 @@ function rows(report: StatusJson, namespace: string): string[] {
 forEachKubeVersion('envoy-injector status and --restart against the API server and its controllers', (plane) => {
   let release: Release | undefined;
   let injector: ChartInjector | undefined;
-  const ns = { enabled: uniqueName('fleet'), disabled: uniqueName('fleet-off'), users: uniqueName('fleet-users'), many: uniqueName('fleet-many') };
+  const ns = { enabled: uniqueName('fleet'), disabled: uniqueName('fleet-off'), users: uniqueName('fleet-users'), many: uniqueName('fleet-many'), kinds: uniqueName('fleet-kinds') };
+  // Who may list Pods (and StatefulSets) in ns.kinds only, and read the templates: no get on namespaces.
+  const namespaceReader = uniqueName('ns-reader');
   const reader = uniqueName('status-reader');
   const restarter = uniqueName('status-restarter');
-  const kubeconfigs = { reader: '', restarter: '' };
+  const kubeconfigs = { reader: '', restarter: '', namespaceReader: '' };
   const core = () => plane().kubeConfig.makeApiClient(CoreV1Api);
   const apps = () => plane().kubeConfig.makeApiClient(AppsV1Api);
   const podsOf = async (namespace: string): Promise<V1Pod[]> => (await core().listNamespacedPod({ namespace })).items.filter((pod) => pod.metadata?.deletionTimestamp === undefined);
-  const status = (who: 'reader' | 'restarter', args: string[], stdin?: string) =>
+  const status = (who: 'reader' | 'restarter' | 'namespaceReader', args: string[], stdin?: string) =>
     runStatusCli(['--kubeconfig', kubeconfigs[who], '--injector-namespace', release?.namespace ?? '', ...args], stdin === undefined ? {} : { stdin });
   const statusJson = async (args: string[]) => {
     const result = await status('reader', [...args, '-o', 'json']);
@@ -65,6 +78,7 @@ forEachKubeVersion('envoy-injector status and --restart against the API server a
       createNamespace(plane(), ns.disabled, { 'envoy-injector.io/inject': 'disabled' }),
       createNamespace(plane(), ns.users),
       createNamespace(plane(), ns.many),
+      createNamespace(plane(), ns.kinds, { 'envoy-injector.io/inject': 'enabled' }),
     ]);
     injector = await startChartInjector(plane(), release);
     await eventually('a first Pod injected through the API server', async () => {
@@ -91,6 +105,13 @@ forEachKubeVersion('envoy-injector status and --restart against the API server a
         body: { metadata: { name: `status-${user}` }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: `envoy-injector-status-${ns.users}` }, subjects: [{ kind: 'ServiceAccount', name: user, namespace: ns.users }] },
       });
     }
+    // Only what status -n truly needs in ns.kinds: its Pods, and the outdated StatefulSet's kind; no namespaces.
+    await core().createNamespacedServiceAccount({ namespace: ns.users, body: { metadata: { name: namespaceReader } } });
+    await rbac.createNamespacedRole({ namespace: ns.kinds, body: { metadata: { name: 'status-pods' }, rules: [{ apiGroups: [''], resources: ['pods'], verbs: ['list'] }, { apiGroups: ['apps'], resources: ['statefulsets'], verbs: ['list'] }] } });
+    for (const [namespace, kind, name] of [[ns.kinds, 'Role', 'status-pods'], [release.namespace, 'Role', `envoy-injector-status-${ns.users}`]] as const) {
+      await rbac.createNamespacedRoleBinding({ namespace, body: { metadata: { name: `status-${namespaceReader}` }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind, name }, subjects: [{ kind: 'ServiceAccount', name: namespaceReader, namespace: ns.users }] } });
+    }
+    kubeconfigs.namespaceReader = await plane().serviceAccountKubeconfig(ns.users, namespaceReader);
     kubeconfigs.reader = await plane().serviceAccountKubeconfig(ns.users, reader);
     kubeconfigs.restarter = await plane().serviceAccountKubeconfig(ns.users, restarter);
 
@@ -104,11 +125,23 @@ forEachKubeVersion('envoy-injector status and --restart against the API server a
     await core().createNamespacedPod({ namespace: ns.disabled, body: plainPod('untouched') });
     await settled(ns.enabled, 4, 'envoyproxy/envoy:v1.39.0');
     await settled(ns.disabled, 1);
+
+    // ns.kinds: a Pod owned by example.com/v1 Deployment web beside an apps/v1 Deployment web (no Pods), and an OnDelete StatefulSet.
+    // The owner exists (a CRD and its object, uid and all), so the garbage collector keeps the Pod.
+    await plane().kubeConfig.makeApiClient(ApiextensionsV1Api).createCustomResourceDefinition({ body: EXAMPLE_DEPLOYMENT_CRD });
+    const foreign = await eventually('the example.com Deployment CRD established', () =>
+      plane().kubeConfig.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({ group: 'example.com', version: 'v1', namespace: ns.kinds, plural: 'deployments', body: { apiVersion: 'example.com/v1', kind: 'Deployment', metadata: { name: 'web' } } })
+        .then((created) => created as KubernetesObject, () => undefined), 30_000, 250);
+    await apps().createNamespacedDeployment({ namespace: ns.kinds, body: { metadata: { name: 'web' }, spec: { replicas: 0, selector: { matchLabels: labels('web') }, template: template('web') } } });
+    await core().createNamespacedPod({ namespace: ns.kinds, body: { ...plainPod('web-foreign'), metadata: { name: 'web-foreign', ownerReferences: [{ apiVersion: 'example.com/v1', kind: 'Deployment', name: 'web', uid: foreign.metadata?.uid ?? '', controller: true }] } } });
+    await apps().createNamespacedStatefulSet({ namespace: ns.kinds, body: { metadata: { name: 'ondel' }, spec: { replicas: 1, serviceName: 'ondel', updateStrategy: { type: 'OnDelete' }, selector: { matchLabels: labels('ondel') }, template: template('ondel') } } });
+    await settled(ns.kinds, 2, 'envoyproxy/envoy:v1.39.0');
   });
   after(async () => {
     await injector?.stop().catch(() => undefined);
     if (release !== undefined) await helmUninstall(plane(), release).catch(() => undefined);
     await deleteNamespaces(plane(), Object.values(ns));
+    await plane().kubeConfig.makeApiClient(ApiextensionsV1Api).deleteCustomResourceDefinition({ name: EXAMPLE_DEPLOYMENT_CRD.metadata.name }).catch(() => undefined);
     const rbac = plane().kubeConfig.makeApiClient(RbacAuthorizationV1Api);
     for (const name of ['envoy-injector-status', 'envoy-injector-restart']) await rbac.deleteClusterRole({ name: `${name}-${ns.users}` }).catch(() => undefined);
     for (const name of [`envoy-injector-status-${reader}`, `envoy-injector-status-${restarter}`, `envoy-injector-restart-${restarter}`]) await rbac.deleteClusterRoleBinding({ name }).catch(() => undefined);
@@ -143,6 +176,37 @@ forEachKubeVersion('envoy-injector status and --restart against the API server a
     const table = await status('reader', ['-n', ns.enabled]);
     assert.equal(table.code, 3);
     assert.match(table.stdout, /--restart would restart: Deployment \S+\/web, StatefulSet \S+\/db\./);
+  });
+
+  it('another group\'s Deployment and an OnDelete StatefulSet: listed to recreate by hand with why, nothing patched, no ControllerRevision added', async () => {
+    const revisions = async () => (await apps().listNamespacedControllerRevision({ namespace: ns.kinds })).items.length;
+    const before = { web: await apps().readNamespacedDeployment({ name: 'web', namespace: ns.kinds }), ondel: await apps().readNamespacedStatefulSet({ name: 'ondel', namespace: ns.kinds }), revisions: await revisions() };
+    const result = await status('restarter', ['-n', ns.kinds, '--restart', '--yes', '-o', 'json']);
+    assert.equal(result.code, 3, result.stderr);
+    const { restart, workloads } = JSON.parse(result.stdout) as StatusJson;
+    assert.deepEqual(workloads.map((w) => `${w.apiVersion} ${w.kind}/${w.name} ${w.outdated}`), ['example.com/v1 Deployment/web 1', 'apps/v1 StatefulSet/ondel 1']);
+    assert.deepEqual(restart?.restarted, []);
+    assert.deepEqual(restart?.notRestartable.map((ref) => `${ref.apiVersion} ${ref.kind}/${ref.name}: ${ref.why}`), [
+      'example.com/v1 Deployment/web: not an apps/v1 workload',
+      'apps/v1 StatefulSet/ondel: updateStrategy OnDelete: a restart changes no Pod',
+    ]);
+    const web = await apps().readNamespacedDeployment({ name: 'web', namespace: ns.kinds });
+    const ondel = await apps().readNamespacedStatefulSet({ name: 'ondel', namespace: ns.kinds });
+    assert.equal(web.metadata?.resourceVersion, before.web.metadata?.resourceVersion, 'apps/v1 Deployment web is not restarted for another group\'s');
+    assert.equal(ondel.metadata?.generation, before.ondel.metadata?.generation, 'the OnDelete StatefulSet is not patched');
+    assert.equal(await revisions(), before.revisions, 'no ControllerRevision added');
+    const table = await status('restarter', ['-n', ns.kinds, '--restart', '--dry-run']);
+    assert.match(table.stdout, /Not restarted \(not an apps\/v1 workload; recreate them by hand\): Deployment\.example\.com \S+\/web \(group example\.com\)\./);
+  });
+
+  it('status -n NS with list pods in NS only (no get namespaces): a note naming the namespace and the permission, the report, exit 3', async () => {
+    const result = await status('namespaceReader', ['-n', ns.kinds, '-o', 'json']);
+    assert.equal(result.code, 3, result.stderr);
+    const notes = result.stderr.split('\n').filter((line) => line !== '');
+    assert.equal(notes.length, 1, result.stderr);
+    assert.match(notes[0] ?? '', new RegExp(`^envoy-injector: note: no permission to get namespace ${ns.kinds} \\(HTTP 403: .*cannot get resource "namespaces".*\\): its labels are unknown`));
+    const report = JSON.parse(result.stdout) as StatusJson;
+    assert.deepEqual(report.totals, { pods: 2, current: 0, outdated: 2, notInjected: 0, unknown: 0 });
   });
 
   it('--restart --dry-run changes nothing; without patch permission each restart fails with a 403 (exit 1)', async () => {
@@ -197,7 +261,7 @@ forEachKubeVersion('envoy-injector status and --restart against the API server a
     }
     const { code, report } = await statusJson(['-n', ns.many, '--page-size', '500']);
     assert.equal(code, 3);
-    assert.deepEqual(report.totals, { pods: 1200, current: 800, outdated: 400, notInjected: 0 });
+    assert.deepEqual(report.totals, { pods: 1200, current: 800, outdated: 400, notInjected: 0, unknown: 0 });
     assert.deepEqual(new Set(report.workloads.map((workload) => workload.name)).size, 1200);
   });
 });
