@@ -34,7 +34,10 @@ export interface CertificateSettings {
   readonly servingValidityDays: number;
   /** How often expiry is checked (events also trigger a check). */
   readonly checkIntervalMs: number;
-  /** After adding a CA to the caBundle, wait this long before serving a certificate it signed in place of another: the API server's copy of the configuration lags. */
+  /**
+   * Once a CA is in the caBundle (added by this replica or found there), wait this long before serving a certificate it signed in
+   * place of another: the API servers' copies of the configuration lag.
+   */
   readonly caBundleSettleMs: number;
 }
 
@@ -99,6 +102,8 @@ export class CertificateManager {
   #retryTimer: NodeJS.Timeout | undefined;
   #reconciling: Promise<void> | undefined;
   #again = false;
+  /** When each CA was first seen trusted by every webhook (Date.now()): the settle wait counts from there. */
+  readonly #caSeenAt = new Map<string, number>();
   #stopped = false;
 
   constructor(options: {
@@ -219,9 +224,10 @@ export class CertificateManager {
     this.#retryTimer = undefined;
     try {
       const stored = await this.#ensureSecret();
-      const patched = await this.#ensureTrusted(stored);
+      await this.#ensureTrusted(stored);
       const switchingCa = this.#served !== undefined && this.#served.ca.cert !== stored.ca.cert;
-      if (patched && switchingCa) await new Promise((resolve) => setTimeout(resolve, this.#settings.caBundleSettleMs));
+      // Whoever put the new CA in the bundle (this replica or another), the API servers' copies lag behind it.
+      if (switchingCa) await this.#settle(stored.ca.cert);
       this.#serve(stored);
       this.#trusted = true;
       this.#lastError = undefined;
@@ -235,6 +241,19 @@ export class CertificateManager {
       this.#retryTimer = setTimeout(() => void this.reconcile(), delayMs);
       this.#retryTimer.unref();
     }
+  }
+
+  /** Waits until CAPEM has been in the caBundle for caBundleSettleMs, counted from when this replica first saw it there. */
+  async #settle(caPem: string): Promise<void> {
+    const since = this.#caSeenAt.get(caPem.trim()) ?? Date.now();
+    const waitMs = since + this.#settings.caBundleSettleMs - Date.now();
+    if (waitMs > 0) await new Promise((resolve) => setTimeout(resolve, waitMs));
+  }
+
+  /** Notes when CAPEM was first seen in every webhook's caBundle (written by us, or found there). */
+  #sawTrusted(caPem: string): void {
+    const ca = caPem.trim();
+    if (!this.#caSeenAt.has(ca)) this.#caSeenAt.set(ca, Date.now());
   }
 
   #scheduleReconcile(why: string): void {
@@ -355,19 +374,22 @@ export class CertificateManager {
   }
 
   /**
-   * Adds the CAs of `stored` to every webhook's caBundle that lacks one, keeping the CAs already there that are valid; true when it wrote.
+   * Adds the CAs of `stored` to every webhook's caBundle that lacks one, keeping the CAs already there that are valid.
    * The write is a server-side apply of the caBundles alone, under our field manager: the caBundle is ours, every other field the
    * chart's, so a GitOps tool applying the chart (which renders no caBundle) neither conflicts with nor removes it.
    */
-  async #ensureTrusted(stored: StoredCertificates): Promise<boolean> {
+  async #ensureTrusted(stored: StoredCertificates): Promise<void> {
     const wanted = splitPem(stored.caBundle);
     for (let attempt = 1; ; attempt++) {
       const config = await this.#readWebhookConfig();
       // Not installed yet (Helm may create it after the Deployment): nothing calls us, and the watch will see it arrive.
-      if (config === undefined) return false;
+      if (config === undefined) return;
       if (this.#served !== undefined) this.#trusted = trustsCa(config, this.#served.ca.cert);
       const apply = caBundleApply(config, wanted, this.#now());
-      if (apply === undefined) return false;
+      if (apply === undefined) {
+        this.#sawTrusted(stored.ca.cert);
+        return;
+      }
       try {
         await this.#admission.patchMutatingWebhookConfiguration(
           { name: this.#settings.webhookConfigName, body: apply.body, fieldManager: CA_BUNDLE_FIELD_MANAGER, force: true },
@@ -379,7 +401,8 @@ export class CertificateManager {
         throw error;
       }
       this.#log.info({ webhooks: apply.changed }, `caBundle of MutatingWebhookConfiguration ${this.#settings.webhookConfigName} updated`);
-      return true;
+      this.#sawTrusted(stored.ca.cert);
+      return;
     }
   }
 
