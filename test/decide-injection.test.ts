@@ -37,6 +37,20 @@ function decide(overrides: Partial<DecisionInput> = {}) {
   });
 }
 
+describe('a copied envoy-injector.io/status', () => {
+  it('is said in a warning that names the cause and the fix', () => {
+    const decision = decide({ pod: pod({ 'envoy-injector.io/status': '{"template":"config","hash":"sha256:0","containers":["envoy"],"initContainers":[]}' }) });
+    assert.deepEqual(decision.warnings, [
+      'envoy-injector.io/status: it names containers the Pod does not have ("envoy"): it was copied into the Pod (from a running Pod\'s YAML?); remove it from the Pod template, or its Pods never get the sidecar',
+    ]);
+  });
+
+  it('a real one gives no warning', () => {
+    const decision = decide({ pod: pod({ 'envoy-injector.io/status': '{"template":"config","hash":"sha256:0","containers":["envoy"],"initContainers":[]}' }, { containers: [{ name: 'envoy' }] }) });
+    assert.deepEqual(decision.warnings, []);
+  });
+});
+
 describe('the injection decision (docs/design.md §4), branch by branch', () => {
   const cases: {
     name: string;
@@ -147,6 +161,24 @@ describe('the injection decision (docs/design.md §4), branch by branch', () => 
       input: { pod: pod({ 'envoy-injector.io/inject': 'true', 'envoy-injector.io/status': '{}' }) },
       inject: false, reason: Reason.alreadyInjected, rule: Rule.alreadyInjected,
       message: 'the Pod already carries envoy-injector.io/status',
+    },
+    {
+      name: 'a status naming containers the Pod has: injected already (a reinvocation, a retry)',
+      input: { pod: pod({ 'envoy-injector.io/status': '{"template":"config","hash":"sha256:0","containers":["envoy"],"initContainers":[]}' }, { containers: [{ name: 'web' }, { name: 'envoy' }] }) },
+      inject: false, reason: Reason.alreadyInjected, rule: Rule.alreadyInjected,
+      message: 'the Pod already carries envoy-injector.io/status',
+    },
+    {
+      name: 'a status naming containers the Pod lacks was copied (from a running Pod\'s YAML)',
+      input: { pod: pod({ 'envoy-injector.io/status': '{"template":"config","hash":"sha256:0","containers":[],"initContainers":["envoy"]}' }) },
+      inject: false, reason: Reason.statusCopied, rule: Rule.alreadyInjected,
+      message: 'the Pod carries a copied envoy-injector.io/status (it names containers the Pod does not have ("envoy"))',
+    },
+    {
+      name: 'a status that is not the injector\'s JSON was not written by it',
+      input: { pod: pod({ 'envoy-injector.io/status': 'injected' }) },
+      inject: false, reason: Reason.statusCopied, rule: Rule.alreadyInjected,
+      message: 'the Pod carries a copied envoy-injector.io/status (not the JSON the injector writes)',
     },
     {
       name: 'an unknown template name skips the Pod',

@@ -24,6 +24,12 @@ describe('restart plan: what --restart does with an outdated apps/v1 workload', 
     ['a DaemonSet settled', 'DaemonSet', object({}, { desiredNumberScheduled: 5, updatedNumberScheduled: 5 }), 'restart'],
     ['a Deployment OnDelete is not a thing: its strategy is not looked at', 'Deployment', object({ replicas: 1, updateStrategy: { type: 'OnDelete' } }, { replicas: 1, updatedReplicas: 1 }), 'restart'],
     ['gone since the Pods were listed', 'Deployment', undefined, `by hand: ${NotRestartedWhy.notFound}`],
+    [
+      'a Deployment whose Pod template carries a copied status (every Pod inherits it and stays uninjected)',
+      'Deployment',
+      object({ replicas: 1, template: { metadata: { annotations: { 'envoy-injector.io/status': '{"template":"config"}' } }, spec: {} } }, { replicas: 1, updatedReplicas: 1 }),
+      `by hand: ${NotRestartedWhy.copiedStatus}`,
+    ],
     ['no generation nor status (never reported on): restart', 'Deployment', { metadata: { name: 'w' }, spec: {} }, 'restart'],
   ];
   for (const [title, kind, workload, expected] of cases) {

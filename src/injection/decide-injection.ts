@@ -17,6 +17,7 @@ export const Reason = {
   namespaceNotEnabled: 'namespace_not_enabled',
   hostNetwork: 'host_network',
   alreadyInjected: 'already_injected',
+  statusCopied: 'status_copied',
   unknownTemplate: 'unknown_template',
   requestedOffline: 'requested_offline',
   templateNotLoaded: 'template_not_loaded',
@@ -175,8 +176,14 @@ export function decideInjection(input: DecisionInput): Decision {
   }
   pass(Rule.hostNetwork, explicitlyAsked ? 'hostNetwork allowed by the annotation' : 'the Pod does not use hostNetwork');
 
-  // 7. Reinvocation and retries are no-ops.
-  if (annotations !== undefined && own(annotations, Annotations.status) !== undefined) {
+  // 7. Reinvocation and retries are no-ops. A status whose containers the Pod lacks was not written into this Pod by us.
+  const status = annotations === undefined ? undefined : own(annotations, Annotations.status);
+  if (status !== undefined) {
+    const copied = copiedStatusProblem(status, pod);
+    if (copied !== undefined) {
+      warnings.push(`${Annotations.status}: ${copied}: it was copied into the Pod (from a running Pod's YAML?); remove it from the Pod template, or its Pods never get the sidecar`);
+      return skip(Rule.alreadyInjected, Reason.statusCopied, `the Pod carries a copied ${Annotations.status} (${copied})`);
+    }
     return skip(Rule.alreadyInjected, Reason.alreadyInjected, `the Pod already carries ${Annotations.status}`);
   }
   pass(Rule.alreadyInjected, `the Pod has no ${Annotations.status} annotation`);
@@ -199,6 +206,35 @@ export function decideInjection(input: DecisionInput): Decision {
   const nativeAnnotation = readBooleanAnnotation(annotations, Annotations.nativeSidecar, warnings);
   const nativeSidecar = nativeAnnotation ?? template.nativeSidecar ?? options.nativeSidecar ?? false;
   return { inject: true, reason: optIn.reason, message: optIn.message, rule: optIn.rule, template, nativeSidecar, warnings, trace };
+}
+
+/**
+ * Why a status annotation cannot be one this injector wrote into this Pod
+ * (not its JSON, or naming containers the Pod lacks); undefined when it can.
+ * The webhook adds the containers and the status in one patch, so a Pod that
+ * has the status has them, on reinvocation and retries alike.
+ */
+export function copiedStatusProblem(status: unknown, pod: JsonObject): string | undefined {
+  let parsed: unknown;
+  try {
+    parsed = typeof status === 'string' ? JSON.parse(status) : undefined;
+  } catch {
+    parsed = undefined;
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return 'not the JSON the injector writes';
+  const spec = objectAt(pod, 'spec');
+  const present = new Set(
+    ['containers', 'initContainers'].flatMap((list) => {
+      const entries = spec === undefined ? undefined : own(spec, list);
+      return Array.isArray(entries) ? entries.map((entry) => (entry !== null && typeof entry === 'object' && !Array.isArray(entry) ? own(entry, 'name') : undefined)) : [];
+    }),
+  );
+  const named = ['containers', 'initContainers'].flatMap((list) => {
+    const names = own(parsed as JsonObject, list);
+    return Array.isArray(names) ? names.filter((name): name is string => typeof name === 'string') : [];
+  });
+  const missing = named.filter((name) => !present.has(name));
+  return missing.length === 0 ? undefined : `it names containers the Pod does not have (${missing.map((name) => `"${name}"`).join(', ')})`;
 }
 
 export function isExcludedNamespace(namespace: string, options: DecisionOptions): boolean {
