@@ -41,6 +41,7 @@ const CASES: readonly GoldenCase[] = [
   { input: 'test/golden/native-job.yaml', golden: 'native-job.golden.yaml', nativeSidecar: true },
   { input: 'test/golden/mixed-kinds.yaml', golden: 'mixed-kinds.golden.yaml' },
   { input: 'test/golden/named-template.yaml', golden: 'named-template.golden.yaml', templateFile: 'test/golden/templates.yaml' },
+  { input: 'test/golden/capture.yaml', golden: 'capture.golden.yaml', templateFile: 'test/golden/capture-templates.yaml' },
 ];
 
 /** `policy`: the compiled MutatingAdmissionPolicy and binding, for the seed template and for named templates with every setting. */
