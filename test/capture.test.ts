@@ -12,6 +12,7 @@ import {
   type JsonObject,
   type TemplateSet,
 } from '../src/injection/index.js';
+import { runCli } from '../src/cli.js';
 import { TemplateError } from '../src/errors.js';
 import { ROOT } from './helpers/fixtures.js';
 
@@ -253,5 +254,37 @@ describe('traffic capture: the exclusion grammar (shared with policy mode)', () 
   });
   it('refuses anything else, saying what it wanted', () => {
     for (const [kind, value] of invalid) assert.ok(captureListProblem(kind, value) !== undefined, String(value));
+  });
+});
+
+describe('traffic capture: what explain and inject say', () => {
+  const cli = async (args: string[]): Promise<{ stdout: string; stderr: string }> => {
+    let stdout = '';
+    let stderr = '';
+    const code = await runCli(args, { stdin: process.stdin, stdout: { write: (chunk: string) => (stdout += chunk) }, stderr: { write: (chunk: string) => (stderr += chunk) } });
+    assert.equal(code, 0, stderr);
+    return { stdout, stderr };
+  };
+  const files = ['-f', join(ROOT, 'test/golden/capture.yaml'), '--template-file', join(ROOT, 'test/golden/capture-templates.yaml')];
+
+  it('explain in a baseline namespace: injected, capture off, and why', async () => {
+    const { stdout } = await cli(['explain', ...files, '--namespace-labels', 'envoy-injector.io/inject=enabled,pod-security.kubernetes.io/enforce=baseline', '-o', 'json']);
+    const captured = (JSON.parse(stdout) as { name: string; decision: string; capture: Obj }[]).find((explanation) => explanation.name === 'captured');
+    assert.equal(captured?.decision, 'injected');
+    assert.deepEqual(captured?.capture, {
+      captured: false,
+      reason: 'pod_security',
+      message: 'namespace "default" enforces Pod Security "baseline" (pod-security.kubernetes.io/enforce), which forbids the NET_ADMIN capability traffic capture needs',
+    });
+  });
+
+  it('inject -f prints each Pod\'s capture decision and effective exclusions on stderr, the YAML stays on stdout', async () => {
+    const { stdout, stderr } = await cli(['inject', ...files]);
+    assert.match(stdout, /name: envoy-init/);
+    const lines = stderr.split('\n');
+    assert.ok(lines.includes('Pod/exclusions: traffic capture ON: the Pod is annotated envoy-injector.io/capture: "true" [reason annotation_true]'), stderr);
+    assert.ok(lines.includes('Pod/exclusions: outbound TCP -> port 15001, except uid 101, loopback, CIDRs 10.96.0.0/12,fd00:10:96::/112, ports 9901,9902,5432,6379'), stderr);
+    assert.ok(lines.includes('Pod/exclusions: inbound TCP -> port 15006, ports 8080,8443, except 9901,9902'), stderr);
+    assert.ok(lines.includes('Pod/opted-out: traffic capture off: the Pod is annotated envoy-injector.io/capture: "false" [reason annotation_false]'), stderr);
   });
 });

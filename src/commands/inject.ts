@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
 import { UsageError } from '../errors.js';
-import { formatManifests, processManifests } from '../injection/index.js';
+import { CaptureReason, formatManifests, processManifests } from '../injection/index.js';
+import { captureLines, explainCapture } from './capture-text.js';
 import { loadTemplates, readInput, type CommandIo } from './io.js';
 import { parseAllowedOverrides } from './options.js';
 
@@ -50,10 +51,14 @@ export async function runInject(args: readonly string[], io: CommandIo): Promise
     },
   });
   io.stdout.write(formatManifests(objects));
-  for (const { kind, name, decision, warnings } of reports) {
+  for (const { kind, name, decision, warnings, capture } of reports) {
     const what = `${kind}/${name || '(unnamed)'}`;
     for (const warning of warnings) io.stderr.write(`warning: ${what}: ${warning}\n`);
     if (!decision.inject) io.stderr.write(`${what}: not injected: ${decision.message}\n`);
+    // Only for templates that can capture: the others have nothing to say.
+    if (capture !== undefined && capture.reason !== CaptureReason.noCaptureSettings) {
+      for (const line of captureLines(explainCapture(capture))) io.stderr.write(`${what}: ${line}\n`);
+    }
   }
   return 0;
 }
