@@ -200,6 +200,13 @@ describe('traffic capture: the template\'s capture section', () => {
     assert.equal(set.defaultTemplate.capture?.enabled, false);
   });
 
+  it('refuses a template whose own entries take the names capture adds', () => {
+    assert.deepEqual(problemsOf('{image: "init:1", proxyUid: 101, outboundPort: 15001, inboundPort: 15006}\ninitContainers: [{name: envoy-init, image: "x:1"}]\nvolumes: [{name: envoy-init-xtables-lock, emptyDir: {}}]'), [
+      'config: initContainers: "envoy-init" is the name traffic capture adds; rename it, or remove the capture section',
+      'config: volumes: "envoy-init-xtables-lock" is the name traffic capture adds; rename it, or remove the capture section',
+    ]);
+  });
+
   it('names every problem, and rejects the template', () => {
     assert.deepEqual(problemsOf('{outboundPort: 15001, inboundPort: 15001, proxyPorts: [0], enabled: "yes", excludeOutboundPorts: "1,2,", colour: red}'), [
       'config: capture.colour: unknown field (capture may hold image, imagePullPolicy, proxyUid, outboundPort, inboundPort, proxyPorts, enabled, excludeOutboundCidrs, excludeOutboundPorts, excludeInboundPorts, includeInboundPorts, resources)',

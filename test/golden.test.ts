@@ -52,6 +52,7 @@ const POLICY_CASES: readonly { readonly golden: string; readonly args: readonly 
     templateFile: 'test/golden/templates.yaml',
     args: ['--namespace', 'mesh', '--excluded-namespaces', 'legacy', '--native-sidecar', 'on', '--allowed-overrides', 'proxy-cpu,proxy-memory-limit,proxy-image', '--failure-policy', 'Ignore'],
   },
+  { golden: 'policy-capture.golden.yaml', templateFile: 'test/golden/capture-templates.yaml', args: ['--namespace', 'envoy-injector'] },
 ];
 
 /** explain over six kinds of Pods: opted in, opted out, excluded namespace, by label, conflict, overrides, native. */

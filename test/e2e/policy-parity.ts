@@ -116,6 +116,7 @@ export class ParityRun {
       enabled: `${path}-enabled-${this.id}`,
       plain: `${path}-plain-${this.id}`,
       disabled: `${path}-disabled-${this.id}`,
+      baseline: `${path}-baseline-${this.id}`,
       excluded: `${path}-excluded-${this.id}`,
     });
     this.namespaces = { webhook: names(Path.webhook), policy: names(Path.policy) };
@@ -140,6 +141,7 @@ export class ParityRun {
       for (const kind of Object.values(NamespaceKind)) {
         const labels: Record<string, string> = { [PATH_LABEL]: `${path}-${this.id}` };
         if (kind === 'enabled' || kind === 'disabled') labels['envoy-injector.io/inject'] = kind;
+        if (kind === 'baseline') Object.assign(labels, { 'envoy-injector.io/inject': 'enabled', 'pod-security.kubernetes.io/enforce': 'baseline' });
         await this.#createNamespace(this.namespaces[path][kind], labels);
       }
     }
