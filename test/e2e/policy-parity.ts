@@ -38,6 +38,8 @@ type Path = (typeof Path)[keyof typeof Path];
 export interface ApiResponse {
   readonly status: number;
   readonly body: JsonObject;
+  /** The Warning headers (admission warnings among them). */
+  readonly warnings: readonly string[];
 }
 
 /** One call to the API server with raw JSON: no typed client may drop a field of the stored Pods. */
@@ -63,7 +65,8 @@ export function kubeCall(access: ApiAccess, method: string, path: string, body?:
         response.on('end', () => {
           const text = Buffer.concat(chunks).toString('utf8');
           try {
-            resolve({ status: response.statusCode ?? 0, body: JSON.parse(text) as JsonObject });
+            const warning = response.headers['warning'];
+            resolve({ status: response.statusCode ?? 0, body: JSON.parse(text) as JsonObject, warnings: warning === undefined ? [] : [warning].flat() });
           } catch {
             reject(new Error(`${method} ${path}: ${response.statusCode} and a body that is not JSON: ${text.slice(0, 200)}`));
           }
