@@ -12,6 +12,7 @@ import {
   type JsonObject,
   type TemplateSet,
 } from '../src/injection/index.js';
+import { PatchMemo, reviewAdmission, type AdmissionRequest } from '../src/admission/index.js';
 import { runCli } from '../src/cli.js';
 import { TemplateError } from '../src/errors.js';
 import { ROOT } from './helpers/fixtures.js';
@@ -293,5 +294,31 @@ describe('traffic capture: what explain and inject say', () => {
     assert.ok(lines.includes('Pod/exclusions: outbound TCP -> port 15001, except uid 101, loopback, CIDRs 10.96.0.0/12,fd00:10:96::/112, ports 9901,9902,5432,6379'), stderr);
     assert.ok(lines.includes('Pod/exclusions: inbound TCP -> port 15006, ports 8080,8443, except 9901,9902'), stderr);
     assert.ok(lines.includes('Pod/opted-out: traffic capture off: the Pod is annotated envoy-injector.io/capture: "false" [reason annotation_false]'), stderr);
+  });
+});
+
+describe('traffic capture: the patch memo', () => {
+  it('keys on the capture\'s outcome: one Pod shape in a privileged and a baseline namespace, and with other exclusions, gets the patch computing gives', () => {
+    const memo = new PatchMemo();
+    const review = (object: JsonObject, labels: Record<string, string>, uid: string, withMemo: boolean) =>
+      reviewAdmission(
+        { uid, kind: { group: '', version: 'v1', kind: 'Pod' }, resource: { group: '', version: 'v1', resource: 'pods' }, operation: 'CREATE', namespace: 'shop', object } as AdmissionRequest,
+        { templates, namespaceLabels: labels, options: {}, ...(withMemo ? { memo } : {}) },
+      );
+    const shapes: [JsonObject, Record<string, string>][] = [
+      [pod({ 'envoy-injector.io/capture': 'true' }), {}],
+      [pod({ 'envoy-injector.io/capture': 'true' }), { 'pod-security.kubernetes.io/enforce': 'baseline' }],
+      [pod({ 'envoy-injector.io/capture': 'true', 'envoy-injector.io/capture-exclude-outbound-ports': '5432' }), {}],
+      [pod({ 'envoy-injector.io/capture': 'true' }, { initContainers: [{ name: 'envoy-init', image: 'mine:1' }] }), {}],
+      [pod({ 'envoy-injector.io/capture': 'true' }), { 'pod-security.kubernetes.io/enforce': 'baseline' }],
+      [pod({ 'envoy-injector.io/capture': 'true' }), {}],
+    ];
+    shapes.forEach(([object, labels], index) => {
+      const expected = review(structuredClone(object), labels, `expected-${index}`, false);
+      const memoized = review(structuredClone(object), labels, `memo-${index}`, true);
+      assert.equal(memoized.review.response.patch, expected.review.response.patch, `shape ${index}`);
+      assert.deepEqual(memoized.warnings, expected.warnings, `shape ${index}`);
+    });
+    assert.equal(memo.size, 4, 'four shapes, each computed once');
   });
 });
