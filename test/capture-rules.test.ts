@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -48,6 +48,14 @@ async function missingTools(): Promise<string | undefined> {
       return `no ${tool} on PATH (apt-get install iptables iproute2 python3)`;
     }
   }
+  // Root in a container may still lack CAP_SYS_ADMIN, which network namespaces need.
+  const probe = `envoy-capture-${process.pid}-probe`;
+  try {
+    await run('ip', ['netns', 'add', probe]);
+    await run('ip', ['netns', 'del', probe]);
+  } catch (error) {
+    return `cannot make a network namespace (${String(error).split('\n')[0]})`;
+  }
   return undefined;
 }
 
@@ -83,6 +91,11 @@ async function removeNamespaces(): Promise<void> {
   for (const child of children.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   for (const namespace of [POD, PEER]) await ip('netns', 'del', namespace).catch(() => undefined);
 }
+
+// Should the runner stop this process before `after`, the namespaces go with it.
+process.once('exit', () => {
+  for (const namespace of [POD, PEER]) spawnSync('ip', ['netns', 'del', namespace], { stdio: 'ignore' });
+});
 
 async function makeNamespaces(): Promise<void> {
   await removeNamespaces();
