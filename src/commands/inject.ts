@@ -12,6 +12,8 @@ DaemonSet, ReplicaSet, Job, CronJob) of a multi-document YAML file and writes
 the result to stdout. Other kinds pass through unchanged. Asking means
 injecting: only Pods annotated envoy-injector.io/inject: "false", hostNetwork
 Pods not annotated "true", and Pods already injected are left as they are.
+Warnings, skipped Pods and, for templates that can capture traffic, each
+Pod's capture decision and effective exclusions go to stderr.
 
 Options:
   -f, --filename FILE     manifest to read ("-" for stdin)
