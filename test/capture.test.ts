@@ -309,7 +309,10 @@ describe('traffic capture: the patch memo', () => {
       [pod({ 'envoy-injector.io/capture': 'true' }), {}],
       [pod({ 'envoy-injector.io/capture': 'true' }), { 'pod-security.kubernetes.io/enforce': 'baseline' }],
       [pod({ 'envoy-injector.io/capture': 'true', 'envoy-injector.io/capture-exclude-outbound-ports': '5432' }), {}],
+      [pod({ 'envoy-injector.io/capture': 'true' }, { initContainers: [{ name: 'migrate', image: 'migrate:1' }] }), {}],
       [pod({ 'envoy-injector.io/capture': 'true' }, { initContainers: [{ name: 'envoy-init', image: 'mine:1' }] }), {}],
+      [pod({ 'envoy-injector.io/capture': 'true' }, { volumes: [{ name: 'data', emptyDir: {} }] }), {}],
+      [pod({ 'envoy-injector.io/capture': 'true' }, { volumes: [{ name: 'envoy-init-xtables-lock', emptyDir: {} }] }), {}],
       [pod({ 'envoy-injector.io/capture': 'true' }), { 'pod-security.kubernetes.io/enforce': 'baseline' }],
       [pod({ 'envoy-injector.io/capture': 'true' }), {}],
     ];
@@ -319,6 +322,6 @@ describe('traffic capture: the patch memo', () => {
       assert.equal(memoized.review.response.patch, expected.review.response.patch, `shape ${index}`);
       assert.deepEqual(memoized.warnings, expected.warnings, `shape ${index}`);
     });
-    assert.equal(memo.size, 4, 'four shapes, each computed once');
+    assert.equal(memo.size, 7, 'seven shapes, each computed once');
   });
 });
