@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { UsageError } from '../errors.js';
+import { captureLines, explainCapture, type CaptureExplanation } from './capture-text.js';
 import {
   Annotations,
   arrayAt,
@@ -11,7 +12,6 @@ import {
   type ManifestReport,
 } from '../injection/index.js';
 import { POLICY_RULE_PLACES } from '../policy/compile-policy.js';
-import { captureLines, explainCapture, type CaptureExplanation } from './capture-text.js';
 import { loadTemplates, readInput, type CommandIo } from './io.js';
 import { parseAllowedOverrides } from './options.js';
 

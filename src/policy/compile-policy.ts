@@ -1,3 +1,4 @@
+import { captureLists, captureSharedVariables, captureTemplateVariables, type CaptureLists } from './compile-capture.js';
 import {
   ALWAYS_EXCLUDED_NAMESPACES,
   Annotations,
@@ -19,7 +20,6 @@ import {
   type TemplateSet,
 } from '../injection/index.js';
 import { celDyn, celMap, celString, celValue, type CelMapEntry } from './cel-literal.js';
-import { captureLists, captureSharedVariables, captureTemplateVariables, type CaptureLists } from './compile-capture.js';
 
 /** What the policy needs besides the templates: the webhook's settings of the same name. */
 export interface PolicySettings {
