@@ -169,6 +169,17 @@ describe('traffic capture: the decision and the envoy-init container', () => {
     assert.deepEqual(names(admit(withInit, {}, true).injected), ['envoy-init', 'envoy', 'migrate']);
   });
 
+  it('a Pod with its own container of the proxy\'s name keeps it, and is not captured (nothing of ours would listen behind the rules)', () => {
+    const own = pod({ 'envoy-injector.io/capture': 'true' }, { containers: [{ name: 'app', image: 'nginx:1.27' }, { name: 'envoy', image: 'my-envoy:1' }] });
+    const { injected, capture, warnings } = admit(own);
+    assert.equal(capture?.reason, 'proxy_not_injected');
+    assert.equal(initOf(injected), undefined);
+    assert.deepEqual(warnings, [
+      'envoy-injector.io/capture: the Pod has its own container "envoy", so the template\'s proxy is not injected and nothing of ours would take the captured traffic; not captured',
+      'containers "envoy" from template "config" is already in the Pod; kept the Pod\'s own',
+    ]);
+  });
+
   it('a Pod that already has a container named envoy-init keeps its own, with the merge\'s warning', () => {
     const own = pod({ 'envoy-injector.io/capture': 'true' }, { initContainers: [{ name: 'envoy-init', image: 'mine:1' }] });
     const { injected, warnings } = admit(own);

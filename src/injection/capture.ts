@@ -1,6 +1,6 @@
 import { captureListProblem } from './capture-grammar.js';
 import { CAPTURE_EXCLUSION_KINDS, type CaptureExclusionName, type CaptureExclusions, type CaptureSettings } from './capture-template.js';
-import { describeValue, objectAt, own, type JsonObject } from './json.js';
+import { arrayAt, describeValue, entryName, objectAt, own, type JsonObject } from './json.js';
 import { Annotations, PodSecurityLabel } from './names.js';
 import type { SidecarTemplate } from './parse-template.js';
 
@@ -12,6 +12,7 @@ export const CaptureReason = {
   notEnabled: 'not_enabled',
   noCaptureSettings: 'no_capture_settings',
   hostNetwork: 'host_network',
+  proxyNotInjected: 'proxy_not_injected',
   podSecurity: 'pod_security',
 } as const;
 export type CaptureReason = (typeof CaptureReason)[keyof typeof CaptureReason];
@@ -51,7 +52,8 @@ export interface CaptureInput {
 /**
  * Decides whether an injected Pod's traffic is captured (docs/design.md §10):
  * the Pod's annotation, else the template's default; never for hostNetwork
- * Pods (the rules would land in the node's network) nor where Pod Security
+ * Pods (the rules would land in the node's network), nor when the Pod keeps
+ * its own container of the proxy's name, nor where Pod Security
  * forbids NET_ADMIN (the API server would refuse the Pod after our patch).
  * A bad annotation is ignored with a warning; nothing here refuses a Pod.
  */
@@ -76,6 +78,14 @@ export function decideCapture(input: CaptureInput): CaptureDecision {
   if (own(objectAt(input.pod, 'spec') ?? {}, 'hostNetwork') === true) {
     const message = 'the Pod uses hostNetwork: its traffic is never captured (the rules would change the node\'s network)';
     return off(CaptureReason.hostNetwork, message, `${Annotations.capture}: ${message}`);
+  }
+  // The Pod's own container of the proxy's name is kept: nothing of ours would listen behind the rules.
+  const proxyName = entryName(input.template.containers[0]);
+  const spec = objectAt(input.pod, 'spec');
+  const taken = ['containers', 'initContainers', 'ephemeralContainers'].some((list) => (arrayAt(spec, list) ?? []).some((entry) => entryName(entry) === proxyName));
+  if (proxyName !== undefined && taken) {
+    const message = `the Pod has its own container "${proxyName}", so the template's proxy is not injected and nothing of ours would take the captured traffic`;
+    return off(CaptureReason.proxyNotInjected, message, `${Annotations.capture}: ${message}; not captured`);
   }
   const labels = input.namespaceLabels ?? {};
   const level = Object.hasOwn(labels, PodSecurityLabel.enforce) ? labels[PodSecurityLabel.enforce] : undefined;

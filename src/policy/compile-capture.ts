@@ -5,6 +5,7 @@ import {
   CIDR_LIST_PATTERN,
   captureInitContainer,
   captureLockVolume,
+  entryName,
   MAX_CAPTURE_LIST_LENGTH,
   PodSecurityLabel,
   PORT_LIST_PATTERN,
@@ -70,8 +71,11 @@ export function captureTemplateVariables(template: SidecarTemplate, prefix: stri
   const init = captureInitContainer(capture, placeholders);
   const entries = Object.entries(init).map(([key, value]) => ({ key, expression: celDyn(key === 'args' ? argsExpression(init["args"], capture.defaults) : celValue(value ?? null)) }));
   const volume = captureLockVolume();
+  // As the webhook: the Pod's own container of the proxy's name means no proxy of ours behind the rules.
+  const proxyName = entryName(template.containers[0]);
+  const proxyInjected = proxyName === undefined ? 'true' : `!(${celString(proxyName)} in variables.containerNames)`;
   return [
-    { name: `${prefix}Capture`, expression: `(${wanted}) && variables.captureAllowed` },
+    { name: `${prefix}Capture`, expression: `(${wanted}) && variables.captureAllowed && ${proxyInjected}` },
     { name: `${prefix}CaptureInit`, expression: `variables.${prefix}Capture ? [${celMap(entries)}].filter(e, !(e.name in variables.containerNames)) : []` },
     { name: `${prefix}CaptureVolume`, expression: `variables.${prefix}Capture ? [${celValue(volume)}].filter(e, !(e.name in variables.volumeNames)) : []` },
   ];

@@ -292,6 +292,10 @@ function captureCases(): ParityCase[] {
       initContainers: [{ name: 'envoy-init', image: 'registry.example/mine:1' }],
       volumes: [{ name: 'envoy-init-xtables-lock', emptyDir: {} }],
     }),
+    c('the Pod has its own envoy: kept, and not captured', 'enabled', { [CAPTURE]: 'true' }, {
+      containers: [{ name: 'app', image: 'registry.example/app:1.0' }, { name: 'envoy', image: 'registry.example/my-envoy:2' }],
+    }),
+    c('its own envoy as an init container, native', 'enabled', { [CAPTURE]: 'true', [NATIVE]: 'true' }, { initContainers: [{ name: 'envoy', image: 'registry.example/my-envoy:2' }] }),
     c('hostNetwork: injected, never captured', 'plain', { [INJECT]: 'true', [CAPTURE]: 'true' }, { hostNetwork: true }),
     c('a Pod Security baseline namespace: injected, never captured', 'baseline', { [CAPTURE]: 'true' }),
     c('a baseline namespace, not asked', 'baseline', {}),
