@@ -16,6 +16,7 @@ import { seedPod } from './helpers/fixtures.js';
 import { CHART_DIR, ensureHelm, helm, KUBE_VERSION, NAMESPACE, only, RELEASE, renderChart, valuesArgs, type Manifest } from './helpers/helm.js';
 import { schemaProblems } from './helpers/kube-schema.js';
 import { evaluateCondition, webhooksCalled, type Webhook } from './helpers/selectors.js';
+import { bootstrapProblems } from './helpers/envoy-bootstrap.js';
 
 // ---- what the chart is rendered with -------------------------------------
 
@@ -52,6 +53,23 @@ const scenarios = (): Record<string, Scenario> => ({
   hpa: { values: { autoscaling: { enabled: true, minReplicas: 3, maxReplicas: 7 } } },
   excluded: { values: { excludedNamespaces: ['legacy', 'batch-jobs'] } },
   proxyIpv4Only: { values: { proxy: { listenAddress: '0.0.0.0', healthPort: 15021 } } },
+  capture: {
+    values: {
+      proxy: {
+        adminPort: 15000,
+        capture: {
+          enabled: true,
+          image: { repository: 'registry.example.com/envoy-injector-init', tag: '0.1.0' },
+          outboundPort: 16001,
+          inboundPort: 16006,
+          excludeOutboundCidrs: ['169.254.169.254/32', 'fd00:ec2::254/128'],
+          excludeOutboundPorts: [5432],
+          excludeInboundPorts: [15090, 15091],
+          includeInboundPorts: [],
+        },
+      },
+    },
+  },
   customTemplate: {
     values: {
       templates: {
@@ -661,7 +679,7 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     for (const [scenario, socketAddress] of expected) {
       const { envoy, bootstrap } = defaultEnvoy(manifestsOf(scenario));
       const listeners = at(bootstrap, 'static_resources', 'listeners') as Obj[];
-      assert.deepEqual(listeners.map((listener) => listener['name']), ['health'], scenario);
+      assert.deepEqual(listeners.map((listener) => listener['name']), ['health', 'outbound', 'inbound'], scenario);
       assert.deepEqual(at(listeners[0], 'address', 'socket_address'), socketAddress, scenario);
       const port = socketAddress['port_value'];
       assert.deepEqual(envoy['ports'], [{ name: 'envoy-health', containerPort: port, protocol: 'TCP' }], scenario);
@@ -669,6 +687,56 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
       // The admin API can stop Envoy: loopback only, whatever the listener's address.
       assert.deepEqual(at(bootstrap, 'admin', 'address', 'socket_address'), { address: '127.0.0.1', port_value: 9901 }, scenario);
     }
+  });
+
+  it('the bootstrap passes the bootstrap check: capture listeners on the rules\' ports, every cluster defined and used, no port twice', () => {
+    for (const scenario of ['default', 'capture', 'proxyIpv4Only', 'options']) {
+      const { envoy, bootstrap } = defaultEnvoy(manifestsOf(scenario));
+      const { capture } = templatesOf(manifestsOf(scenario)).defaultTemplate;
+      assert.deepEqual(bootstrapProblems({ bootstrap, container: envoy, capture }), [], scenario);
+    }
+    // The check has teeth: a listener moved off the rules' port, and a cluster misspelt, are found.
+    const { envoy, bootstrap } = defaultEnvoy(manifestsOf('capture'));
+    const capture = templatesOf(manifestsOf('capture')).defaultTemplate.capture;
+    assert.ok(capture !== undefined);
+    assert.deepEqual(bootstrapProblems({ bootstrap, container: envoy, capture: { ...capture, outboundPort: 15001 } }), [
+      "capture.outboundPort 15001 is not the use_original_dst listener's port 16001",
+    ]);
+    const broken = JSON.parse(JSON.stringify(bootstrap).replace('"cluster":"inbound_passthrough"', '"cluster":"inbound_passthru"').replace('"use_original_dst":true', '"use_original_dest":true')) as Obj;
+    const problems = bootstrapProblems({ bootstrap: broken, container: envoy, capture });
+    assert.ok(problems.includes('listeners[1].use_original_dest: not a field of listener'), problems.join('\n'));
+    assert.ok(problems.includes('cluster "inbound_passthru" is used but not defined'), problems.join('\n'));
+  });
+
+  it('traffic capture from values: the template\'s capture section, the envoy-init image and the two listeners on the same ports', () => {
+    const capture = templatesOf(manifestsOf('capture')).defaultTemplate.capture;
+    assert.deepEqual(capture, {
+      image: 'registry.example.com/envoy-injector-init:0.1.0',
+      imagePullPolicy: 'IfNotPresent',
+      proxyUid: 101,
+      outboundPort: 16001,
+      inboundPort: 16006,
+      proxyPorts: [15000, 9902],
+      enabled: true,
+      defaults: { excludeOutboundCidrs: '169.254.169.254/32,fd00:ec2::254/128', excludeOutboundPorts: '5432', excludeInboundPorts: '15090,15091', includeInboundPorts: '' },
+      resources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { cpu: '100m', memory: '64Mi' } },
+    });
+    // Off by default, with the chart's own init image at its appVersion.
+    const byDefault = templatesOf(manifestsOf('default')).defaultTemplate.capture;
+    assert.equal(byDefault?.enabled, false);
+    assert.equal(byDefault?.image, 'envoy-injector-init:0.1.0');
+    const { bootstrap } = defaultEnvoy(manifestsOf('capture'));
+    const listeners = at(bootstrap, 'static_resources', 'listeners') as Obj[];
+    assert.deepEqual(at(listeners[1], 'address', 'socket_address'), { address: '0.0.0.0', port_value: 16001 });
+    assert.deepEqual(at(listeners[1], 'additional_addresses', 0, 'address', 'socket_address'), { address: '::', port_value: 16001 });
+    assert.equal(at(listeners[1], 'use_original_dst'), true);
+    assert.equal(at(listeners[2], 'listener_filters', 0, 'name'), 'envoy.filters.listener.original_dst');
+    // Nodes without IPv6: one IPv4 socket each.
+    const ipv4 = at(defaultEnvoy(manifestsOf('proxyIpv4Only')).bootstrap, 'static_resources', 'listeners') as Obj[];
+    assert.equal(at(ipv4[1], 'additional_addresses'), undefined);
+    // Without a known proxy uid (runAsUser null) the template cannot capture: no section, no listeners.
+    assert.equal(templatesOf(manifestsOf('options')).defaultTemplate.capture, undefined);
+    assert.deepEqual((at(defaultEnvoy(manifestsOf('options')).bootstrap, 'static_resources', 'listeners') as Obj[]).map((listener) => listener['name']), ['health']);
   });
 
   it('a custom default template and named templates are rendered from values', () => {

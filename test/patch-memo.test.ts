@@ -17,10 +17,13 @@ const TEMPLATES = parseTemplateData({
     'imagePullSecrets: [{name: registry}]',
   ].join('\n'),
   alt: 'containers: [{name: proxy, image: "proxy:2"}]\nvolumes: [{name: data, emptyDir: {}}]',
+  // Traffic capture: the answer also depends on the namespace's Pod Security level and the capture annotations.
+  capture: 'containers: [{name: envoy, image: "envoy:1", securityContext: {runAsUser: 101}}]\ncapture: {image: "init:1", outboundPort: 15001, inboundPort: 15006, excludeOutboundPorts: "5432"}',
 });
 const ENABLED = { 'envoy-injector.io/inject': 'enabled' };
+const BASELINE = { ...ENABLED, 'pod-security.kubernetes.io/enforce': 'baseline' };
 
-const name = fc.constantFrom('envoy', 'log', 'init', 'proxy', 'envoy-conf', 'data', 'registry', 'app', 'other');
+const name = fc.constantFrom('envoy', 'log', 'init', 'proxy', 'envoy-conf', 'data', 'registry', 'app', 'other', 'envoy-init', 'envoy-init-xtables-lock');
 const entries = fc.array(fc.oneof(name.map((entryName): JsonValue => ({ name: entryName, image: 'x' })), fc.constant<JsonValue>({}), fc.constant<JsonValue>('junk')), { maxLength: 4 });
 /** A list as Pods send it, valid or not: absent, null, not an array, or entries. */
 const list = fc.oneof(fc.constant(undefined), fc.constant(null), fc.constant('not a list'), entries);
@@ -29,7 +32,9 @@ const overrideValue = fc.constantFrom<JsonValue | undefined>(undefined, undefine
 const pod: fc.Arbitrary<JsonObject> = fc
   .record({
     metadata: fc.constantFrom('object', 'absent', 'no-annotations'),
-    template: fc.constantFrom(undefined, 'alt', 'missing'),
+    template: fc.constantFrom(undefined, 'alt', 'missing', 'capture', 'capture'),
+    capture: fc.constantFrom(undefined, 'true', 'true', 'false', 'yes'),
+    captureExclusion: fc.constantFrom(undefined, '80,443', '', 'bad value'),
     overrides: fc.tuple(...ALL_OVERRIDES.map(() => overrideValue)),
     inject: fc.constantFrom(undefined, 'true', 'false'),
     spec: fc.constantFrom('object', 'absent', 'not an object'),
@@ -47,6 +52,8 @@ const pod: fc.Arbitrary<JsonObject> = fc
         const annotations: JsonObject = {};
         if (shape.template !== undefined) annotations['envoy-injector.io/template'] = shape.template;
         if (shape.inject !== undefined) annotations['envoy-injector.io/inject'] = shape.inject;
+        if (shape.capture !== undefined) annotations['envoy-injector.io/capture'] = shape.capture;
+        if (shape.captureExclusion !== undefined) annotations['envoy-injector.io/capture-exclude-outbound-ports'] = shape.captureExclusion;
         ALL_OVERRIDES.forEach((override, index) => {
           const value = shape.overrides[index];
           if (value !== undefined) annotations[OVERRIDE_ANNOTATION_PREFIX + override] = value;
@@ -78,9 +85,9 @@ function request(object: JsonObject, uid: string): AdmissionRequest {
   } as AdmissionRequest;
 }
 
-const context = (nativeSidecar: boolean, allowedOverrides: readonly OverrideName[], memo?: PatchMemo): ReviewContext => ({
+const context = (nativeSidecar: boolean, allowedOverrides: readonly OverrideName[], memo?: PatchMemo, namespaceLabels: Record<string, string> = ENABLED): ReviewContext => ({
   templates: TEMPLATES,
-  namespaceLabels: ENABLED,
+  namespaceLabels,
   options: { nativeSidecar, allowedOverrides, injectorNamespace: 'envoy-injector' },
   memo,
 });
@@ -91,13 +98,18 @@ describe('the patch memo', () => {
     const memo = new PatchMemo({ maxEntries: 16, maxBytes: 64 * 1024 });
     let hits = 0;
     fc.assert(
-      fc.property(pod, fc.boolean(), fc.subarray([...ALL_OVERRIDES]), fc.integer({ min: 1, max: 3 }), (object, native, allowed, repeats) => {
-        const expected = reviewAdmission(request(object, 'uid-expected'), context(native, allowed));
-        for (let i = 0; i < repeats; i++) {
+      fc.property(pod, fc.boolean(), fc.subarray([...ALL_OVERRIDES]), fc.integer({ min: 1, max: 3 }), fc.boolean(), (object, native, allowed, repeats, baseline) => {
+        // The same shape alternately in both kinds of namespace: the memo must not hand one's answer to the other.
+        const kinds = baseline ? [BASELINE, ENABLED] : [ENABLED, BASELINE];
+        const expectedIn = kinds.map((labels) => reviewAdmission(request(structuredClone(object), 'uid-expected'), context(native, allowed, undefined, labels)));
+        for (let i = 0; i < repeats * 2; i++) {
           const sizeBefore = memo.size;
           const uid = `uid-${i}`;
-          const memoized = reviewAdmission(request(structuredClone(object), uid), context(native, allowed, memo));
-          if (i > 0 && memo.size === sizeBefore && expected.result === 'injected') hits++;
+          const labels = kinds[i % 2] ?? ENABLED;
+          const expected = expectedIn[i % 2];
+          assert.ok(expected !== undefined);
+          const memoized = reviewAdmission(request(structuredClone(object), uid), context(native, allowed, memo, labels));
+          if (i > 1 && memo.size === sizeBefore && expected.result === 'injected') hits++;
           assert.equal(JSON.stringify(memoized.review), JSON.stringify(expected.review).replace('"uid-expected"', JSON.stringify(uid)));
           assert.deepEqual(memoized.warnings, expected.warnings);
           assert.deepEqual(memoized.injection, expected.injection);

@@ -1,6 +1,8 @@
 import {
   ALL_OVERRIDES,
   arrayAt,
+  CAPTURE_INIT_NAME,
+  CAPTURE_LOCK_VOLUME,
   entryName,
   objectAt,
   own,
@@ -111,9 +113,10 @@ function entryBytes(key: string, value: MemoizedInjection): number {
  * two Pods with one shape get byte-identical patches from one template.
  * Which lists are arrays, which of the template's names each already has,
  * whether metadata and annotations are objects, the override annotations'
- * values, the sidecar mode and the allowed overrides.
+ * values, the sidecar mode, the allowed overrides and the capture's outcome
+ * (`captureKey`: "" when off, else its exclusions).
  */
-export function podShape(pod: JsonObject, template: SidecarTemplate, nativeSidecar: boolean, allowedOverrides: readonly OverrideName[]): string {
+export function podShape(pod: JsonObject, template: SidecarTemplate, nativeSidecar: boolean, allowedOverrides: readonly OverrideName[], captureKey = ''): string {
   const spec = objectAt(pod, 'spec');
   const metadata = objectAt(pod, 'metadata');
   const annotations = objectAt(metadata, 'annotations');
@@ -139,6 +142,7 @@ export function podShape(pod: JsonObject, template: SidecarTemplate, nativeSidec
     listShape('volumes', names.volumes),
     listShape('imagePullSecrets', names.imagePullSecrets),
     overrides.map((value) => (value === undefined ? 0 : [value])),
+    captureKey,
   ]);
 }
 
@@ -156,8 +160,9 @@ function templateNames(template: SidecarTemplate): TemplateNames {
   let names = namesOfTemplates.get(template);
   if (names === undefined) {
     names = {
-      containers: [...template.containers, ...template.initContainers].map(entryName),
-      volumes: template.volumes.map(entryName),
+      // A template that can capture may add envoy-init and its volume: a Pod's own of those names changes the patch.
+      containers: [...template.containers, ...template.initContainers].map(entryName).concat(template.capture === undefined ? [] : [CAPTURE_INIT_NAME]),
+      volumes: template.volumes.map(entryName).concat(template.capture === undefined ? [] : [CAPTURE_LOCK_VOLUME]),
       imagePullSecrets: template.imagePullSecrets.map(entryName),
     };
     namesOfTemplates.set(template, names);

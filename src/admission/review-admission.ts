@@ -1,4 +1,5 @@
 import {
+  decideCapture,
   decideInjection,
   DEFAULT_ALLOWED_OVERRIDES,
   injectDecided,
@@ -58,26 +59,30 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
       decision,
       injection: undefined,
       overrides: [],
+      capture: undefined,
       warnings: decision.warnings,
       review: toReview(allowed(request.uid, audit, decision.warnings)),
       result: 'skipped',
       reason: decision.reason,
     };
   }
+  // Per request, as the decision (it reads the namespace's labels); the patch depends only on its outcome.
+  const capture = decideCapture({ ...input, template: decision.template });
   const compute = (): MemoizedInjection => {
-    const { injection, overrides, warnings } = injectDecided(input, decision);
-    // Its warnings start with the decision's, which are per request.
-    return { injection, overrides, warnings: warnings.slice(decision.warnings.length), patch: encodePatchBase64(injection.patch) };
+    const { injection, overrides, warnings } = injectDecided(input, decision, capture);
+    // Its warnings start with the decision's and the capture's, which are per request.
+    return { injection, overrides, warnings: warnings.slice(decision.warnings.length + capture.warnings.length), patch: encodePatchBase64(injection.patch) };
   };
   const { memo, templates } = context;
+  const captureKey = capture.capture ? JSON.stringify(capture.exclusions) : '';
   const { injection, overrides, warnings: injectionWarnings, patch } =
     memo === undefined || templates === undefined
       ? compute()
-      : memo.answer(templates, podShape(pod, decision.template, decision.nativeSidecar, context.options.allowedOverrides ?? DEFAULT_ALLOWED_OVERRIDES), compute);
-  const warnings = [...decision.warnings, ...injectionWarnings];
+      : memo.answer(templates, podShape(pod, decision.template, decision.nativeSidecar, context.options.allowedOverrides ?? DEFAULT_ALLOWED_OVERRIDES, captureKey), compute);
+  const warnings = [...decision.warnings, ...capture.warnings, ...injectionWarnings];
   audit['template'] = `${decision.template.name}@${decision.template.hash}`;
   if (overrides.length > 0) audit['overrides'] = overrides.map((override) => override.annotation.slice(OVERRIDE_ANNOTATION_PREFIX.length)).join(',');
-  return { decision, injection, overrides, warnings, review: toReview(patched(request.uid, patch, audit, warnings)), result: 'injected', reason: decision.reason };
+  return { decision, injection, overrides, capture, warnings, review: toReview(patched(request.uid, patch, audit, warnings)), result: 'injected', reason: decision.reason };
 }
 
 /** Semantic checks the schema cannot express; undefined when the request is usable. */

@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { UsageError } from '../errors.js';
+import { captureLines, explainCapture, type CaptureExplanation } from './capture-text.js';
 import {
   Annotations,
   arrayAt,
@@ -23,7 +24,8 @@ would change (containers, volumes, annotations, overrides) and the warnings.
 Options:
   -f, --filename FILE         manifest to read ("-" for stdin)
       --namespace NAME        namespace of objects that name none (default "default")
-      --namespace-labels L    labels of the namespace, as k=v,k2=v2 (default: none)
+      --namespace-labels L    labels of the namespace, as k=v,k2=v2 (default: none); its
+                              pod-security.kubernetes.io/enforce decides traffic capture too
       --excluded-namespaces L comma-separated namespaces never injected (beyond kube-*)
       --template-file F       a ConfigMap manifest or a bare template (default: the bundled seed template)
       --native-sidecar MODE   on | off: the server's native-sidecar setting (default off)
@@ -51,6 +53,8 @@ export interface Explanation {
   readonly message: string;
   readonly template?: string;
   readonly nativeSidecar?: boolean;
+  /** When injected: whether the Pod's traffic goes through the proxy, and the rules' exclusions. */
+  readonly capture?: CaptureExplanation;
   /** `where`, in policy mode: the part of the compiled policy that holds the rule. */
   readonly trace: readonly { rule: string; outcome: string; detail: string; where?: string }[];
   readonly changes: {
@@ -124,6 +128,7 @@ export function toExplanation(report: ManifestReport, mode: 'webhook' | 'policy'
     rule: decision.rule,
     message: decision.message,
     ...(decision.inject ? { template: `${decision.template.name}@${decision.template.hash}`, nativeSidecar: decision.nativeSidecar } : {}),
+    ...(report.capture === undefined ? {} : { capture: explainCapture(report.capture) }),
     trace: mode === 'policy' ? decision.trace.map((step) => ({ ...step, where: POLICY_RULE_PLACES[step.rule] })) : decision.trace,
     changes: {
       containers: addedContainers(report, 'containers'),
@@ -166,6 +171,10 @@ export function formatExplanation(explanation: Explanation): string {
     for (const name of changes.imagePullSecrets) lines.push(`    + image pull secret ${name}`);
     for (const name of changes.annotations) lines.push(`    + annotation ${name}`);
     for (const { list, name } of explanation.kept) lines.push(`    = ${list} ${name} kept from the Pod`);
+  }
+  if (explanation.capture !== undefined) {
+    const [head, ...rules] = captureLines(explanation.capture);
+    lines.push(`  ${head ?? ''}`, ...rules.map((rule) => `    ${rule}`));
   }
   if (explanation.overrides.length > 0) {
     lines.push('  overrides:');

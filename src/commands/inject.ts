@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
 import { UsageError } from '../errors.js';
-import { formatManifests, processManifests } from '../injection/index.js';
+import { CaptureReason, formatManifests, processManifests } from '../injection/index.js';
+import { captureLines, explainCapture } from './capture-text.js';
 import { loadTemplates, readInput, type CommandIo } from './io.js';
 import { parseAllowedOverrides } from './options.js';
 
@@ -11,6 +12,8 @@ DaemonSet, ReplicaSet, Job, CronJob) of a multi-document YAML file and writes
 the result to stdout. Other kinds pass through unchanged. Asking means
 injecting: only Pods annotated envoy-injector.io/inject: "false", hostNetwork
 Pods not annotated "true", and Pods already injected are left as they are.
+Warnings, skipped Pods and, for templates that can capture traffic, each
+Pod's capture decision and effective exclusions go to stderr.
 
 Options:
   -f, --filename FILE     manifest to read ("-" for stdin)
@@ -50,10 +53,14 @@ export async function runInject(args: readonly string[], io: CommandIo): Promise
     },
   });
   io.stdout.write(formatManifests(objects));
-  for (const { kind, name, decision, warnings } of reports) {
+  for (const { kind, name, decision, warnings, capture } of reports) {
     const what = `${kind}/${name || '(unnamed)'}`;
     for (const warning of warnings) io.stderr.write(`warning: ${what}: ${warning}\n`);
     if (!decision.inject) io.stderr.write(`${what}: not injected: ${decision.message}\n`);
+    // Only for templates that can capture: the others have nothing to say.
+    if (capture !== undefined && capture.reason !== CaptureReason.noCaptureSettings) {
+      for (const line of captureLines(explainCapture(capture))) io.stderr.write(`${what}: ${line}\n`);
+    }
   }
   return 0;
 }

@@ -1,3 +1,4 @@
+import { captureInitContainer, captureLockVolume, decideCapture, type CaptureDecision } from './capture.js';
 import { decideInjection, type Decision, type DecisionInput, type DecisionOptions } from './decide-injection.js';
 import { injectPod, type InjectionResult } from './inject-pod.js';
 import { entryName, objectAt } from './json.js';
@@ -13,6 +14,8 @@ export interface Admission {
   /** Present when the Pod is injected. */
   readonly injection: InjectionResult | undefined;
   readonly overrides: readonly AppliedOverride[];
+  /** Present when the Pod is injected: whether its traffic goes through the proxy, and why. */
+  readonly capture: CaptureDecision | undefined;
   /** Everything a user should hear: the decision's, the overrides', the merge's. */
   readonly warnings: readonly string[];
 }
@@ -20,15 +23,25 @@ export interface Admission {
 /** The whole pure pipeline for one Pod: decide, resolve overrides, merge. The webhook, the CLI and the tests share it. */
 export function admitPod(input: DecisionInput & { readonly options: AdmitOptions }): Admission {
   const decision = decideInjection(input);
-  if (!decision.inject) return { decision, injection: undefined, overrides: [], warnings: decision.warnings };
+  if (!decision.inject) return { decision, injection: undefined, overrides: [], capture: undefined, warnings: decision.warnings };
   return injectDecided(input, decision);
 }
 
-/** What follows a decision to inject: overrides resolved, the template merged. */
-export function injectDecided(input: Pick<DecisionInput, 'pod'> & { readonly options: AdmitOptions }, decision: Extract<Decision, { inject: true }>): Admission & { readonly injection: InjectionResult } {
+export type InjectInput = Pick<DecisionInput, 'pod' | 'namespace' | 'namespaceLabels'> & { readonly options: AdmitOptions };
+
+/** What follows a decision to inject: capture decided, overrides resolved, the template merged. */
+export function injectDecided(
+  input: InjectInput,
+  decision: Extract<Decision, { inject: true }>,
+  capture: CaptureDecision = decideCapture({ ...input, template: decision.template }),
+): Admission & { readonly injection: InjectionResult; readonly capture: CaptureDecision } {
   const annotations = objectAt(objectAt(input.pod, 'metadata'), 'annotations');
   const overrides = resolveOverrides(annotations, decision.template.containers[0], input.options.allowedOverrides ?? DEFAULT_ALLOWED_OVERRIDES);
-  const injection = injectPod(input.pod, decision.template, { nativeSidecar: decision.nativeSidecar, customizeProxy: overrides.apply });
+  const injection = injectPod(input.pod, decision.template, {
+    nativeSidecar: decision.nativeSidecar,
+    customizeProxy: overrides.apply,
+    capture: capture.capture ? { initContainer: captureInitContainer(capture.settings, capture.exclusions), volume: captureLockVolume() } : undefined,
+  });
   // The proxy is the template's first container; the Pod may already have its own by that name.
   const proxyName = entryName(decision.template.containers[0]);
   const proxyInjected = proxyName !== undefined && !injection.kept.some((kept) => kept.list === 'containers' && kept.name === proxyName);
@@ -40,6 +53,7 @@ export function injectDecided(input: Pick<DecisionInput, 'pod'> & { readonly opt
     decision,
     injection,
     overrides: proxyInjected ? overrides.applied : [],
-    warnings: [...decision.warnings, ...overrides.warnings, ...overrideWarnings, ...injection.warnings],
+    capture,
+    warnings: [...decision.warnings, ...capture.warnings, ...overrides.warnings, ...overrideWarnings, ...injection.warnings],
   };
 }

@@ -12,3 +12,6 @@ export { BUNDLED_TEMPLATE_DATA } from './bundled-template.js';
 export * from './inject-manifests.js';
 export * from './overrides.js';
 export * from './admit-pod.js';
+export * from './capture-grammar.js';
+export * from './capture-template.js';
+export * from './capture.js';

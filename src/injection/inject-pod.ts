@@ -45,6 +45,13 @@ export interface InjectOptions {
   readonly nativeSidecar: boolean;
   /** Applied to the proxy (the template's first container) when it is injected; never to the app's own. */
   readonly customizeProxy?: (container: JsonObject) => JsonObject;
+  /**
+   * Traffic capture: the envoy-init container and its volume. It runs after
+   * every other init container with classic sidecars (the Pod's own init
+   * containers would find no proxy behind the rules), and first, before the
+   * proxy, with native ones.
+   */
+  readonly capture?: { readonly initContainer: JsonObject; readonly volume: JsonObject } | undefined;
 }
 
 /**
@@ -88,18 +95,21 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
     entryName(container) === proxyName ? customize(container) : container,
   );
   const templateInits = pickNew('initContainers', template.initContainers, takenContainerNames);
-  const volumes = pickNew('volumes', template.volumes, namesIn('volumes'));
+  const captureInits = options.capture === undefined ? [] : pickNew('initContainers', [options.capture.initContainer], takenContainerNames);
+  const volumes = pickNew('volumes', options.capture === undefined ? template.volumes : [...template.volumes, options.capture.volume], namesIn('volumes'));
   const pullSecrets = pickNew('imagePullSecrets', template.imagePullSecrets, namesIn('imagePullSecrets'));
 
   const nativeSidecars = options.nativeSidecar ? sidecars.map((container) => ({ ...container, restartPolicy: 'Always' })) : [];
   const classicSidecars = options.nativeSidecar ? [] : sidecars;
+  const firstInits = options.nativeSidecar ? [...captureInits, ...nativeSidecars] : [];
+  const lastInits = options.nativeSidecar ? templateInits : [...templateInits, ...captureInits];
 
   // The lists the Pod lacks, created whole; for a Pod without `spec`, they are its new spec.
   const createdLists: JsonObject = {};
   const specPatch: PatchOperation[] = [];
   addToList(spec, createdLists, 'containers', [], classicSidecars, specPatch);
   // Native sidecars first, so the proxy is up before the app's own init containers run.
-  addToList(spec, createdLists, 'initContainers', nativeSidecars, templateInits, specPatch);
+  addToList(spec, createdLists, 'initContainers', firstInits, lastInits, specPatch);
   addToList(spec, createdLists, 'volumes', [], volumes, specPatch);
   addToList(spec, createdLists, 'imagePullSecrets', [], pullSecrets, specPatch);
   // A Pod without `spec` is invalid, but admission runs before validation: add it whole.
@@ -110,7 +120,7 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
     template: template.name,
     hash: template.hash,
     containers: classicSidecars.map(nameOf),
-    initContainers: [...nativeSidecars, ...templateInits].map(nameOf),
+    initContainers: [...firstInits, ...lastInits].map(nameOf),
     volumes: volumes.map(nameOf),
     imagePullSecrets: pullSecrets.map(nameOf),
   };

@@ -4,6 +4,12 @@ export const Annotations = {
   template: 'envoy-injector.io/template',
   status: 'envoy-injector.io/status',
   nativeSidecar: 'envoy-injector.io/native-sidecar',
+  /** Traffic capture (docs/design.md §11): `"true"`/`"false"`, and the exclusions, comma-separated. */
+  capture: 'envoy-injector.io/capture',
+  captureExcludeOutboundCidrs: 'envoy-injector.io/capture-exclude-outbound-cidrs',
+  captureExcludeOutboundPorts: 'envoy-injector.io/capture-exclude-outbound-ports',
+  captureExcludeInboundPorts: 'envoy-injector.io/capture-exclude-inbound-ports',
+  captureIncludeInboundPorts: 'envoy-injector.io/capture-include-inbound-ports',
   /** The seed's Initializer annotation; `"true"` still means inject. */
   legacyInject: 'initializer.kubernetes.io/envoy',
 } as const;
@@ -12,6 +18,12 @@ export const NamespaceLabel = {
   key: 'envoy-injector.io/inject',
   enabled: 'enabled',
   disabled: 'disabled',
+} as const;
+
+/** Pod Security admission's label: `baseline` and `restricted` forbid the capture's NET_ADMIN. */
+export const PodSecurityLabel = {
+  enforce: 'pod-security.kubernetes.io/enforce',
+  forbiddingCapture: ['baseline', 'restricted'],
 } as const;
 
 /** The ConfigMap key of the default template (the seed's key). */

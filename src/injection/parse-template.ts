@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
 import { TemplateError } from '../errors.js';
-import { isJsonObject, own, stringAt, type JsonObject, type JsonValue } from './json.js';
+import { CAPTURE_INIT_NAME, CAPTURE_LOCK_VOLUME } from './capture.js';
+import { parseCaptureSettings, type CaptureSettings } from './capture-template.js';
+import { entryName, isJsonObject, own, stringAt, type JsonObject, type JsonValue } from './json.js';
 import { DEFAULT_TEMPLATE_NAME } from './names.js';
 import { findTemplateProblems } from './validate-template.js';
 import { parseYaml, parseYamlDocuments, YamlSyntaxError } from './yaml.js';
@@ -16,6 +18,8 @@ export interface SidecarTemplate {
   readonly imagePullSecrets: readonly JsonObject[];
   /** The template's own choice of native sidecars; undefined leaves it to the server. */
   readonly nativeSidecar: boolean | undefined;
+  /** How the proxy takes over the Pod's traffic; undefined: this template cannot capture. */
+  readonly capture: CaptureSettings | undefined;
 }
 
 /** Every template of one ConfigMap; swapped as a whole, never piecemeal. */
@@ -88,12 +92,19 @@ function parseOneTemplate(name: string, text: string): SidecarTemplate | string[
 }
 
 function buildTemplate(name: string, content: JsonObject): SidecarTemplate | string[] {
-  const problems = findTemplateProblems(content);
-  if (problems.length > 0) return problems.map((problem) => `${name}: ${problem}`);
   const list = (field: string): JsonObject[] => {
     const value = own(content, field);
     return Array.isArray(value) ? value.filter(isJsonObject) : [];
   };
+  const capture = parseCaptureSettings(own(content, 'capture'), list('containers')[0]);
+  const problems = [...findTemplateProblems(content), ...(Array.isArray(capture) ? capture : [])];
+  // Capture adds these two by name: a template's own of the same name would take their place.
+  if (capture !== undefined && !Array.isArray(capture)) {
+    for (const [field, taken] of [['containers', CAPTURE_INIT_NAME], ['initContainers', CAPTURE_INIT_NAME], ['volumes', CAPTURE_LOCK_VOLUME]] as const) {
+      if (list(field).some((entry) => entryName(entry) === taken)) problems.push(`${field}: "${taken}" is the name traffic capture adds; rename it, or remove the capture section`);
+    }
+  }
+  if (problems.length > 0 || Array.isArray(capture)) return problems.map((problem) => `${name}: ${problem}`);
   const nativeSidecar = own(content, 'nativeSidecar');
   return deepFreeze({
     name,
@@ -103,6 +114,7 @@ function buildTemplate(name: string, content: JsonObject): SidecarTemplate | str
     volumes: list('volumes'),
     imagePullSecrets: list('imagePullSecrets'),
     nativeSidecar: typeof nativeSidecar === 'boolean' ? nativeSidecar : undefined,
+    capture,
   });
 }
 

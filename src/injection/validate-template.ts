@@ -57,7 +57,8 @@ export function findTemplateProblems(template: JsonObject): string[] {
   return problems.list();
 }
 
-const TEMPLATE_FIELDS = new Set(['containers', 'initContainers', 'volumes', 'imagePullSecrets', 'nativeSidecar']);
+// `capture` is read and checked by capture-template.ts.
+const TEMPLATE_FIELDS = new Set(['containers', 'initContainers', 'volumes', 'imagePullSecrets', 'nativeSidecar', 'capture']);
 
 function checkContainer(
   container: JsonObject,

@@ -1,6 +1,9 @@
 import { createHash } from 'node:crypto';
+import { captureLists, captureSharedVariables, captureTemplateVariables, type CaptureLists } from './compile-capture.js';
 import {
   ALWAYS_EXCLUDED_NAMESPACES,
+  CAPTURE_INIT_NAME,
+  CAPTURE_LOCK_VOLUME,
   Annotations,
   DEFAULT_ALLOWED_OVERRIDES,
   IMAGE_REFERENCE_PATTERN,
@@ -219,6 +222,7 @@ function variables(entries: readonly SidecarTemplate[], defaultName: string, all
   add('containerNames', `${names('containers')} + ${names('initContainers')} + ${names('ephemeralContainers')}`);
   add('volumeNames', names('volumes'));
   add('pullSecretNames', names('imagePullSecrets', true));
+  list.push(...captureSharedVariables(entries));
 
   for (const override of allowed) {
     const value = annotation(OVERRIDE_ANNOTATION_PREFIX + override);
@@ -245,6 +249,7 @@ function variables(entries: readonly SidecarTemplate[], defaultName: string, all
     add(`${prefix}InitContainers`, filterNew(template.initContainers.map((entry) => celValue(entry)), 'variables.containerNames'));
     add(`${prefix}Volumes`, filterNew(template.volumes.map((entry) => celValue(entry)), 'variables.volumeNames'));
     add(`${prefix}PullSecrets`, filterNew(template.imagePullSecrets.map((entry) => celValue(entry)), 'variables.pullSecretNames'));
+    list.push(...captureTemplateVariables(template, prefix));
     add(`${prefix}Status`, statusText(template, prefix));
   });
   return list;
@@ -394,18 +399,34 @@ function amountsLiteral(amounts: JsonObject | undefined, prefix: string, overrid
   return celMap(entries);
 }
 
-/** One template's patch: the webhook's lists, in its order, then the status annotation. */
-function templatePatch(index: number): string {
+/**
+ * One template's patch: the webhook's lists, in its order, then the status
+ * annotation. With capture, envoy-init goes first (native) or last (classic)
+ * among the init containers, and its volume after the template's.
+ */
+function templatePatch(index: number, capture: CaptureLists | undefined): string {
   const v = (name: string): string => `variables.t${index}${name}`;
   const native = v('Native');
+  const { leading, leadingReversed, trailing, volumes } = patchLists(v, capture);
   const parts = [
     `(${native} ? [] : ${listOps('containers', undefined, v('Containers'))})`,
-    `(${native} ? ${listOps('initContainers', { list: v('Containers'), reversed: v('ContainersReversed') }, v('InitContainers'))} : ${listOps('initContainers', undefined, v('InitContainers'))})`,
-    listOps('volumes', undefined, v('Volumes')),
+    `(${native} ? ${listOps('initContainers', { list: leading, reversed: leadingReversed }, v('InitContainers'))} : ${listOps('initContainers', undefined, trailing)})`,
+    listOps('volumes', undefined, volumes),
     listOps('imagePullSecrets', undefined, v('PullSecrets')),
     `[${statusOp(v('Status'))}]`,
   ];
   return parts.join(' + ');
+}
+
+/** The lists of a template's patch, capture's entries included when it has them. */
+function patchLists(v: (name: string) => string, capture: CaptureLists | undefined): { leading: string; leadingReversed: string; trailing: string; volumes: string } {
+  if (capture === undefined) return { leading: v('Containers'), leadingReversed: v('ContainersReversed'), trailing: v('InitContainers'), volumes: v('Volumes') };
+  return {
+    leading: `(${capture.init} + ${v('Containers')})`,
+    leadingReversed: `(${v('ContainersReversed')} + ${capture.init})`,
+    trailing: `(${v('InitContainers')} + ${capture.init})`,
+    volumes: `(${v('Volumes')} + ${capture.volume})`,
+  };
 }
 
 /**
@@ -429,17 +450,20 @@ function listOps(field: string, prepend: { list: string; reversed: string } | un
 function statusText(template: SidecarTemplate, prefix: string): string {
   const v = (name: string): string => `variables.${prefix}${name}`;
   const entries = [...template.containers, ...template.initContainers, ...template.volumes, ...template.imagePullSecrets];
-  const encoded = celMap([...new Set(entries.map((entry) => String(entry['name'])))].map((name) => ({ key: name, expression: celString(JSON.stringify(name)) })));
+  // Capture adds its init container and lock volume: their names can land in the status too.
+  const known = [...entries.map((entry) => String(entry['name'])), ...(template.capture === undefined ? [] : [CAPTURE_INIT_NAME, CAPTURE_LOCK_VOLUME])];
+  const encoded = celMap([...new Set(known)].map((name) => ({ key: name, expression: celString(JSON.stringify(name)) })));
   const names = (list: string): string => `${list}.map(e, ${encoded}[e.name]).join(",")`;
   const native = v('Native');
   const head = JSON.stringify({ template: template.name, hash: template.hash }).slice(0, -1);
+  const { leading, trailing, volumes } = patchLists(v, captureLists(template, prefix));
   return [
     celString(`${head},"containers":[`),
     `(${native} ? "" : ${names(v('Containers'))})`,
     celString('],"initContainers":['),
-    `(${native} ? ${names(`(${v('Containers')} + ${v('InitContainers')})`)} : ${names(v('InitContainers'))})`,
+    `(${native} ? ${names(`(${leading} + ${v('InitContainers')})`)} : ${names(trailing)})`,
     celString('],"volumes":['),
-    names(v('Volumes')),
+    names(volumes),
     celString('],"imagePullSecrets":['),
     names(v('PullSecrets')),
     celString(']}'),
@@ -461,7 +485,7 @@ function patchExpression(entries: readonly SidecarTemplate[]): string {
   for (let index = entries.length - 1; index >= 0; index -= 1) {
     const template = entries[index];
     if (template === undefined) continue;
-    expression = `variables.template == ${celString(template.name)} ? ${templatePatch(index)} : ${expression}`;
+    expression = `variables.template == ${celString(template.name)} ? ${templatePatch(index, captureLists(template, `t${index}`))} : ${expression}`;
   }
   return `!variables.inject ? [] : ${expression}`;
 }

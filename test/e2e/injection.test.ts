@@ -77,7 +77,8 @@ forEachKubeVersion('the injector as the chart\'s ServiceAccount, called by the A
     const args = envoy.args ?? [];
     assert.equal(args[0], '--config-yaml');
     const bootstrap = parseYaml(args[1] ?? '') as { static_resources: { listeners: { name: string; address: { socket_address: Record<string, unknown> } }[] } };
-    assert.deepEqual(bootstrap.static_resources.listeners.map((listener) => listener.name), ['health']);
+    // Then the capture listeners (issue 26), idle unless the Pod's traffic is captured.
+    assert.deepEqual(bootstrap.static_resources.listeners.map((listener) => listener.name), ['health', 'outbound', 'inbound']);
     assert.deepEqual(bootstrap.static_resources.listeners[0]?.address.socket_address, { address: '::', port_value: 9902, ipv4_compat: true });
     assert.equal(envoy.readinessProbe?.httpGet?.port, 9902);
     assert.deepEqual(envoy.ports?.map((port) => port.containerPort), [9902]);

@@ -15,6 +15,8 @@ export const NamespaceKind = {
   disabled: 'disabled',
   /** In the excluded namespaces setting. */
   excluded: 'excluded',
+  /** Labeled enabled, and pod-security.kubernetes.io/enforce=baseline: injected, never captured. */
+  baseline: 'baseline',
 } as const;
 export type NamespaceKind = (typeof NamespaceKind)[keyof typeof NamespaceKind];
 
@@ -263,8 +265,57 @@ function randomPods(count: number, seed: number): ParityCase[] {
   });
 }
 
+/** Traffic capture (issue 26): each switch and exclusion, bad values, hostNetwork, Pod Security, names taken, native and classic. */
+function captureCases(): ParityCase[] {
+  const CAPTURE = 'envoy-injector.io/capture';
+  const x = (name: string): string => `envoy-injector.io/capture-${name}`;
+  const c = (title: string, namespace: NamespaceKind, annotations: Record<string, string>, spec: JsonObject = {}): ParityCase => ({
+    title: `capture: ${title}`,
+    namespace,
+    pod: pod({ annotations: { [TEMPLATE]: 'capture', ...annotations }, spec }),
+  });
+  return [
+    c('asked for', 'enabled', { [CAPTURE]: 'true' }),
+    c('not asked, off by default', 'enabled', {}),
+    c('"false"', 'enabled', { [CAPTURE]: 'false' }),
+    c('"yes" is ignored', 'enabled', { [CAPTURE]: 'yes' }),
+    c('every exclusion', 'enabled', {
+      [CAPTURE]: 'true',
+      [x('exclude-outbound-cidrs')]: '10.96.0.0/12,fd00:10:96::/112',
+      [x('exclude-outbound-ports')]: '5432,6379',
+      [x('exclude-inbound-ports')]: '',
+      [x('include-inbound-ports')]: '8080,8443',
+    }),
+    c('bad exclusions: the defaults apply', 'enabled', {
+      [CAPTURE]: 'true',
+      [x('exclude-outbound-cidrs')]: '10.0.0.0/33',
+      [x('exclude-outbound-ports')]: '5432, 6379',
+      [x('exclude-inbound-ports')]: '65536',
+      [x('include-inbound-ports')]: '080',
+    }),
+    c('a 100 KiB exclusion: refused by the length bound', 'enabled', { [CAPTURE]: 'true', [x('exclude-outbound-ports')]: '80,'.repeat(34 * 1024) + '80' }),
+    c('with init containers of its own: envoy-init goes last', 'enabled', { [CAPTURE]: 'true' }, { initContainers: [{ name: 'migrate', image: 'registry.example/migrate:1' }] }),
+    c('native: envoy-init goes first', 'enabled', { [CAPTURE]: 'true', [NATIVE]: 'true' }, { initContainers: [{ name: 'migrate', image: 'registry.example/migrate:1' }] }),
+    c('the Pod has its own envoy-init and volume of that name: kept', 'enabled', { [CAPTURE]: 'true' }, {
+      initContainers: [{ name: 'envoy-init', image: 'registry.example/mine:1' }],
+      volumes: [{ name: 'envoy-init-xtables-lock', emptyDir: {} }],
+    }),
+    c('the Pod has its own envoy: kept, and not captured', 'enabled', { [CAPTURE]: 'true' }, {
+      containers: [{ name: 'app', image: 'registry.example/app:1.0' }, { name: 'envoy', image: 'registry.example/my-envoy:2' }],
+    }),
+    c('its own envoy as an init container, native', 'enabled', { [CAPTURE]: 'true', [NATIVE]: 'true' }, { initContainers: [{ name: 'envoy', image: 'registry.example/my-envoy:2' }] }),
+    c('hostNetwork: injected, never captured', 'plain', { [INJECT]: 'true', [CAPTURE]: 'true' }, { hostNetwork: true }),
+    c('a Pod Security baseline namespace: injected, never captured', 'baseline', { [CAPTURE]: 'true' }),
+    c('a baseline namespace, not asked', 'baseline', {}),
+    c('a template on by default (native)', 'enabled', { [TEMPLATE]: 'capture-on' }),
+    c('a template on by default, "false"', 'enabled', { [TEMPLATE]: 'capture-on', [CAPTURE]: 'false' }),
+    c('a template on by default, in a baseline namespace', 'baseline', { [TEMPLATE]: 'capture-on' }),
+    c('a template that cannot capture, asked for', 'enabled', { [TEMPLATE]: 'debug', [CAPTURE]: 'true' }),
+  ];
+}
+
 export const RANDOM_SEED = 12;
 
 export function parityCases(randomCount = 40): ParityCase[] {
-  return [...goldenCorpus(), ...handWritten(), ...combinations(), ...randomPods(randomCount, RANDOM_SEED)];
+  return [...goldenCorpus(), ...handWritten(), ...captureCases(), ...combinations(), ...randomPods(randomCount, RANDOM_SEED)];
 }

@@ -39,6 +39,8 @@ type Path = (typeof Path)[keyof typeof Path];
 export interface ApiResponse {
   readonly status: number;
   readonly body: JsonObject;
+  /** The Warning headers (admission warnings among them). */
+  readonly warnings: readonly string[];
 }
 
 /** One call to the API server with raw JSON: no typed client may drop a field of the stored Pods. */
@@ -64,7 +66,8 @@ export function kubeCall(access: ApiAccess, method: string, path: string, body?:
         response.on('end', () => {
           const text = Buffer.concat(chunks).toString('utf8');
           try {
-            resolve({ status: response.statusCode ?? 0, body: JSON.parse(text) as JsonObject });
+            const warning = response.headers['warning'];
+            resolve({ status: response.statusCode ?? 0, body: JSON.parse(text) as JsonObject, warnings: warning === undefined ? [] : [warning].flat() });
           } catch {
             reject(new Error(`${method} ${path}: ${response.statusCode} and a body that is not JSON: ${text.slice(0, 200)}`));
           }
@@ -121,6 +124,7 @@ export class ParityRun {
       enabled: `${path}-enabled-${this.id}`,
       plain: `${path}-plain-${this.id}`,
       disabled: `${path}-disabled-${this.id}`,
+      baseline: `${path}-baseline-${this.id}`,
       excluded: `${path}-excluded-${this.id}`,
     });
     this.namespaces = { webhook: names(Path.webhook), policy: names(Path.policy) };
@@ -146,6 +150,7 @@ export class ParityRun {
       for (const kind of Object.values(NamespaceKind)) {
         const labels: Record<string, string> = { [PATH_LABEL]: `${path}-${this.id}` };
         if (kind === 'enabled' || kind === 'disabled') labels['envoy-injector.io/inject'] = kind;
+        if (kind === 'baseline') Object.assign(labels, { 'envoy-injector.io/inject': 'enabled', 'pod-security.kubernetes.io/enforce': 'baseline' });
         await this.#createNamespace(this.namespaces[path][kind], labels);
       }
     }

@@ -207,8 +207,42 @@ containers:
         drop: ["ALL"]
       seccompProfile:
         type: RuntimeDefault
+{{- if not (kindIs "invalid" $p.runAsUser) }}
+{{- /* The rules let the proxy's user through: without a known uid the template cannot capture. */}}
+capture:
+  image: {{ include "envoy-injector.captureImage" . | quote }}
+  imagePullPolicy: {{ $p.capture.image.pullPolicy }}
+  outboundPort: {{ $p.capture.outboundPort }}
+  inboundPort: {{ $p.capture.inboundPort }}
+  proxyPorts: [{{ $p.adminPort }}, {{ $p.healthPort }}]
+  enabled: {{ $p.capture.enabled }}
+  excludeOutboundCidrs: {{ join "," $p.capture.excludeOutboundCidrs | quote }}
+  excludeOutboundPorts: {{ join "," $p.capture.excludeOutboundPorts | quote }}
+  excludeInboundPorts: {{ join "," $p.capture.excludeInboundPorts | quote }}
+  includeInboundPorts: {{ join "," $p.capture.includeInboundPorts | quote }}
+  resources:
+{{ toYaml $p.capture.resources | indent 4 }}
+{{- end }}
 {{- end }}
 
+{{- define "envoy-injector.captureImage" -}}
+{{- $image := .Values.proxy.capture.image -}}
+{{- if $image.digest }}
+{{- printf "%s@%s" $image.repository $image.digest }}
+{{- else }}
+{{- printf "%s:%s" $image.repository (default .Chart.AppVersion $image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Envoy's bootstrap. With traffic capture possible (a known runAsUser), two more
+listeners take what the envoy-init rules redirect, on the very ports the
+template's capture section gives the rules: outbound (use_original_dst) and
+inbound (the original_dst listener filter), each a TCP proxy to an
+ORIGINAL_DST cluster, so a connection goes on to where it was headed. A
+connection addressed to a listener's own port would come back to it forever:
+it goes to a cluster without endpoints instead.
+*/}}
 {{- define "envoy-injector.envoyBootstrap" -}}
 {{- $p := .Values.proxy -}}
 admin:
@@ -239,6 +273,43 @@ static_resources:
                   - name: envoy.filters.http.router
                     typed_config:
                       "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+{{- if not (kindIs "invalid" $p.runAsUser) }}
+{{- range $direction := list "outbound" "inbound" }}
+{{- $port := ternary $p.capture.outboundPort $p.capture.inboundPort (eq $direction "outbound") }}
+    - name: {{ $direction }}
+      {{- /* One socket per family, not "::" with ipv4_compat: SO_ORIGINAL_DST is asked of the redirected connection's own family. */}}
+      address:
+        socket_address: {address: 0.0.0.0, port_value: {{ $port }}}
+      {{- if eq $p.listenAddress "::" }}
+      additional_addresses:
+        - address:
+            socket_address: {address: "::", port_value: {{ $port }}}
+      {{- end }}
+      traffic_direction: {{ upper $direction }}
+      {{- if eq $direction "outbound" }}
+      use_original_dst: true
+      {{- else }}
+      listener_filters:
+        - name: envoy.filters.listener.original_dst
+          typed_config:
+            "@type": type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst
+      {{- end }}
+      filter_chains:
+        - filter_chain_match: {destination_port: {{ $port }}}
+          filters:
+            - name: envoy.filters.network.tcp_proxy
+              typed_config:
+                "@type": type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy
+                stat_prefix: {{ $direction }}_loop
+                cluster: blackhole
+        - filters:
+            - name: envoy.filters.network.tcp_proxy
+              typed_config:
+                "@type": type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy
+                stat_prefix: {{ $direction }}
+                cluster: {{ $direction }}_passthrough
+{{- end }}
+{{- end }}
   clusters:
     - name: admin
       type: STATIC
@@ -250,6 +321,19 @@ static_resources:
               - endpoint:
                   address:
                     socket_address: {address: 127.0.0.1, port_value: {{ $p.adminPort }}}
+{{- if not (kindIs "invalid" $p.runAsUser) }}
+    - name: outbound_passthrough
+      type: ORIGINAL_DST
+      lb_policy: CLUSTER_PROVIDED
+      connect_timeout: 10s
+    - name: inbound_passthrough
+      type: ORIGINAL_DST
+      lb_policy: CLUSTER_PROVIDED
+      connect_timeout: 10s
+    - name: blackhole
+      type: STATIC
+      connect_timeout: 1s
+{{- end }}
 {{- end }}
 
 {{/*

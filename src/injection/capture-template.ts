@@ -1,0 +1,146 @@
+import { captureListProblem, type CaptureListKind } from './capture-grammar.js';
+import { findTypeProblems } from './check-field-types.js';
+import { checkEnum, isNonNegativeInteger, ProblemList } from './entry-checks.js';
+import { describeValue, isJsonObject, objectAt, own, stringAt, type JsonObject, type JsonValue } from './json.js';
+import { imageProblem } from './overrides.js';
+import { checkResources } from './validate-resources.js';
+
+/** The exclusions of one Pod's capture, each in the annotations' text form (comma-separated, "" for none). */
+export interface CaptureExclusions {
+  readonly excludeOutboundCidrs: string;
+  readonly excludeOutboundPorts: string;
+  readonly excludeInboundPorts: string;
+  /** "" redirects every inbound port not excluded. */
+  readonly includeInboundPorts: string;
+}
+
+export type CaptureExclusionName = keyof CaptureExclusions;
+
+/** Each exclusion's kind of list, in the order the rule script takes them. */
+export const CAPTURE_EXCLUSION_KINDS: Readonly<Record<CaptureExclusionName, CaptureListKind>> = {
+  excludeOutboundCidrs: 'cidrs',
+  excludeOutboundPorts: 'ports',
+  excludeInboundPorts: 'ports',
+  includeInboundPorts: 'ports',
+};
+
+/**
+ * A template's `capture` section: how its proxy takes over a Pod's traffic.
+ * The ports are the ones its Envoy's listeners use (the chart renders both
+ * from one value), so the rules and the listeners cannot disagree.
+ */
+export interface CaptureSettings {
+  /** The envoy-init image (init/Dockerfile). */
+  readonly image: string;
+  readonly imagePullPolicy: string | undefined;
+  /** The proxy's user: its connections are never redirected (no loop). */
+  readonly proxyUid: number;
+  readonly outboundPort: number;
+  readonly inboundPort: number;
+  /** The proxy's own listeners (health, admin): never redirected, in either direction. */
+  readonly proxyPorts: readonly number[];
+  /** Capture for Pods that do not say (`envoy-injector.io/capture`). */
+  readonly enabled: boolean;
+  /** The exclusions of Pods without exclusion annotations. */
+  readonly defaults: CaptureExclusions;
+  /** The init container's own requests and limits. */
+  readonly resources: JsonObject;
+}
+
+/** Small, and given: a namespace with a ResourceQuota or LimitRange refuses a container without them. */
+export const DEFAULT_CAPTURE_RESOURCES: JsonObject = {
+  requests: { cpu: '10m', memory: '16Mi' },
+  limits: { cpu: '100m', memory: '64Mi' },
+};
+
+const CAPTURE_FIELDS = [
+  'image',
+  'imagePullPolicy',
+  'proxyUid',
+  'outboundPort',
+  'inboundPort',
+  'proxyPorts',
+  'enabled',
+  'excludeOutboundCidrs',
+  'excludeOutboundPorts',
+  'excludeInboundPorts',
+  'includeInboundPorts',
+  'resources',
+];
+
+const MAX_ID = 2147483647;
+
+/**
+ * Reads a template's `capture` section (undefined when it has none). The
+ * proxy's uid defaults to its container's `securityContext.runAsUser`.
+ * Problems are `capture.field: problem`.
+ */
+export function parseCaptureSettings(value: JsonValue | undefined, proxy: JsonObject | undefined): CaptureSettings | undefined | string[] {
+  if (value === undefined || value === null) return undefined;
+  const problems = new ProblemList();
+  if (!isJsonObject(value)) return ['capture: must be a mapping (image, proxyUid, outboundPort, inboundPort, ...)'];
+  for (const key of Object.keys(value)) {
+    if (!CAPTURE_FIELDS.includes(key)) problems.add(`capture.${key}`, `unknown field (capture may hold ${CAPTURE_FIELDS.join(', ')})`);
+  }
+  const image = own(value, 'image');
+  const imageText = typeof image === 'string' ? image : '';
+  if (typeof image !== 'string' || image === '') problems.add('capture.image', 'required (the envoy-init image)');
+  else {
+    const problem = imageProblem(image);
+    if (problem !== undefined) problems.add('capture.image', problem);
+  }
+  checkEnum(value, 'imagePullPolicy', ['Always', 'IfNotPresent', 'Never'], 'capture', problems);
+  const proxyContext = objectAt(proxy, 'securityContext');
+  const proxyUid = own(value, 'proxyUid') ?? (proxyContext === undefined ? undefined : own(proxyContext, 'runAsUser'));
+  const uid = isNonNegativeInteger(proxyUid) && typeof proxyUid === 'number' && proxyUid <= MAX_ID ? proxyUid : undefined;
+  if (proxyUid === undefined) problems.add('capture.proxyUid', "required when the proxy container sets no securityContext.runAsUser (the rules must know the proxy's user)");
+  else if (uid === undefined) problems.add('capture.proxyUid', `${describeValue(proxyUid)} is not a user id`);
+  const outboundPort = port(value, 'outboundPort', problems);
+  const inboundPort = port(value, 'inboundPort', problems);
+  if (outboundPort !== undefined && outboundPort === inboundPort) problems.add('capture.inboundPort', 'must differ from outboundPort');
+  const proxyPorts = own(value, 'proxyPorts') ?? [];
+  if (!Array.isArray(proxyPorts)) problems.add('capture.proxyPorts', 'must be a list of ports');
+  else proxyPorts.forEach((entry, index) => void (isPort(entry) || problems.add(`capture.proxyPorts[${index}]`, `${describeValue(entry)} is not a port (1-65535)`)));
+  const enabled = own(value, 'enabled') ?? false;
+  if (typeof enabled !== 'boolean') problems.add('capture.enabled', 'must be true or false');
+  const exclusion = (name: CaptureExclusionName): string => {
+    const given = own(value, name) ?? '';
+    const problem = captureListProblem(CAPTURE_EXCLUSION_KINDS[name], given);
+    if (problem !== undefined) problems.add(`capture.${name}`, problem);
+    return typeof given === 'string' ? given : '';
+  };
+  const defaults: CaptureExclusions = {
+    excludeOutboundCidrs: exclusion('excludeOutboundCidrs'),
+    excludeOutboundPorts: exclusion('excludeOutboundPorts'),
+    excludeInboundPorts: exclusion('excludeInboundPorts'),
+    includeInboundPorts: exclusion('includeInboundPorts'),
+  };
+  const resources = own(value, 'resources') ?? DEFAULT_CAPTURE_RESOURCES;
+  problems.addAll(findTypeProblems({ name: 'envoy-init', image: imageText, resources }, 'Container', 'capture').filter((problem) => problem.startsWith('capture.resources')));
+  checkResources(resources, 'capture.resources', problems);
+  if (!problems.isEmpty() || !isJsonObject(resources) || uid === undefined || outboundPort === undefined || inboundPort === undefined || !Array.isArray(proxyPorts)) {
+    return problems.list();
+  }
+  return {
+    image: imageText,
+    imagePullPolicy: stringAt(value, 'imagePullPolicy'),
+    proxyUid: uid,
+    outboundPort,
+    inboundPort,
+    proxyPorts: proxyPorts.filter(isPort),
+    enabled: enabled === true,
+    defaults,
+    resources,
+  };
+}
+
+function isPort(value: JsonValue | undefined): value is number {
+  return typeof value === 'number' && Number.isInteger(value) && value >= 1 && value <= 65535;
+}
+
+function port(section: JsonObject, field: string, problems: ProblemList): number | undefined {
+  const value = own(section, field);
+  if (value === undefined) problems.add(`capture.${field}`, "required (the port of the proxy's listener)");
+  else if (!isPort(value)) problems.add(`capture.${field}`, `${describeValue(value)} is not a port (1-65535)`);
+  return isPort(value) ? value : undefined;
+}

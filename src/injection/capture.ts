@@ -1,0 +1,173 @@
+import { captureListProblem } from './capture-grammar.js';
+import { CAPTURE_EXCLUSION_KINDS, type CaptureExclusionName, type CaptureExclusions, type CaptureSettings } from './capture-template.js';
+import { arrayAt, describeValue, entryName, objectAt, own, type JsonObject } from './json.js';
+import { Annotations, PodSecurityLabel } from './names.js';
+import type { SidecarTemplate } from './parse-template.js';
+
+/** Why a Pod's traffic is or is not captured: a fixed set, as the decision's reasons. */
+export const CaptureReason = {
+  annotationTrue: 'annotation_true',
+  templateDefault: 'template_default',
+  annotationFalse: 'annotation_false',
+  notEnabled: 'not_enabled',
+  noCaptureSettings: 'no_capture_settings',
+  hostNetwork: 'host_network',
+  proxyNotInjected: 'proxy_not_injected',
+  podSecurity: 'pod_security',
+} as const;
+export type CaptureReason = (typeof CaptureReason)[keyof typeof CaptureReason];
+
+export type CaptureDecision =
+  | {
+      readonly capture: true;
+      readonly reason: CaptureReason;
+      readonly message: string;
+      readonly settings: CaptureSettings;
+      /** After the Pod's annotations: what the rules get. */
+      readonly exclusions: CaptureExclusions;
+      readonly warnings: readonly string[];
+    }
+  | { readonly capture: false; readonly reason: CaptureReason; readonly message: string; readonly warnings: readonly string[] };
+
+/** The init container's name, and its volume's: the Pod's own of that name wins, as for every template entry. */
+export const CAPTURE_INIT_NAME = 'envoy-init';
+export const CAPTURE_LOCK_VOLUME = 'envoy-init-xtables-lock';
+
+/** Each exclusion's annotation. */
+export const CAPTURE_EXCLUSION_ANNOTATIONS: Readonly<Record<CaptureExclusionName, string>> = {
+  excludeOutboundCidrs: Annotations.captureExcludeOutboundCidrs,
+  excludeOutboundPorts: Annotations.captureExcludeOutboundPorts,
+  excludeInboundPorts: Annotations.captureExcludeInboundPorts,
+  includeInboundPorts: Annotations.captureIncludeInboundPorts,
+};
+
+export interface CaptureInput {
+  readonly pod: JsonObject;
+  readonly template: SidecarTemplate;
+  readonly namespace: string;
+  /** Undefined when unknown (offline without labels): no Pod Security level is assumed. */
+  readonly namespaceLabels: Readonly<Record<string, string>> | undefined;
+}
+
+/**
+ * Decides whether an injected Pod's traffic is captured (docs/design.md §11):
+ * the Pod's annotation, else the template's default; never for hostNetwork
+ * Pods (the rules would land in the node's network), nor when the Pod keeps
+ * its own container of the proxy's name, nor where Pod Security
+ * forbids NET_ADMIN (the API server would refuse the Pod after our patch).
+ * A bad annotation is ignored with a warning; nothing here refuses a Pod.
+ */
+export function decideCapture(input: CaptureInput): CaptureDecision {
+  const annotations = objectAt(objectAt(input.pod, 'metadata'), 'annotations');
+  const warnings: string[] = [];
+  const off = (reason: CaptureReason, message: string, warning?: string): CaptureDecision => {
+    if (warning !== undefined) warnings.push(warning);
+    return { capture: false, reason, message, warnings };
+  };
+  const raw = annotations === undefined ? undefined : own(annotations, Annotations.capture);
+  let asked: boolean | undefined;
+  if (raw === 'true' || raw === 'false') asked = raw === 'true';
+  else if (raw !== undefined) warnings.push(`${Annotations.capture}: ${describeValue(raw)} is not "true" or "false"; ignored`);
+
+  const settings = input.template.capture;
+  if (settings === undefined) return noSettings(input.template, asked, off);
+  if (asked === false) return off(CaptureReason.annotationFalse, `the Pod is annotated ${Annotations.capture}: "false"`);
+  if (asked === undefined && !settings.enabled) {
+    return off(CaptureReason.notEnabled, `capture is off by default (template "${input.template.name}") and the Pod is not annotated ${Annotations.capture}: "true"`);
+  }
+  if (own(objectAt(input.pod, 'spec') ?? {}, 'hostNetwork') === true) {
+    const message = 'the Pod uses hostNetwork: its traffic is never captured (the rules would change the node\'s network)';
+    return off(CaptureReason.hostNetwork, message, `${Annotations.capture}: ${message}`);
+  }
+  // The Pod's own container of the proxy's name is kept: nothing of ours would listen behind the rules.
+  const proxyName = entryName(input.template.containers[0]);
+  const spec = objectAt(input.pod, 'spec');
+  const taken = ['containers', 'initContainers', 'ephemeralContainers'].some((list) => (arrayAt(spec, list) ?? []).some((entry) => entryName(entry) === proxyName));
+  if (proxyName !== undefined && taken) {
+    const message = `the Pod has its own container "${proxyName}", so the template's proxy is not injected and nothing of ours would take the captured traffic`;
+    return off(CaptureReason.proxyNotInjected, message, `${Annotations.capture}: ${message}; not captured`);
+  }
+  const labels = input.namespaceLabels ?? {};
+  const level = Object.hasOwn(labels, PodSecurityLabel.enforce) ? labels[PodSecurityLabel.enforce] : undefined;
+  if (level !== undefined && PodSecurityLabel.forbiddingCapture.some((forbidding) => forbidding === level)) {
+    const message = `namespace "${input.namespace}" enforces Pod Security "${level}" (${PodSecurityLabel.enforce}), which forbids the NET_ADMIN capability traffic capture needs`;
+    return off(CaptureReason.podSecurity, message, `${message}: the Pod was injected without traffic capture`);
+  }
+
+  const exclusions = resolveExclusions(annotations, settings.defaults, warnings);
+  const reason = asked === true ? CaptureReason.annotationTrue : CaptureReason.templateDefault;
+  const message = asked === true ? `the Pod is annotated ${Annotations.capture}: "true"` : `capture is on by default (template "${input.template.name}")`;
+  return { capture: true, reason, message, settings, exclusions, warnings };
+}
+
+function noSettings(template: SidecarTemplate, asked: boolean | undefined, off: (reason: CaptureReason, message: string, warning?: string) => CaptureDecision): CaptureDecision {
+  const message = `template "${template.name}" has no capture settings`;
+  return off(CaptureReason.noCaptureSettings, message, asked === true ? `${Annotations.capture}: ${message}; the Pod's traffic is not captured` : undefined);
+}
+
+/** A valid annotation replaces the template's default for that list ("" means none); a bad one is ignored with a warning. */
+function resolveExclusions(annotations: JsonObject | undefined, defaults: CaptureExclusions, warnings: string[]): CaptureExclusions {
+  const pick = (name: CaptureExclusionName): string => {
+    const annotation = CAPTURE_EXCLUSION_ANNOTATIONS[name];
+    const value = annotations === undefined ? undefined : own(annotations, annotation);
+    if (value === undefined) return defaults[name];
+    const problem = captureListProblem(CAPTURE_EXCLUSION_KINDS[name], value);
+    if (problem === undefined && typeof value === 'string') return value;
+    warnings.push(`${annotation}: ${problem ?? 'must be a string'}; ignored, the default ${JSON.stringify(defaults[name])} applies`);
+    return defaults[name];
+  };
+  return {
+    excludeOutboundCidrs: pick('excludeOutboundCidrs'),
+    excludeOutboundPorts: pick('excludeOutboundPorts'),
+    excludeInboundPorts: pick('excludeInboundPorts'),
+    includeInboundPorts: pick('includeInboundPorts'),
+  };
+}
+
+/** The rule script's arguments (init/capture-rules.sh), every one always given. */
+export function captureArgs(settings: CaptureSettings, exclusions: CaptureExclusions): string[] {
+  return [
+    `--proxy-uid=${settings.proxyUid}`,
+    `--outbound-port=${settings.outboundPort}`,
+    `--inbound-port=${settings.inboundPort}`,
+    `--proxy-ports=${settings.proxyPorts.join(',')}`,
+    `--exclude-outbound-cidrs=${exclusions.excludeOutboundCidrs}`,
+    `--exclude-outbound-ports=${exclusions.excludeOutboundPorts}`,
+    `--exclude-inbound-ports=${exclusions.excludeInboundPorts}`,
+    `--include-inbound-ports=${exclusions.includeInboundPorts}`,
+  ];
+}
+
+/**
+ * The envoy-init container: root in the Pod's network namespace with exactly
+ * NET_ADMIN and NET_RAW, nothing else, read-only root; /run is an emptyDir
+ * because iptables' legacy backend takes its lock there.
+ */
+export function captureInitContainer(settings: CaptureSettings, exclusions: CaptureExclusions): JsonObject {
+  return {
+    name: CAPTURE_INIT_NAME,
+    image: settings.image,
+    ...(settings.imagePullPolicy === undefined ? {} : { imagePullPolicy: settings.imagePullPolicy }),
+    args: captureArgs(settings, exclusions),
+    resources: settings.resources,
+    securityContext: captureSecurityContext(),
+    volumeMounts: [{ name: CAPTURE_LOCK_VOLUME, mountPath: '/run' }],
+  };
+}
+
+/** Built afresh for each Pod: the patch may share it, nothing else does. */
+export function captureSecurityContext(): JsonObject {
+  return {
+    runAsUser: 0,
+    runAsGroup: 0,
+    runAsNonRoot: false,
+    privileged: false,
+    allowPrivilegeEscalation: false,
+    readOnlyRootFilesystem: true,
+    capabilities: { add: ['NET_ADMIN', 'NET_RAW'], drop: ['ALL'] },
+  };
+}
+
+export function captureLockVolume(): JsonObject {
+  return { name: CAPTURE_LOCK_VOLUME, emptyDir: {} };
+}

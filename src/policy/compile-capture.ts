@@ -1,0 +1,105 @@
+import {
+  Annotations,
+  CAPTURE_EXCLUSION_ANNOTATIONS,
+  CAPTURE_EXCLUSION_KINDS,
+  CIDR_LIST_PATTERN,
+  captureInitContainer,
+  captureLockVolume,
+  entryName,
+  MAX_CAPTURE_LIST_LENGTH,
+  PodSecurityLabel,
+  PORT_LIST_PATTERN,
+  type CaptureExclusionName,
+  type CaptureExclusions,
+  type JsonObject,
+  type JsonValue,
+  type SidecarTemplate,
+} from '../injection/index.js';
+import { celDyn, celMap, celString, celValue } from './cel-literal.js';
+
+/**
+ * Traffic capture in policy mode (docs/design.md §11): the same decision as
+ * decideCapture and the same envoy-init container as captureInitContainer,
+ * in CEL. The exclusions are checked with the very patterns of
+ * capture-grammar.ts, and the container is the webhook's own, with the
+ * rule script's exclusion arguments made expressions.
+ */
+
+const EXCLUSIONS = Object.keys(CAPTURE_EXCLUSION_KINDS) as CaptureExclusionName[];
+
+/** `captureExcludeOutboundCidrs` ...: the annotation, an optional string. */
+const variableOf = (name: CaptureExclusionName): string => `capture${name.charAt(0).toUpperCase()}${name.slice(1)}`;
+
+/** The variables every template's capture reads: the Pod's annotations, hostNetwork, the namespace's Pod Security level. */
+export function captureSharedVariables(entries: readonly SidecarTemplate[]): JsonObject[] {
+  if (!entries.some((template) => template.capture !== undefined)) return [];
+  const forbidding = celValue([...PodSecurityLabel.forbiddingCapture]);
+  const list: JsonObject[] = [
+    { name: 'captureAnnotation', expression: `variables.annotations[?${celString(Annotations.capture)}].orValue("")` },
+    {
+      name: 'captureAllowed',
+      expression:
+        '!(has(object.spec.hostNetwork) && object.spec.hostNetwork) && ' +
+        `!(has(namespaceObject.metadata.labels) && namespaceObject.metadata.labels[?${celString(PodSecurityLabel.enforce)}].orValue("") in ${forbidding})`,
+    },
+  ];
+  for (const name of EXCLUSIONS) {
+    const variable = variableOf(name);
+    const pattern = CAPTURE_EXCLUSION_KINDS[name] === 'ports' ? PORT_LIST_PATTERN : CIDR_LIST_PATTERN;
+    list.push({ name: variable, expression: `variables.annotations[?${celString(CAPTURE_EXCLUSION_ANNOTATIONS[name])}]` });
+    list.push({
+      name: `${variable}Valid`,
+      expression: `variables.${variable}.hasValue() && size(variables.${variable}.value()) <= ${MAX_CAPTURE_LIST_LENGTH} && variables.${variable}.value().matches(${celString(pattern)})`,
+    });
+  }
+  return list;
+}
+
+/** One template's capture: whether it applies, the init container and the volume it adds (none for a template that cannot capture). */
+export function captureTemplateVariables(template: SidecarTemplate, prefix: string): JsonObject[] {
+  const { capture } = template;
+  if (capture === undefined) return [];
+  const wanted = `variables.captureAnnotation == "true" || (variables.captureAnnotation != "false" && ${String(capture.enabled)})`;
+  // The webhook's container with placeholders, whose args become expressions below.
+  const placeholder = (name: CaptureExclusionName): string => `\u0000${name}\u0000`;
+  const placeholders: CaptureExclusions = {
+    excludeOutboundCidrs: placeholder('excludeOutboundCidrs'),
+    excludeOutboundPorts: placeholder('excludeOutboundPorts'),
+    excludeInboundPorts: placeholder('excludeInboundPorts'),
+    includeInboundPorts: placeholder('includeInboundPorts'),
+  };
+  const init = captureInitContainer(capture, placeholders);
+  const entries = Object.entries(init).map(([key, value]) => ({ key, expression: celDyn(key === 'args' ? argsExpression(init["args"], capture.defaults) : celValue(value ?? null)) }));
+  const volume = captureLockVolume();
+  // As the webhook: the Pod's own container of the proxy's name means no proxy of ours behind the rules.
+  const proxyName = entryName(template.containers[0]);
+  const proxyInjected = proxyName === undefined ? 'true' : `!(${celString(proxyName)} in variables.containerNames)`;
+  return [
+    { name: `${prefix}Capture`, expression: `(${wanted}) && variables.captureAllowed && ${proxyInjected}` },
+    { name: `${prefix}CaptureInit`, expression: `variables.${prefix}Capture ? [${celMap(entries)}].filter(e, !(e.name in variables.containerNames)) : []` },
+    { name: `${prefix}CaptureVolume`, expression: `variables.${prefix}Capture ? [${celValue(volume)}].filter(e, !(e.name in variables.volumeNames)) : []` },
+  ];
+}
+
+/** The rule script's arguments: the fixed ones as literals, each exclusion the Pod's valid annotation or the template's default. */
+function argsExpression(args: JsonValue | undefined, defaults: CaptureExclusions): string {
+  const items = (Array.isArray(args) ? args : []).map((arg) => {
+    const text = String(arg);
+    const name = EXCLUSIONS.find((exclusion) => text.endsWith(`\u0000${exclusion}\u0000`));
+    if (name === undefined) return celString(text);
+    const variable = `variables.${variableOf(name)}`;
+    const flag = text.slice(0, text.indexOf('\u0000'));
+    return `${celString(flag)} + (${variable}Valid ? ${variable}.value() : ${celString(defaults[name])})`;
+  });
+  return `[${items.join(', ')}]`;
+}
+
+/** What a template's capture adds to its patch's lists, as CEL list expressions; undefined when it cannot capture. */
+export interface CaptureLists {
+  readonly init: string;
+  readonly volume: string;
+}
+
+export function captureLists(template: SidecarTemplate, prefix: string): CaptureLists | undefined {
+  return template.capture === undefined ? undefined : { init: `variables.${prefix}CaptureInit`, volume: `variables.${prefix}CaptureVolume` };
+}

@@ -1,0 +1,123 @@
+import assert from 'node:assert/strict';
+import { after, before, it } from 'node:test';
+import { parseTemplateData, type JsonObject } from '../../src/injection/index.js';
+import { forEachKubeVersion } from './control-plane.js';
+import { createNamespace, deleteNamespaces, eventually, helmInstall, helmUninstall, uniqueName, type Release } from './cluster.js';
+import { startChartInjector, type ChartInjector } from './injector-process.js';
+import { kubeCall } from './policy-parity.js';
+
+/**
+ * Traffic capture on a real API server (issue 26): the chart with
+ * proxy.capture.enabled=true, Pods created in a privileged namespace and in
+ * one whose Pod Security admission enforces baseline. What policy mode
+ * stores for the same Pods is compared with the webhook's by
+ * policy-parity.test.ts (its capture cases, a baseline namespace among them).
+ */
+
+type Obj = Record<string, unknown>;
+
+forEachKubeVersion('traffic capture: Pods stored with envoy-init, or without it where Pod Security forbids NET_ADMIN', (plane, version) => {
+  let release: Release | undefined;
+  let injector: ChartInjector | undefined;
+  const ns = { privileged: uniqueName('capture-privileged'), baseline: uniqueName('capture-baseline') };
+  const pod = (name: string, annotations: Record<string, string> = {}): JsonObject => ({
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, annotations },
+    spec: { containers: [{ name: 'app', image: 'registry.example/app:1.0', ports: [{ containerPort: 8080 }] }] },
+  });
+  const create = async (namespace: string, body: JsonObject): Promise<{ stored: Obj; warnings: readonly string[] }> => {
+    const response = await kubeCall(plane(), 'POST', `/api/v1/namespaces/${namespace}/pods`, body);
+    assert.equal(response.status, 201, `${namespace}: ${String(response.body['message'])}`);
+    // Warning headers are `299 - "text"` with the text's quotes escaped.
+    return { stored: response.body, warnings: response.warnings.map((warning) => warning.replace(/^299 - "|"$/g, '').replaceAll('\\"', '"')) };
+  };
+  const initContainers = (stored: Obj): Obj[] => ((stored['spec'] as Obj)['initContainers'] as Obj[] | undefined) ?? [];
+  const names = (list: Obj[] | undefined): unknown[] => (list ?? []).map((entry) => entry['name']);
+
+  before(async () => {
+    release = await helmInstall(plane(), { name: uniqueName('mesh'), namespace: uniqueName('mesh-system') }, {
+      proxy: { capture: { enabled: true, excludeOutboundCidrs: ['169.254.169.254/32'], excludeInboundPorts: [15090] } },
+    });
+    await Promise.all([
+      createNamespace(plane(), ns.privileged, { 'envoy-injector.io/inject': 'enabled', 'pod-security.kubernetes.io/enforce': 'privileged' }),
+      createNamespace(plane(), ns.baseline, { 'envoy-injector.io/inject': 'enabled', 'pod-security.kubernetes.io/enforce': 'baseline' }),
+    ]);
+    injector = await startChartInjector(plane(), release);
+    await eventually('a first Pod injected through the API server', async () => {
+      const response = await kubeCall(plane(), 'POST', `/api/v1/namespaces/${ns.privileged}/pods?dryRun=All`, pod('warmup'));
+      return JSON.stringify(response.body).includes('envoy-injector.io/status') ? true : undefined;
+    }, 30_000, 200);
+  });
+  after(async () => {
+    await injector?.stop().catch(() => undefined);
+    if (release !== undefined) await helmUninstall(plane(), release).catch(() => undefined);
+    await deleteNamespaces(plane(), Object.values(ns));
+  });
+
+  it(`a privileged namespace: stored with envoy-init exactly as described (${version})`, async () => {
+    assert.ok(release !== undefined);
+    const { stored, warnings } = await create(ns.privileged, pod('captured', { 'envoy-injector.io/capture-exclude-outbound-ports': '5432' }));
+    assert.deepEqual(warnings, []);
+    const inits = initContainers(stored);
+    const init = inits.find((container) => container['name'] === 'envoy-init');
+    assert.ok(init !== undefined, `envoy-init stored: ${JSON.stringify(names(inits))}`);
+    // Classic sidecars (1.28): envoy-init after the Pod's own; native (1.29+): first, before the proxy.
+    assert.deepEqual(names(inits), version === '1.28' ? ['envoy-init'] : ['envoy-init', 'envoy']);
+    const template = parseTemplateData((release.manifests.find((manifest) => manifest.kind === 'ConfigMap') as unknown as { data: Record<string, string> }).data);
+    assert.equal(init['image'], template.defaultTemplate.capture?.image);
+    assert.equal(init['imagePullPolicy'], 'IfNotPresent');
+    assert.deepEqual(init['args'], [
+      '--proxy-uid=101',
+      '--outbound-port=15001',
+      '--inbound-port=15006',
+      '--proxy-ports=9901,9902',
+      '--exclude-outbound-cidrs=169.254.169.254/32',
+      '--exclude-outbound-ports=5432',
+      '--exclude-inbound-ports=15090',
+      '--include-inbound-ports=',
+    ]);
+    assert.deepEqual(init['resources'], { requests: { cpu: '10m', memory: '16Mi' }, limits: { cpu: '100m', memory: '64Mi' } });
+    assert.deepEqual(init['securityContext'], {
+      runAsUser: 0,
+      runAsGroup: 0,
+      runAsNonRoot: false,
+      privileged: false,
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { add: ['NET_ADMIN', 'NET_RAW'], drop: ['ALL'] },
+    });
+    // Then the ServiceAccount token the API server mounts into every container.
+    assert.deepEqual((init['volumeMounts'] as Obj[])[0], { name: 'envoy-init-xtables-lock', mountPath: '/run' });
+    assert.equal(init['restartPolicy'], undefined, 'envoy-init runs once, it is no sidecar');
+    const volumes = ((stored['spec'] as Obj)['volumes'] as Obj[]).filter((volume) => volume['name'] === 'envoy-init-xtables-lock');
+    assert.deepEqual(volumes, [{ name: 'envoy-init-xtables-lock', emptyDir: {} }]);
+  });
+
+  it(`a baseline namespace: stored injected but without capture, with the warning (${version})`, async () => {
+    const { stored, warnings } = await create(ns.baseline, pod('not-captured', { 'envoy-injector.io/capture': 'true' }));
+    const all = [...initContainers(stored), ...((stored['spec'] as Obj)['containers'] as Obj[])];
+    assert.ok(names(all).includes('envoy'), `the proxy is injected: ${JSON.stringify(names(all))}`);
+    assert.ok(!names(all).includes('envoy-init'), 'no envoy-init');
+    assert.equal(((stored['spec'] as Obj)['volumes'] as Obj[] | undefined)?.some((volume) => volume['name'] === 'envoy-init-xtables-lock') ?? false, false);
+    assert.ok(
+      warnings.some((warning) => warning.includes(`namespace "${ns.baseline}" enforces Pod Security "baseline" (pod-security.kubernetes.io/enforce), which forbids the NET_ADMIN capability traffic capture needs: the Pod was injected without traffic capture`)),
+      `warnings: ${JSON.stringify(warnings)}`,
+    );
+  });
+
+  it(`a baseline namespace refuses the very init container we leave out (${version})`, async () => {
+    // What the rule spares Pods: the same Pod with envoy-init added by hand is refused by Pod Security.
+    const { stored } = await create(ns.privileged, pod('reference'));
+    const init = initContainers(stored).find((container) => container['name'] === 'envoy-init');
+    assert.ok(init !== undefined);
+    const refused = await kubeCall(plane(), 'POST', `/api/v1/namespaces/${ns.baseline}/pods`, {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'by-hand', annotations: { 'envoy-injector.io/inject': 'false' } },
+      spec: { initContainers: [{ ...init, volumeMounts: [{ name: 'envoy-init-xtables-lock', mountPath: '/run' }] }], containers: [{ name: 'app', image: 'registry.example/app:1.0' }], volumes: [{ name: 'envoy-init-xtables-lock', emptyDir: {} }] },
+    });
+    assert.equal(refused.status, 403, JSON.stringify(refused.body));
+    assert.match(String(refused.body['message']), /violates PodSecurity "baseline:latest": non-default capabilities/);
+  });
+});

@@ -1,0 +1,152 @@
+import type { CaptureSettings } from '../../src/injection/index.js';
+
+/**
+ * The project's bootstrap check: an Envoy bootstrap (as the chart's default
+ * template gives it inline) against the container that runs it and the
+ * template's capture settings. Fields are checked against the Envoy v3 API
+ * messages this chart uses (as of the pinned Envoy, v1.39: listener.proto,
+ * cluster.proto, tcp_proxy.proto, original_dst.proto), so a misspelt field,
+ * which Envoy would refuse at start, fails here; ports, listeners and
+ * clusters must agree with each other, with the probe and with the rules.
+ */
+
+type Obj = Record<string, unknown>;
+const isObj = (value: unknown): value is Obj => value !== null && typeof value === 'object' && !Array.isArray(value);
+const list = (value: unknown): Obj[] => (Array.isArray(value) ? value.filter(isObj) : []);
+
+const FIELDS: Readonly<Record<string, readonly string[]>> = {
+  bootstrap: ['admin', 'static_resources'],
+  admin: ['address'],
+  static_resources: ['listeners', 'clusters'],
+  listener: ['name', 'address', 'additional_addresses', 'traffic_direction', 'use_original_dst', 'listener_filters', 'filter_chains'],
+  additional_address: ['address'],
+  address: ['socket_address'],
+  socket_address: ['address', 'port_value', 'ipv4_compat'],
+  filter_chain: ['filter_chain_match', 'filters'],
+  filter_chain_match: ['destination_port'],
+  filter: ['name', 'typed_config'],
+  tcp_proxy: ['@type', 'stat_prefix', 'cluster'],
+  cluster: ['name', 'type', 'lb_policy', 'connect_timeout', 'load_assignment'],
+};
+
+/** The extension names and the type URLs of their typed_config. */
+const TYPE_URLS: Readonly<Record<string, string>> = {
+  'envoy.filters.network.http_connection_manager': 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager',
+  'envoy.filters.network.tcp_proxy': 'type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy',
+  'envoy.filters.listener.original_dst': 'type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst',
+  'envoy.filters.http.router': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router',
+};
+
+export interface BootstrapSubject {
+  readonly bootstrap: Obj;
+  /** The container that runs Envoy (its probe, ports and user). */
+  readonly container: Obj;
+  readonly capture: CaptureSettings | undefined;
+}
+
+export function bootstrapProblems({ bootstrap, container, capture }: BootstrapSubject): string[] {
+  const problems: string[] = [];
+  const fields = (what: string, value: unknown, path: string): void => {
+    if (!isObj(value)) return void problems.push(`${path}: must be a mapping`);
+    for (const key of Object.keys(value)) if (!(FIELDS[what] ?? []).includes(key)) problems.push(`${path}.${key}: not a field of ${what}`);
+  };
+  const portOf = (address: unknown, path: string): number | undefined => {
+    fields('address', address, path);
+    const socket = isObj(address) ? address['socket_address'] : undefined;
+    fields('socket_address', socket, `${path}.socket_address`);
+    const port = isObj(socket) ? socket['port_value'] : undefined;
+    return typeof port === 'number' ? port : undefined;
+  };
+
+  fields('bootstrap', bootstrap, 'bootstrap');
+  const adminPort = portOf((bootstrap['admin'] as Obj | undefined)?.['address'], 'admin.address');
+  const resources = bootstrap['static_resources'];
+  fields('static_resources', resources, 'static_resources');
+  const listeners = list(isObj(resources) ? resources['listeners'] : undefined);
+  const clusters = list(isObj(resources) ? resources['clusters'] : undefined);
+  const clusterNames = clusters.map((cluster) => cluster['name']);
+  const referenced = new Set<unknown>();
+  const portsOf = new Map<string, number[]>();
+  for (const [index, listener] of listeners.entries()) {
+    const path = `listeners[${index}]`;
+    fields('listener', listener, path);
+    const ports = [portOf(listener['address'], `${path}.address`)];
+    for (const [n, extra] of list(listener['additional_addresses']).entries()) {
+      fields('additional_address', extra, `${path}.additional_addresses[${n}]`);
+      ports.push(portOf(extra['address'], `${path}.additional_addresses[${n}].address`));
+    }
+    if (new Set(ports).size !== 1 || ports[0] === undefined) problems.push(`${path}: its addresses must share one port`);
+    portsOf.set(String(listener['name']), ports.filter((port) => port !== undefined));
+    for (const filter of list(listener['listener_filters'])) checkTyped(filter, `${path}.listener_filters`, problems);
+    for (const [n, chain] of list(listener['filter_chains']).entries()) {
+      fields('filter_chain', chain, `${path}.filter_chains[${n}]`);
+      if (chain['filter_chain_match'] !== undefined) fields('filter_chain_match', chain['filter_chain_match'], `${path}.filter_chains[${n}].filter_chain_match`);
+      for (const filter of list(chain['filters'])) {
+        fields('filter', filter, `${path}.filter_chains[${n}].filters`);
+        checkTyped(filter, `${path}.filter_chains[${n}]`, problems);
+        for (const cluster of clustersReferencedBy(filter, `${path}.filter_chains[${n}]`, fields)) referenced.add(cluster);
+      }
+    }
+  }
+  const allPorts = [...portsOf.values()].map((ports) => ports[0]);
+  if (new Set([...allPorts, adminPort]).size !== allPorts.length + 1) problems.push(`listener and admin ports collide: ${[...allPorts, adminPort].join(', ')}`);
+  for (const [index, cluster] of clusters.entries()) {
+    fields('cluster', cluster, `clusters[${index}]`);
+    if (cluster['type'] === 'ORIGINAL_DST' && (cluster['lb_policy'] !== 'CLUSTER_PROVIDED' || cluster['load_assignment'] !== undefined)) {
+      problems.push(`clusters[${index}]: an ORIGINAL_DST cluster needs lb_policy CLUSTER_PROVIDED and no load_assignment`);
+    }
+    if (!referenced.has(cluster['name'])) problems.push(`clusters[${index}] "${String(cluster['name'])}": no listener uses it`);
+  }
+  for (const name of referenced) if (!clusterNames.includes(name)) problems.push(`cluster "${String(name)}" is used but not defined`);
+
+  // The probe and the container's port are the health listener's.
+  const health = portsOf.get('health')?.[0];
+  const probe = ((container['readinessProbe'] as Obj | undefined)?.['httpGet'] as Obj | undefined)?.['port'];
+  if (health === undefined || probe !== health) problems.push(`the readiness probe's port ${String(probe)} is not the health listener's ${String(health)}`);
+  problems.push(...captureProblems(listeners, portsOf, adminPort, container, capture));
+  return problems;
+}
+
+function checkTyped(filter: Obj, path: string, problems: string[]): void {
+  const name = String(filter['name']);
+  const typed = filter['typed_config'];
+  const expected = TYPE_URLS[name];
+  if (expected === undefined) problems.push(`${path}: unknown extension ${name}`);
+  else if (!isObj(typed) || typed['@type'] !== expected) problems.push(`${path}: ${name} needs typed_config @type ${expected}`);
+}
+
+function clustersReferencedBy(filter: Obj, path: string, fields: (what: string, value: unknown, path: string) => void): unknown[] {
+  const typed = filter['typed_config'];
+  if (!isObj(typed)) return [];
+  if (filter['name'] === 'envoy.filters.network.tcp_proxy') {
+    fields('tcp_proxy', typed, `${path}.tcp_proxy`);
+    return [typed['cluster']];
+  }
+  const hosts = list((typed['route_config'] as Obj | undefined)?.['virtual_hosts']);
+  return hosts.flatMap((host) => list(host['routes']).map((route) => (route['route'] as Obj | undefined)?.['cluster'])).filter((cluster) => cluster !== undefined);
+}
+
+/** With capture: the rules' ports are the listeners', the proxy's ports are excluded, the rules spare the proxy's user. */
+function captureProblems(listeners: Obj[], portsOf: Map<string, number[]>, adminPort: number | undefined, container: Obj, capture: CaptureSettings | undefined): string[] {
+  const problems: string[] = [];
+  const outbound = listeners.find((listener) => listener['use_original_dst'] === true);
+  const inbound = listeners.find((listener) => list(listener['listener_filters']).some((filter) => filter['name'] === 'envoy.filters.listener.original_dst'));
+  if (capture === undefined) {
+    if (outbound !== undefined || inbound !== undefined) problems.push('capture listeners without capture settings');
+    return problems;
+  }
+  const port = (listener: Obj | undefined): number | undefined => (listener === undefined ? undefined : portsOf.get(String(listener['name']))?.[0]);
+  if (port(outbound) !== capture.outboundPort) problems.push(`capture.outboundPort ${capture.outboundPort} is not the use_original_dst listener's port ${String(port(outbound))}`);
+  if (port(inbound) !== capture.inboundPort) problems.push(`capture.inboundPort ${capture.inboundPort} is not the original_dst listener's port ${String(port(inbound))}`);
+  for (const listener of [outbound, inbound]) {
+    if (listener === undefined) continue;
+    const chains = list(listener['filter_chains']);
+    const guard = chains.find((chain) => (chain['filter_chain_match'] as Obj | undefined)?.['destination_port'] === port(listener));
+    if (guard === undefined) problems.push(`listener ${String(listener['name'])}: a connection to its own port must not be proxied back to it`);
+  }
+  const proxyOwn = [adminPort, ...[...portsOf.entries()].filter(([name]) => name !== String(outbound?.['name']) && name !== String(inbound?.['name'])).map(([, ports]) => ports[0])];
+  for (const own of proxyOwn) if (own !== undefined && !capture.proxyPorts.includes(own)) problems.push(`capture.proxyPorts lacks the proxy's port ${own}`);
+  const uid = (container['securityContext'] as Obj | undefined)?.['runAsUser'];
+  if (uid !== capture.proxyUid) problems.push(`capture.proxyUid ${capture.proxyUid} is not the proxy container's runAsUser ${String(uid)}`);
+  return problems;
+}
