@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AppsV1Api, CoreV1Api, type V1EnvVar } from '@kubernetes/client-node';
+import { httpsCall } from '../helpers/https-client.js';
 import { spawnServer, type ServerProcess } from '../helpers/process.js';
 import { trackChild } from './child-processes.js';
 import type { ControlPlane } from './control-plane.js';
@@ -88,6 +89,20 @@ export async function startChartInjector(
       throw new Error(`the injector did not exit within ${timeoutMs / 1000} s of SIGTERM (killed)`);
     },
   };
+}
+
+/**
+ * Resolves once INJECTOR's /readyz answers 200, as a Service's endpoints wait
+ * for readiness: before that it may still serve its throwaway certificate.
+ */
+export async function waitReady(injector: ChartInjector, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const status = await httpsCall(`https://127.0.0.1:${injector.port}/readyz`, { ca: '', extra: { rejectUnauthorized: false } }).then((answer) => answer.status, () => 0);
+    if (status === 200) return;
+    if (Date.now() > deadline) throw new Error(`the injector on port ${injector.port} was not ready within ${timeoutMs / 1000} s (last /readyz: ${status})`);
+    await sleep(100);
+  }
 }
 
 /** Log lines of PROCESS that report an HTTP 403 from the API server. */

@@ -6,7 +6,7 @@ import { parseDuration } from '../../src/commands/serve.js';
 import { startTcpBalancer } from '../helpers/tcp-balancer.js';
 import { forEachKubeVersion } from './control-plane.js';
 import { createNamespace, createPodsContinuously, deleteNamespaces, eventually, helmInstall, helmUninstall, plainPod, sidecar, uniqueName, type Release } from './cluster.js';
-import { serviceAddress, startChartInjector, type ChartInjector } from './injector-process.js';
+import { serviceAddress, startChartInjector, waitReady, type ChartInjector } from './injector-process.js';
 
 /**
  * Shutdown with the API server as the client (issue 10): its Go HTTP client
@@ -70,6 +70,8 @@ forEachKubeVersion('shutdown with the API server as the client', (plane) => {
         await eventually('Pods flowing', async () => (created.length >= 5 ? true : undefined), 20_000);
         const next = await startChartInjector(plane(), release, { listen: { host: '127.0.0.1', port: 0 } });
         injectors.push(next);
+        // Behind the Service only once ready, as its endpoints are: until then it serves a throwaway certificate.
+        await waitReady(next);
         replicas.push(next);
         const atStart = created.length;
         await eventually('Pods answered while both replicas run', async () => (created.length >= atStart + 5 ? true : undefined), 20_000);
