@@ -6,7 +6,7 @@ import { makeCa } from '../../src/tls/certificates.js';
 import { httpsCall } from '../helpers/https-client.js';
 import { forEachKubeVersion } from './control-plane.js';
 import { eventually, helmInstall, helmUninstall, uniqueName, type Release } from './cluster.js';
-import { deploymentEnv, startChartInjector, type ChartInjector } from './injector-process.js';
+import { deploymentEnv, readyz, startChartInjector, waitReady, type ChartInjector } from './injector-process.js';
 
 /**
  * certificates.mode=auto against a real API server, where its behaviour
@@ -56,9 +56,7 @@ forEachKubeVersion('certificates.mode=auto with several replicas and a real API 
     const { namespace, service } = names();
     return httpsCall(`https://127.0.0.1:${replica.port}${path}`, { ca: bundle, extra: { servername: `${service}.${namespace}.svc` } });
   };
-  const readyz = (replica: ChartInjector) => httpsCall(`https://127.0.0.1:${replica.port}/readyz`, { ca: '', extra: { rejectUnauthorized: false } });
-  const allReady = (started: readonly ChartInjector[]) =>
-    Promise.all(started.map((replica) => eventually('replica ready', async () => ((await readyz(replica)).status === 200 ? true : undefined), 30_000)));
+  const allReady = (started: readonly ChartInjector[]) => Promise.all(started.map((replica) => waitReady(replica, 'replica ready')));
 
   before(async () => {
     release = await helmInstall(plane(), { name: uniqueName('certs'), namespace: uniqueName('certs-system') }, { certificates: { mode: 'auto' } });

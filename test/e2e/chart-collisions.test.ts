@@ -5,10 +5,9 @@ import { join } from 'node:path';
 import { after, it } from 'node:test';
 import { AdmissionregistrationV1Api, AppsV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { CHART_DIR } from '../helpers/helm.js';
-import { httpsCall } from '../helpers/https-client.js';
 import { forEachKubeVersion } from './control-plane.js';
 import { eventually, helmInstall, helmUninstall, readBack, uniqueName, type Release } from './cluster.js';
-import { forbiddenLines, startChartInjector, type ChartInjector } from './injector-process.js';
+import { forbiddenLines, startChartInjector, waitReady, type ChartInjector } from './injector-process.js';
 
 const CLUSTER_SCOPED = ['ClusterRole', 'ClusterRoleBinding', 'MutatingWebhookConfiguration'];
 
@@ -124,10 +123,7 @@ forEachKubeVersion('chart releases side by side, and upgrades', (plane) => {
     // The upgraded replica is told the name that exists and may read and patch it.
     const second = await start(upgraded);
     assert.equal(second.env['WEBHOOK_CONFIG_NAME'], fullname);
-    await eventually('the upgraded injector ready (its CA in the caBundle it reads)', async () => {
-      const answer = await httpsCall(`https://127.0.0.1:${second.port}/readyz`, { ca: '', extra: { rejectUnauthorized: false } });
-      return answer.status === 200 ? true : undefined;
-    }, 30_000);
+    await waitReady(second, 'the upgraded injector ready (its CA in the caBundle it reads)');
     assert.deepEqual(forbiddenLines(second), []);
   });
 });

@@ -4,7 +4,7 @@ import { httpsCall } from '../helpers/https-client.js';
 import { spawnServer, type ServerProcess } from '../helpers/process.js';
 import { trackChild } from './child-processes.js';
 import type { ControlPlane } from './control-plane.js';
-import type { Release } from './cluster.js';
+import { eventually, type Release } from './cluster.js';
 
 /**
  * The injector as the chart runs it, but as a local process: the compiled
@@ -91,18 +91,17 @@ export async function startChartInjector(
   };
 }
 
+/** GET /readyz as a kubelet probe makes it: HTTPS without verifying the certificate (it may not be trusted yet). */
+export function readyz(injector: ChartInjector): ReturnType<typeof httpsCall> {
+  return httpsCall(`https://127.0.0.1:${injector.port}/readyz`, { ca: '', extra: { rejectUnauthorized: false } });
+}
+
 /**
  * Resolves once INJECTOR's /readyz answers 200, as a Service's endpoints wait
  * for readiness: before that it may still serve its throwaway certificate.
  */
-export async function waitReady(injector: ChartInjector, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const status = await httpsCall(`https://127.0.0.1:${injector.port}/readyz`, { ca: '', extra: { rejectUnauthorized: false } }).then((answer) => answer.status, () => 0);
-    if (status === 200) return;
-    if (Date.now() > deadline) throw new Error(`the injector on port ${injector.port} was not ready within ${timeoutMs / 1000} s (last /readyz: ${status})`);
-    await sleep(100);
-  }
+export async function waitReady(injector: ChartInjector, what = `the injector on port ${injector.port} ready`): Promise<void> {
+  await eventually(what, async () => ((await readyz(injector)).status === 200 ? true : undefined), 30_000);
 }
 
 /** Log lines of PROCESS that report an HTTP 403 from the API server. */
