@@ -2,12 +2,10 @@ import assert from 'node:assert/strict';
 import { after, before, it, type TestContext } from 'node:test';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { forEachKubeVersion, servedPolicyApiVersion } from './control-plane.js';
-import { createNamespace, deleteNamespaces, envoyImage, eventually, helmInstall, helmUninstall, plainPod, uniqueName, type Release } from './cluster.js';
+import { createNamespace, deleteNamespaces, envoyImage, eventually, followLiveChange, LIVE_CHANGE_TARGET_MS, helmInstall, helmUninstall, plainPod, uniqueName, type Release } from './cluster.js';
 import { readyz, startPolicyController, type PolicyController } from './policy-controller-process.js';
 import { kubeCall } from './policy-parity.js';
 
-/** The issue's bound for a template change to reach the next Pod. */
-const LIVE_CHANGE_MS = 2_000;
 const TEMPLATES_ANNOTATION = 'envoy-injector.io/templates';
 
 forEachKubeVersion('policy mode installed by the chart', (plane, version) => {
@@ -111,15 +109,12 @@ forEachKubeVersion('policy mode installed by the chart', (plane, version) => {
     }
   });
 
-  it(`a ConfigMap change updates the policy and reaches the next Pod within ${LIVE_CHANGE_MS / 1000} s`, async (t: TestContext) => {
+  it(`a ConfigMap change updates the policy and reaches the next Pod (target ${LIVE_CHANGE_TARGET_MS / 1000} s)`, async (t: TestContext) => {
     assert.ok(controller !== undefined);
     const before = await policyTemplates();
     const changed = performance.now();
     await setTemplate('containers:\n  - name: envoy\n    image: envoyproxy/envoy:v1.99.1\n');
-    await eventually('the new image in a dry-run Pod', async () => (envoyImage(await dryRunPod()) === 'envoyproxy/envoy:v1.99.1' ? true : undefined), 10_000, 50);
-    const elapsed = performance.now() - changed;
-    t.diagnostic(`ConfigMap change to the next injected Pod: ${Math.round(elapsed)} ms`);
-    assert.ok(elapsed <= LIVE_CHANGE_MS, `took ${Math.round(elapsed)} ms`);
+    await followLiveChange(t, 'the new image in a dry-run Pod', changed, async () => (envoyImage(await dryRunPod()) === 'envoyproxy/envoy:v1.99.1' ? true : undefined));
     assert.notEqual(await policyTemplates(), before);
     const port = controller.port;
     await eventually('/readyz 200 again', async () => ((await readyz(port)) === 200 ? true : undefined), 10_000);

@@ -32,11 +32,12 @@ forEachKubeVersion('shutdown with the API server as the client', (plane) => {
     await deleteNamespaces(plane(), [namespace]);
   });
 
-  it('8 Pods created at once, SIGTERM 0.3 s later: every Pod injected, exit 0 within SHUTDOWN_DELAY + 1 s', async (t: TestContext) => {
+  it('8 Pods created at once, SIGTERM 0.3 s later: every Pod injected, exit 0 after SHUTDOWN_DELAY, before SHUTDOWN_TIMEOUT cuts anything', async (t: TestContext) => {
     assert.ok(release !== undefined);
     const injector = await startChartInjector(plane(), release);
     injectors.push(injector);
     const delayMs = parseDuration(injector.env['SHUTDOWN_DELAY'], 'SHUTDOWN_DELAY');
+    const timeoutMs = parseDuration(injector.env['SHUTDOWN_TIMEOUT'], 'SHUTDOWN_TIMEOUT');
     assert.equal(delayMs, 2_000, 'the chart\'s shutdown delay');
     await eventually('a first Pod injected', async () => (sidecar(await createPod()) === 'none' ? undefined : true), 30_000, 200);
     // The issue's reproduction: 8 Pods at once make the API server dial spare connections; SIGTERM 0.3 s later.
@@ -48,7 +49,11 @@ forEachKubeVersion('shutdown with the API server as the client', (plane) => {
     assert.ok((await pods).every((pod) => sidecar(pod) !== 'none'), 'the 8 Pods were injected (the drain delay still serves)');
     t.diagnostic(`exit ${code} after ${elapsed.toFixed(0)} ms (delay ${delayMs} ms)`);
     assert.equal(code, 0);
-    assert.ok(elapsed <= delayMs + 1_000, `SIGTERM to exit took ${elapsed.toFixed(0)} ms; log: ${JSON.stringify(injector.logs.slice(-3))}`);
+    // It stays for the delay, then closes as soon as the last answer is out: well before the
+    // timeout would cut connections (the bound is the program's, not the machine's speed).
+    const log = JSON.stringify(injector.logs.slice(-3));
+    assert.ok(elapsed >= delayMs, `SIGTERM to exit took ${elapsed.toFixed(0)} ms, less than the delay; log: ${log}`);
+    assert.ok(elapsed < delayMs + timeoutMs, `SIGTERM to exit took ${elapsed.toFixed(0)} ms: the timeout cut connections; log: ${log}`);
   });
 
   it('a rolling restart of two injectors behind the Service refuses 0 Pods created continuously', async (t: TestContext) => {
