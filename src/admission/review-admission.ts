@@ -1,4 +1,5 @@
 import {
+  ALL_OVERRIDES,
   decideCapture,
   decideInjection,
   DEFAULT_ALLOWED_OVERRIDES,
@@ -19,6 +20,8 @@ export interface ReviewContext {
   readonly templates: TemplateSet | undefined;
   /** Labels of `request.namespace`, or undefined when unknown. */
   readonly namespaceLabels: Readonly<Record<string, string>> | undefined;
+  /** Its `envoy-injector.io/` annotations (the proxy defaults), or undefined when unknown or none. */
+  readonly namespaceAnnotations?: Readonly<Record<string, string>> | undefined;
   readonly options: AdmitOptions;
   /** Answers already computed for this template set, by Pod shape; none computes every answer. */
   readonly memo?: PatchMemo | undefined;
@@ -43,6 +46,7 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
     // Controllers' Pods carry no metadata.namespace: the request's is the truth.
     namespace: request.namespace ?? '',
     namespaceLabels: context.namespaceLabels,
+    namespaceAnnotations: context.namespaceAnnotations,
     pod,
     templates: context.templates,
     options: context.options,
@@ -74,7 +78,8 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
     return { injection, overrides, warnings: warnings.slice(decision.warnings.length + capture.warnings.length), patch: encodePatchBase64(injection.patch) };
   };
   const { memo, templates } = context;
-  const captureKey = capture.capture ? JSON.stringify(capture.exclusions) : '';
+  // The namespace's proxy defaults shape the patch and its warnings (which name the namespace) too.
+  const captureKey = (capture.capture ? JSON.stringify(capture.exclusions) : '') + namespaceDefaultsKey(input.namespace, context.namespaceAnnotations);
   const { injection, overrides, warnings: injectionWarnings, patch } =
     memo === undefined || templates === undefined
       ? compute()
@@ -83,6 +88,13 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
   audit['template'] = `${decision.template.name}@${decision.template.hash}`;
   if (overrides.length > 0) audit['overrides'] = overrides.map((override) => override.annotation.slice(OVERRIDE_ANNOTATION_PREFIX.length)).join(',');
   return { decision, injection, overrides, capture, warnings, review: toReview(patched(request.uid, patch, audit, warnings)), result: 'injected', reason: decision.reason };
+}
+
+/** "" without namespace proxy defaults, else the namespace and its override annotations' values. */
+function namespaceDefaultsKey(namespace: string, annotations: Readonly<Record<string, string>> | undefined): string {
+  if (annotations === undefined) return '';
+  const values = ALL_OVERRIDES.map((name) => annotations[OVERRIDE_ANNOTATION_PREFIX + name] ?? null);
+  return values.every((value) => value === null) ? '' : JSON.stringify(['namespace', namespace, values]);
 }
 
 /** Semantic checks the schema cannot express; undefined when the request is usable. */

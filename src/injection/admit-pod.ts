@@ -27,7 +27,7 @@ export function admitPod(input: DecisionInput & { readonly options: AdmitOptions
   return injectDecided(input, decision);
 }
 
-export type InjectInput = Pick<DecisionInput, 'pod' | 'namespace' | 'namespaceLabels'> & { readonly options: AdmitOptions };
+export type InjectInput = Pick<DecisionInput, 'pod' | 'namespace' | 'namespaceLabels' | 'namespaceAnnotations'> & { readonly options: AdmitOptions };
 
 /** What follows a decision to inject: capture decided, overrides resolved, the template merged. */
 export function injectDecided(
@@ -36,7 +36,10 @@ export function injectDecided(
   capture: CaptureDecision = decideCapture({ ...input, template: decision.template }),
 ): Admission & { readonly injection: InjectionResult; readonly capture: CaptureDecision } {
   const annotations = objectAt(objectAt(input.pod, 'metadata'), 'annotations');
-  const overrides = resolveOverrides(annotations, decision.template.containers[0], input.options.allowedOverrides ?? DEFAULT_ALLOWED_OVERRIDES);
+  const overrides = resolveOverrides(annotations, decision.template.containers[0], input.options.allowedOverrides ?? DEFAULT_ALLOWED_OVERRIDES, {
+    name: input.namespace,
+    annotations: input.namespaceAnnotations,
+  });
   const injection = injectPod(input.pod, decision.template, {
     nativeSidecar: decision.nativeSidecar,
     customizeProxy: overrides.apply,

@@ -1,4 +1,5 @@
 import { describeValue, objectAt, own, stringAt, type JsonObject } from './json.js';
+import { describeSelector, selectorMatches, type LabelSelector } from './label-selector.js';
 import { ALWAYS_EXCLUDED_NAMESPACES, Annotations, NamespaceLabel } from './names.js';
 import type { SidecarTemplate, TemplateSet } from './parse-template.js';
 
@@ -13,12 +14,18 @@ export const Reason = {
   podAnnotationFalse: 'pod_annotation_false',
   podAnnotationTrue: 'pod_annotation_true',
   legacyAnnotation: 'legacy_annotation',
+  /** A central selector (`--never-inject-selector`) matched the Pod's labels. */
+  neverInjectSelector: 'never_inject_selector',
+  /** A central selector (`--always-inject-selector`) matched the Pod's labels. */
+  alwaysInjectSelector: 'always_inject_selector',
   namespaceEnabled: 'namespace_enabled',
   namespaceNotEnabled: 'namespace_not_enabled',
   hostNetwork: 'host_network',
   alreadyInjected: 'already_injected',
   statusCopied: 'status_copied',
   unknownTemplate: 'unknown_template',
+  /** The namespace's `envoy-injector.io/template` label names no template (the Pod names none). */
+  unknownNamespaceTemplate: 'unknown_namespace_template',
   requestedOffline: 'requested_offline',
   templateNotLoaded: 'template_not_loaded',
 } as const;
@@ -30,6 +37,7 @@ export const Rule = {
   excludedNamespace: 'excluded-namespace',
   namespaceDisabled: 'namespace-disabled',
   podAnnotation: 'pod-annotation',
+  podSelector: 'pod-selector',
   namespaceEnabled: 'namespace-enabled',
   hostNetwork: 'host-network',
   alreadyInjected: 'already-injected',
@@ -58,7 +66,14 @@ export interface DecisionOptions {
   readonly offline?: boolean;
   /** Server or command setting for native sidecars, after `auto` is resolved. */
   readonly nativeSidecar?: boolean;
+  /** Pods whose labels match one of these are not injected unless annotated `"true"` (Istio's neverInjectSelector). */
+  readonly neverInjectSelectors?: readonly LabelSelector[];
+  /** Pods whose labels match one of these (and no never-selector) are injected unless annotated `"false"`. */
+  readonly alwaysInjectSelectors?: readonly LabelSelector[];
 }
+
+/** Where the template of an injected Pod was chosen. */
+export type TemplateSource = 'pod' | 'namespace' | 'default';
 
 export interface DecisionInput {
   readonly operation: string;
@@ -69,6 +84,8 @@ export interface DecisionInput {
   readonly namespace: string;
   /** Labels of the namespace; undefined when unknown (treated as none). */
   readonly namespaceLabels: Readonly<Record<string, string>> | undefined;
+  /** The namespace's `envoy-injector.io/` annotations (proxy defaults); undefined when unknown or none. */
+  readonly namespaceAnnotations?: Readonly<Record<string, string>> | undefined;
   readonly pod: JsonObject;
   /** Undefined until a valid template set is loaded: such Pods are let through uninjected. */
   readonly templates: TemplateSet | undefined;
@@ -83,6 +100,8 @@ export type Decision =
       /** The rule that opted the Pod in. */
       readonly rule: Rule;
       readonly template: SidecarTemplate;
+      /** The Pod's annotation, its namespace's label, or the set's default. */
+      readonly templateSource: TemplateSource;
       readonly nativeSidecar: boolean;
       readonly warnings: readonly string[];
       readonly trace: readonly TraceStep[];
@@ -136,33 +155,11 @@ export function decideInjection(input: DecisionInput): Decision {
     pass(Rule.namespaceDisabled, `namespace "${namespace}" is not labeled ${NamespaceLabel.key}=${NamespaceLabel.disabled}`);
   }
 
-  // 4.-5. The Pod's annotation, else the namespace label.
-  const injectAnnotation = readBooleanAnnotation(annotations, Annotations.inject, warnings);
-  const legacyAnnotation = annotations === undefined ? undefined : stringAt(annotations, Annotations.legacyInject);
-  let optIn: { rule: Rule; reason: Reason; message: string };
-  if (injectAnnotation === false) {
-    return skip(Rule.podAnnotation, Reason.podAnnotationFalse, `the Pod is annotated ${Annotations.inject}: "false"`);
-  } else if (injectAnnotation === true) {
-    optIn = { rule: Rule.podAnnotation, reason: Reason.podAnnotationTrue, message: `the Pod is annotated ${Annotations.inject}: "true"` };
-  } else if (legacyAnnotation === 'true') {
-    optIn = { rule: Rule.podAnnotation, reason: Reason.legacyAnnotation, message: `the Pod is annotated ${Annotations.legacyInject}: "true"` };
-  } else if (options.offline) {
-    optIn = { rule: Rule.podAnnotation, reason: Reason.requestedOffline, message: 'injection was asked for (offline inject)' };
-  } else {
-    pass(Rule.podAnnotation, `the Pod has no ${Annotations.inject} annotation`);
-    if (namespaceLabel !== NamespaceLabel.enabled) {
-      return skip(
-        Rule.namespaceEnabled,
-        Reason.namespaceNotEnabled,
-        `namespace "${namespace}" is not labeled ${NamespaceLabel.key}=${NamespaceLabel.enabled} and the Pod is not annotated ${Annotations.inject}: "true"`,
-      );
-    }
-    optIn = {
-      rule: Rule.namespaceEnabled,
-      reason: Reason.namespaceEnabled,
-      message: `namespace "${namespace}" is labeled ${NamespaceLabel.key}=${NamespaceLabel.enabled}`,
-    };
-  }
+  // 4.-5. The Pod's annotation, else the central selectors, else the namespace label.
+  const optIn = decideOptIn(input, annotations, namespaceLabel, warnings);
+  if (optIn.pass !== undefined) pass(optIn.pass.rule, optIn.pass.detail);
+  if (optIn.selectorPass !== undefined) pass(Rule.podSelector, optIn.selectorPass);
+  if (optIn.outcome === 'skip') return skip(optIn.rule, optIn.reason, optIn.message);
   trace.push({ rule: optIn.rule, outcome: 'inject', detail: optIn.message });
 
   // 6. hostNetwork Pods share the node's ports: only on explicit request.
@@ -194,18 +191,96 @@ export function decideInjection(input: DecisionInput): Decision {
     warnings.push('envoy-injector has no valid sidecar template loaded yet; the Pod was created without the sidecar');
     return skip(Rule.template, Reason.templateNotLoaded, 'no valid template is loaded yet');
   }
-  const templateName = annotations === undefined ? undefined : stringAt(annotations, Annotations.template);
-  const template = templateName === undefined ? templates.defaultTemplate : templates.templates.get(templateName);
-  if (template === undefined) {
-    const known = [...templates.templates.keys()].map((name) => `"${name}"`).join(', ');
-    warnings.push(`${Annotations.template}: no template named ${describeValue(templateName)} (known: ${known}); the Pod was not injected`);
-    return skip(Rule.template, Reason.unknownTemplate, `no template named ${describeValue(templateName)}`);
+  const chosen = chooseTemplate(templates, annotations, labels, namespace);
+  if (chosen.template === undefined) {
+    warnings.push(chosen.warning);
+    return skip(Rule.template, chosen.reason, chosen.message);
   }
-  pass(Rule.template, `template "${template.name}" (${template.hash})`);
+  const { template, source: templateSource } = chosen;
+  pass(Rule.template, `template "${template.name}" (${template.hash})${templateSource === 'default' ? '' : `, ${describeTemplateSource(templateSource, namespace)}`}`);
 
   const nativeAnnotation = readBooleanAnnotation(annotations, Annotations.nativeSidecar, warnings);
   const nativeSidecar = nativeAnnotation ?? template.nativeSidecar ?? options.nativeSidecar ?? false;
-  return { inject: true, reason: optIn.reason, message: optIn.message, rule: optIn.rule, template, nativeSidecar, warnings, trace };
+  return { inject: true, reason: optIn.reason, message: optIn.message, rule: optIn.rule, template, templateSource, nativeSidecar, warnings, trace };
+}
+
+type OptIn =
+  | { readonly outcome: 'inject' | 'skip'; readonly rule: Rule; readonly reason: Reason; readonly message: string; readonly pass?: { rule: Rule; detail: string }; readonly selectorPass?: string };
+
+/** Rules 4-5: the Pod's annotation, the central selectors, the namespace label (or, offline, asking means injecting). */
+function decideOptIn(input: DecisionInput, annotations: JsonObject | undefined, namespaceLabel: string | undefined, warnings: string[]): OptIn {
+  const { options, namespace } = input;
+  const injectAnnotation = readBooleanAnnotation(annotations, Annotations.inject, warnings);
+  const legacyAnnotation = annotations === undefined ? undefined : stringAt(annotations, Annotations.legacyInject);
+  if (injectAnnotation === false) return { outcome: 'skip', rule: Rule.podAnnotation, reason: Reason.podAnnotationFalse, message: `the Pod is annotated ${Annotations.inject}: "false"` };
+  if (injectAnnotation === true) return { outcome: 'inject', rule: Rule.podAnnotation, reason: Reason.podAnnotationTrue, message: `the Pod is annotated ${Annotations.inject}: "true"` };
+  if (legacyAnnotation === 'true') return { outcome: 'inject', rule: Rule.podAnnotation, reason: Reason.legacyAnnotation, message: `the Pod is annotated ${Annotations.legacyInject}: "true"` };
+  const pass = { rule: Rule.podAnnotation, detail: `the Pod has no ${Annotations.inject} annotation` };
+  const selected = matchSelectors(input.pod, options);
+  if (selected !== undefined) return { ...selected, pass };
+  const selectorPass = (options.neverInjectSelectors?.length ?? 0) + (options.alwaysInjectSelectors?.length ?? 0) > 0 ? "the Pod's labels match no central selector" : undefined;
+  const passed = { pass, ...(selectorPass === undefined ? {} : { selectorPass }) };
+  if (options.offline) {
+    return { outcome: 'inject', rule: Rule.podAnnotation, reason: Reason.requestedOffline, message: 'injection was asked for (offline inject)', ...(selectorPass === undefined ? {} : passed) };
+  }
+  if (namespaceLabel !== NamespaceLabel.enabled) {
+    return {
+      outcome: 'skip',
+      rule: Rule.namespaceEnabled,
+      reason: Reason.namespaceNotEnabled,
+      message: `namespace "${namespace}" is not labeled ${NamespaceLabel.key}=${NamespaceLabel.enabled} and the Pod is not annotated ${Annotations.inject}: "true"`,
+      ...passed,
+    };
+  }
+  return { outcome: 'inject', rule: Rule.namespaceEnabled, reason: Reason.namespaceEnabled, message: `namespace "${namespace}" is labeled ${NamespaceLabel.key}=${NamespaceLabel.enabled}`, ...passed };
+}
+
+/** The first never-selector matching the Pod's labels skips it; else the first always-selector injects it. */
+function matchSelectors(pod: JsonObject, options: DecisionOptions): Omit<OptIn, 'pass'> | undefined {
+  const labels = objectAt(objectAt(pod, 'metadata'), 'labels');
+  const never = options.neverInjectSelectors?.find((selector) => selectorMatches(selector, labels));
+  if (never !== undefined) {
+    return { outcome: 'skip', rule: Rule.podSelector, reason: Reason.neverInjectSelector, message: `the Pod's labels match the never-inject selector "${describeSelector(never)}"; annotate it ${Annotations.inject}: "true" to inject it anyway` };
+  }
+  const always = options.alwaysInjectSelectors?.find((selector) => selectorMatches(selector, labels));
+  if (always !== undefined) {
+    return { outcome: 'inject', rule: Rule.podSelector, reason: Reason.alwaysInjectSelector, message: `the Pod's labels match the always-inject selector "${describeSelector(always)}"` };
+  }
+  return undefined;
+}
+
+type TemplateChoice =
+  | { readonly template: SidecarTemplate; readonly source: TemplateSource }
+  | { readonly template: undefined; readonly reason: Reason; readonly message: string; readonly warning: string };
+
+/** The Pod's `envoy-injector.io/template`, else its namespace's label of that key, else the default. */
+function chooseTemplate(templates: TemplateSet, annotations: JsonObject | undefined, namespaceLabels: Readonly<Record<string, string>>, namespace: string): TemplateChoice {
+  const known = (): string => [...templates.templates.keys()].map((name) => `"${name}"`).join(', ');
+  const podName = annotations === undefined ? undefined : stringAt(annotations, Annotations.template);
+  if (podName !== undefined) {
+    const template = templates.templates.get(podName);
+    if (template !== undefined) return { template, source: 'pod' };
+    return {
+      template: undefined,
+      reason: Reason.unknownTemplate,
+      message: `no template named ${describeValue(podName)}`,
+      warning: `${Annotations.template}: no template named ${describeValue(podName)} (known: ${known()}); the Pod was not injected`,
+    };
+  }
+  const namespaceName = Object.hasOwn(namespaceLabels, NamespaceLabel.template) ? namespaceLabels[NamespaceLabel.template] : undefined;
+  if (namespaceName === undefined) return { template: templates.defaultTemplate, source: 'default' };
+  const template = templates.templates.get(namespaceName);
+  if (template !== undefined) return { template, source: 'namespace' };
+  return {
+    template: undefined,
+    reason: Reason.unknownNamespaceTemplate,
+    message: `namespace "${namespace}" is labeled ${NamespaceLabel.template}=${namespaceName}, and there is no template of that name`,
+    warning: `${NamespaceLabel.template}: namespace "${namespace}" picks the template ${describeValue(namespaceName)}, and there is none of that name (known: ${known()}); the Pod was not injected`,
+  };
+}
+
+export function describeTemplateSource(source: TemplateSource, namespace: string): string {
+  return source === 'pod' ? `named by the Pod's ${Annotations.template} annotation` : source === 'namespace' ? `picked by namespace "${namespace}"'s ${NamespaceLabel.template} label` : 'the default';
 }
 
 /**

@@ -22,6 +22,8 @@ export interface ManifestSettings {
   readonly defaultNamespace?: string;
   /** Labels per namespace, for `explain`; undefined means unknown. */
   readonly namespaceLabels?: (namespace: string) => Readonly<Record<string, string>> | undefined;
+  /** The namespace's `envoy-injector.io/` annotations (proxy defaults), for `explain`. */
+  readonly namespaceAnnotations?: (namespace: string) => Readonly<Record<string, string>> | undefined;
 }
 
 /**
@@ -64,6 +66,7 @@ function processObject(object: JsonObject, settings: ManifestSettings, reports: 
     kind: { group: '', kind: 'Pod' },
     namespace,
     namespaceLabels: settings.namespaceLabels?.(namespace),
+    namespaceAnnotations: settings.namespaceAnnotations?.(namespace),
     pod: location.pod,
     templates: settings.templates,
     options: settings.decision,

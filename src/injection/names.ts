@@ -18,7 +18,12 @@ export const NamespaceLabel = {
   key: 'envoy-injector.io/inject',
   enabled: 'enabled',
   disabled: 'disabled',
+  /** The template of the namespace's Pods (a Pod's own annotation of the same key wins). */
+  template: 'envoy-injector.io/template',
 } as const;
+
+/** The namespace annotations the injector reads (the proxy defaults): all under this prefix, the only ones the watch keeps. */
+export const NAMESPACE_ANNOTATION_PREFIX = 'envoy-injector.io/';
 
 /** Pod Security admission's label: `baseline` and `restricted` forbid the capture's NET_ADMIN. */
 export const PodSecurityLabel = {

@@ -149,6 +149,7 @@ export const POLICY_RULE_PLACES: Readonly<Record<Rule, string>> = {
   [Rule.excludedNamespace]: 'binding namespaceSelector: kubernetes.io/metadata.name NotIn',
   [Rule.namespaceDisabled]: `binding namespaceSelector: ${NamespaceLabel.key} NotIn ${NamespaceLabel.disabled}`,
   [Rule.podAnnotation]: 'matchCondition not-opted-out; the mutation\'s explicit request',
+  [Rule.podSelector]: 'matchCondition not-never-selected; the mutation\'s always-selected',
   [Rule.namespaceEnabled]: 'the mutation: namespaceObject labels',
   [Rule.hostNetwork]: 'matchCondition not-host-network',
   [Rule.alreadyInjected]: 'matchCondition not-injected',
