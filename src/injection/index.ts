@@ -16,3 +16,4 @@ export * from './capture-grammar.js';
 export * from './capture-template.js';
 export * from './capture.js';
 export * from './label-selector.js';
+export * from './namespace-metadata.js';

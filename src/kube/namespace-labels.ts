@@ -1,12 +1,13 @@
 import { CoreV1Api, KubeConfig, Observable, setHeaderOptions, type V1Namespace } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { NamespaceLabelsUnknownError } from '../errors.js';
+import { injectorAnnotations, type NamespaceMetadata } from '../injection/index.js';
 import { describeKubeError, kubeErrorForLog, kubeErrorStatus } from './kube-errors.js';
 import type { Backoff } from './backoff.js';
 import { ResilientInformer } from './resilient-informer.js';
 import { TrackedWatch } from './tracked-watch.js';
 
-/** Ask for metadata only: labels are all we need, and this keeps the cache small. */
+/** Ask for metadata only: labels and our annotations are all we need, and this keeps the cache small. */
 const METADATA_LIST = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1';
 const METADATA_OBJECT = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1';
 /** A direct read stands in for the watch this long; the watch, once back, is the truth again. */
@@ -16,8 +17,34 @@ const DIRECT_READ_MAX = 1_000;
 
 export type Labels = Readonly<Record<string, string>>;
 
+const NO_LABELS: Labels = Object.freeze({});
+
 /**
- * Namespace labels from a metadata-only watch of Namespaces. A namespace not
+ * What the cache keeps of a namespace: its name and resourceVersion (the
+ * informer's bookkeeping), its labels and only its `envoy-injector.io/`
+ * annotations; never managedFields or kubectl's last-applied copy.
+ */
+export function slimNamespace(namespace: V1Namespace): V1Namespace {
+  const metadata = namespace.metadata;
+  if (metadata === undefined) return namespace;
+  const annotations = injectorAnnotations(metadata.annotations);
+  return {
+    metadata: {
+      ...(metadata.name === undefined ? {} : { name: metadata.name }),
+      ...(metadata.resourceVersion === undefined ? {} : { resourceVersion: metadata.resourceVersion }),
+      ...(metadata.labels === undefined ? {} : { labels: metadata.labels }),
+      ...(annotations === undefined ? {} : { annotations: { ...annotations } }),
+    },
+  };
+}
+
+function metadataOf(namespace: V1Namespace): NamespaceMetadata {
+  return { labels: namespace.metadata?.labels ?? NO_LABELS, annotations: injectorAnnotations(namespace.metadata?.annotations) };
+}
+
+/**
+ * Namespace labels and `envoy-injector.io/` annotations from a metadata-only
+ * watch of Namespaces (slimmed to those, see slimNamespace). A namespace not
  * (yet) in the cache is read directly: one read per namespace however many
  * reviews wait for it, aborted after a short timeout, its answer remembered
  * briefly. When the labels cannot be known, labelsOf throws: the webhook then
@@ -29,8 +56,8 @@ export class NamespaceLabels {
   readonly #api: CoreV1Api;
   readonly #lookupTimeoutMs: number;
   readonly #log: Logger;
-  readonly #reading = new Map<string, Promise<Labels>>();
-  readonly #read = new Map<string, { labels: Labels; at: number }>();
+  readonly #reading = new Map<string, Promise<NamespaceMetadata>>();
+  readonly #read = new Map<string, { metadata: NamespaceMetadata; at: number }>();
 
   constructor(options: { kubeConfig: KubeConfig; backoff: Backoff; watchStaleAfterMs?: number | undefined; lookupTimeoutMs: number; log: Logger; onWatchConnected?: () => void }) {
     this.#api = options.kubeConfig.makeApiClient(CoreV1Api);
@@ -41,6 +68,7 @@ export class NamespaceLabels {
       accept: METADATA_OBJECT,
       backoff: options.backoff,
       staleAfterMs: options.watchStaleAfterMs,
+      slim: (object) => slimNamespace(object as V1Namespace),
       onConnected: () => {
         informer?.resetBackoff();
         options.onWatchConnected?.();
@@ -50,7 +78,10 @@ export class NamespaceLabels {
       name: 'Namespaces',
       path: '/api/v1/namespaces',
       watch,
-      list: () => this.#api.listNamespace({}, setHeaderOptions('Accept', METADATA_LIST)),
+      list: async () => {
+        const list = await this.#api.listNamespace({}, setHeaderOptions('Accept', METADATA_LIST));
+        return { ...list, items: list.items.map(slimNamespace) };
+      },
       backoff: options.backoff,
       log: options.log,
     });
@@ -76,10 +107,15 @@ export class NamespaceLabels {
 
   /** The namespace's labels; throws NamespaceLabelsUnknownError when they cannot be known. */
   async labelsOf(namespace: string): Promise<Labels> {
+    return (await this.metadataOf(namespace)).labels;
+  }
+
+  /** The namespace's labels and `envoy-injector.io/` annotations; throws NamespaceLabelsUnknownError when they cannot be known. */
+  async metadataOf(namespace: string): Promise<NamespaceMetadata> {
     const cached = this.#informer.get(namespace);
-    if (cached !== undefined) return cached.metadata?.labels ?? {};
+    if (cached !== undefined) return metadataOf(cached);
     const recent = this.#read.get(namespace);
-    if (recent !== undefined && Date.now() - recent.at < DIRECT_READ_TTL_MS) return recent.labels;
+    if (recent !== undefined && Date.now() - recent.at < DIRECT_READ_TTL_MS) return recent.metadata;
     let reading = this.#reading.get(namespace);
     if (reading === undefined) {
       reading = this.#readDirectly(namespace).finally(() => this.#reading.delete(namespace));
@@ -88,7 +124,7 @@ export class NamespaceLabels {
     return reading;
   }
 
-  async #readDirectly(namespace: string): Promise<Labels> {
+  async #readDirectly(namespace: string): Promise<NamespaceMetadata> {
     const abort = new AbortController();
     const timer = setTimeout(() => abort.abort(new Error(`no answer within ${this.#lookupTimeoutMs} ms`)), this.#lookupTimeoutMs);
     try {
@@ -104,13 +140,12 @@ export class NamespaceLabels {
         ],
         middlewareMergeStrategy: 'append',
       });
-      const found = await this.#api.readNamespace({ name: namespace }, options);
-      const labels = found.metadata?.labels ?? {};
-      this.#remember(namespace, labels);
-      return labels;
+      const found = metadataOf(await this.#api.readNamespace({ name: namespace }, options));
+      this.#remember(namespace, found);
+      return found;
     } catch (error) {
       // A namespace that does not exist has no labels; the API server will refuse the Pod anyway.
-      if (kubeErrorStatus(error) === 404) return {};
+      if (kubeErrorStatus(error) === 404) return { labels: NO_LABELS, annotations: undefined };
       const reason = abort.signal.aborted ? String((abort.signal.reason as Error).message) : describeKubeError(error);
       const message = `labels of namespace "${namespace}" unknown (not in the watch cache, direct read failed: ${reason})`;
       this.#log.warn({ namespace, err: kubeErrorForLog(error) }, `${message}; answering with an error so that the webhook's failurePolicy decides`);
@@ -120,7 +155,7 @@ export class NamespaceLabels {
     }
   }
 
-  #remember(namespace: string, labels: Labels): void {
+  #remember(namespace: string, metadata: NamespaceMetadata): void {
     if (this.#read.size >= DIRECT_READ_MAX) {
       const now = Date.now();
       for (const [name, entry] of this.#read) if (now - entry.at >= DIRECT_READ_TTL_MS) this.#read.delete(name);
@@ -128,6 +163,6 @@ export class NamespaceLabels {
       const oldest = this.#read.keys().next();
       if (this.#read.size >= DIRECT_READ_MAX && oldest.done !== true) this.#read.delete(oldest.value);
     }
-    this.#read.set(namespace, { labels, at: Date.now() });
+    this.#read.set(namespace, { metadata, at: Date.now() });
   }
 }

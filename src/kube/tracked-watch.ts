@@ -30,12 +30,24 @@ export class TrackedWatch extends Watch {
   readonly #onConnected: () => void;
   readonly #backoff: Backoff;
   readonly #staleAfterMs: number;
+  readonly #slim: ((object: unknown) => unknown) | undefined;
 
-  constructor(config: KubeConfig, options: { accept?: string; onConnected?: () => void; backoff: Backoff; staleAfterMs?: number | undefined }) {
+  constructor(
+    config: KubeConfig,
+    options: {
+      accept?: string;
+      onConnected?: () => void;
+      backoff: Backoff;
+      staleAfterMs?: number | undefined;
+      /** Keeps only what the cache needs of each object an event carries (never of a bookmark or an error). */
+      slim?: (object: unknown) => unknown;
+    },
+  ) {
     super(options.accept === undefined ? config : withAcceptHeader(config, options.accept));
     this.#onConnected = options.onConnected ?? (() => undefined);
     this.#backoff = options.backoff;
     this.#staleAfterMs = options.staleAfterMs ?? DEFAULT_WATCH_STALE_AFTER_MS;
+    this.#slim = options.slim;
   }
 
   /** True while a watch stream is open and alive. */
@@ -98,7 +110,8 @@ export class TrackedWatch extends Watch {
     const onEvent: WatchArgs[2] = (phase, object, watchObject) => {
       lastEventAt = Date.now();
       arm();
-      callback(phase, object, watchObject);
+      const slim = this.#slim;
+      callback(phase, slim !== undefined && (phase === 'ADDED' || phase === 'MODIFIED' || phase === 'DELETED') ? slim(object) : object, watchObject);
     };
 
     try {

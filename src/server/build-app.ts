@@ -10,7 +10,7 @@ import {
   type AdmissionReviewRequest,
 } from '../admission/index.js';
 import { NamespaceLabelsUnknownError } from '../errors.js';
-import { isExcludedNamespace, type AdmitOptions } from '../injection/index.js';
+import { isExcludedNamespace, type AdmitOptions, type NamespaceMetadata } from '../injection/index.js';
 import { ErrorReason, type InjectorMetrics } from './metrics.js';
 import type { ServerState } from './server-state.js';
 
@@ -34,6 +34,8 @@ export const DEFAULT_TIMEOUTS: ServerTimeouts = { requestMs: 4_000, headersMs: 3
 
 /** Labels of a namespace; rejects with NamespaceLabelsUnknownError when they cannot be known. */
 export type NamespaceLabelLookup = (namespace: string) => Promise<Readonly<Record<string, string>>>;
+/** Labels and `envoy-injector.io/` annotations of a namespace; rejects with NamespaceLabelsUnknownError when they cannot be known. */
+export type NamespaceMetadataLookup = (namespace: string) => Promise<NamespaceMetadata>;
 
 export interface AppDependencies {
   readonly log: Logger;
@@ -43,6 +45,8 @@ export interface AppDependencies {
   readonly decisionOptions: Omit<AdmitOptions, 'nativeSidecar'>;
   /** Labels of a namespace; absent outside a cluster. */
   readonly namespaceLabels?: NamespaceLabelLookup;
+  /** Labels and annotations of a namespace (the template label, the proxy defaults); preferred to namespaceLabels when given. */
+  readonly namespaceMetadata?: NamespaceMetadataLookup;
   /** TLS and Node server options (the server is HTTPS only). */
   readonly https: HttpsServerOptions;
   readonly timeouts?: ServerTimeouts;
@@ -83,6 +87,12 @@ export function buildApp(deps: AppDependencies) {
   });
 
   if (deps.maxConnections !== undefined) app.server.maxConnections = deps.maxConnections;
+  const { namespaceMetadata: metadataLookup, namespaceLabels: labelsLookup } = deps;
+  const lookUpNamespace = async (namespace: string): Promise<NamespaceMetadata | undefined> =>
+    metadataLookup !== undefined ? metadataLookup(namespace)
+    : labelsLookup !== undefined ? { labels: await labelsLookup(namespace), annotations: undefined }
+    : undefined;
+  const hasLookup = metadataLookup !== undefined || labelsLookup !== undefined;
 
   // While draining, every answer asks the client to close its connection, so that
   // keep-alive connections are gone before the listener closes and none is reset mid-request.
@@ -135,17 +145,13 @@ export function buildApp(deps: AppDependencies) {
     if (problem !== undefined) throw httpError(400, `malformed AdmissionReview: ${problem}`);
     // Read the live state once: this request finishes on the set it started with.
     const templates = deps.state.templates.current;
-    // Labels are only worth a lookup when the decision can reach the namespace rules.
+    // The namespace is only worth a lookup when the decision can reach the namespace rules.
     const { namespace } = admission;
-    let namespaceLabels: Readonly<Record<string, string>> | undefined;
+    let namespaceMetadata: NamespaceMetadata | undefined;
     try {
-      namespaceLabels =
-        deps.namespaceLabels !== undefined &&
-        namespace !== undefined &&
-        admission.operation === 'CREATE' &&
-        admission.kind.kind === 'Pod' &&
-        !isExcludedNamespace(namespace, deps.decisionOptions)
-          ? await deps.namespaceLabels(namespace)
+      namespaceMetadata =
+        hasLookup && namespace !== undefined && admission.operation === 'CREATE' && admission.kind.kind === 'Pod' && !isExcludedNamespace(namespace, deps.decisionOptions)
+          ? await lookUpNamespace(namespace)
           : undefined;
     } catch (error) {
       if (!(error instanceof NamespaceLabelsUnknownError)) throw error;
@@ -154,7 +160,7 @@ export function buildApp(deps: AppDependencies) {
       return reply.code(503).send({ kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', reason: 'ServiceUnavailable', code: 503, message: error.message });
     }
     if (options.nativeSidecar !== deps.state.nativeSidecar) options = { ...deps.decisionOptions, nativeSidecar: deps.state.nativeSidecar };
-    const outcome = reviewAdmission(admission, { templates, namespaceLabels, options, memo });
+    const outcome = reviewAdmission(admission, { templates, namespaceLabels: namespaceMetadata?.labels, namespaceAnnotations: namespaceMetadata?.annotations, options, memo });
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     deps.metrics.recordAdmission(outcome.result, outcome.reason, seconds);
     if (outcome.warnings.length > 0) deps.metrics.admissionWarnings.labels(outcome.result).inc();
