@@ -99,7 +99,7 @@ describe('compilePolicy', () => {
     assert.ok(debug !== undefined);
     const { policy } = compilePolicy({ ...templates, defaultTemplate: debug });
     const template = (spec(policy)['variables'] as JsonObject[]).find((variable) => variable['name'] === 'template');
-    assert.match(String(template?.['expression']), /orValue\("debug"\)$/);
+    assert.match(String(template?.['expression']), /orValue\("debug"\)\)$/);
   });
 
   it('writes the status annotation with the webhook\'s JSON for the template and its hash', () => {

@@ -17,15 +17,17 @@ import { annotation } from './cel-pod.js';
 
 /**
  * The proxy's overrides in policy mode (docs/design.md §5): each
- * `proxy-*` annotation accepted by the webhook's grammar and bounds, a
- * request above its limit keeping the template's values, and the proxy
- * container with the accepted values in place.
+ * `proxy-*` annotation of the Pod and of its namespace accepted by the
+ * webhook's grammar and bounds; the namespace's values checked against the
+ * template (a request above its limit keeps the template's values), the
+ * Pod's against what the namespace left; and the proxy container with the
+ * resulting values in place.
  */
 
 const ResourceOverrides = [OverrideName.cpu, OverrideName.memory, OverrideName.cpuLimit, OverrideName.memoryLimit] as const;
 type ResourceOverride = (typeof ResourceOverrides)[number];
 
-/** Variable names of each override's accepted value ("" when absent or invalid). */
+/** Variable names of each Pod override's accepted value ("" when absent or invalid); `ns` + the capitalized name for the namespace's. */
 const OVERRIDE_VARIABLES: Readonly<Record<OverrideName, string>> = {
   [OverrideName.image]: 'proxyImage',
   [OverrideName.cpu]: 'proxyCpu',
@@ -34,27 +36,62 @@ const OVERRIDE_VARIABLES: Readonly<Record<OverrideName, string>> = {
   [OverrideName.memoryLimit]: 'proxyMemoryLimit',
 };
 
-/** Per allowed override: its raw annotation and its accepted value ("" when absent or invalid). */
+function namespaceVariable(name: OverrideName): string {
+  return `ns${capitalize(OVERRIDE_VARIABLES[name])}`;
+}
+
+/** The image the proxy gets: the Pod's accepted one, else its namespace's, else "" (the template's). */
+const PROXY_IMAGE = 'effectiveProxyImage';
+
+/** Per allowed override: its raw annotations (Pod, namespace) and their accepted values ("" when absent or invalid). */
 export function overrideVariables(allowed: readonly OverrideName[]): JsonObject[] {
-  return allowed.flatMap((override) => {
+  const variables = allowed.flatMap((override) => {
     const raw = `${OVERRIDE_VARIABLES[override]}Raw`;
+    const namespaceRaw = `${namespaceVariable(override)}Raw`;
     return [
       { name: raw, expression: annotation(OVERRIDE_ANNOTATION_PREFIX + override) },
       { name: OVERRIDE_VARIABLES[override], expression: `${overrideIsValid(override, `variables.${raw}`)} ? variables.${raw} : ""` },
+      { name: namespaceRaw, expression: `variables.namespaceAnnotations[?${celString(OVERRIDE_ANNOTATION_PREFIX + override)}].orValue("")` },
+      { name: namespaceVariable(override), expression: `${overrideIsValid(override, `variables.${namespaceRaw}`)} ? variables.${namespaceRaw} : ""` },
+    ];
+  });
+  if (allowed.includes(OverrideName.image)) {
+    const pod = `variables.${OVERRIDE_VARIABLES[OverrideName.image]}`;
+    variables.push({ name: PROXY_IMAGE, expression: `${pod} != "" ? ${pod} : variables.${namespaceVariable(OverrideName.image)}` });
+  }
+  return variables;
+}
+
+/**
+ * Per resource with an allowed override, for the template `prefix`: whether
+ * the namespace's values would put its request above its limit, the
+ * namespace's values left, whether the Pod's would then, and the value each
+ * override gives the proxy ("" for the template's).
+ */
+export function conflictVariables(proxy: JsonObject | undefined, prefix: string, allowed: readonly OverrideName[]): JsonObject[] {
+  return (['cpu', 'memory'] as const).flatMap((resource) => {
+    const names = [overrideFor('requests', resource), overrideFor('limits', resource)].filter((name) => allowed.includes(name));
+    if (names.length === 0) return [];
+    const template = (name: ResourceOverride): string => celString(templateQuantity(proxy, RESOURCE_TARGETS[name].kind, resource) ?? '');
+    const namespaceConflict = `${prefix}Ns${capitalize(resource)}Conflict`;
+    const namespaceLeft = (name: ResourceOverride): string => `${prefix}Ns${capitalize(OVERRIDE_VARIABLES[name])}`;
+    const podConflict = `${prefix}${capitalize(resource)}Conflict`;
+    const base = (name: ResourceOverride): string => (allowed.includes(name) ? `(variables.${namespaceLeft(name)} != "" ? variables.${namespaceLeft(name)} : ${template(name)})` : template(name));
+    return [
+      { name: namespaceConflict, expression: resourceConflict(resource, allowed, (name) => `variables.${namespaceVariable(name)}`, template) },
+      ...names.map((name) => ({ name: namespaceLeft(name), expression: `variables.${namespaceVariable(name)} != "" && !variables.${namespaceConflict} ? variables.${namespaceVariable(name)} : ""` })),
+      { name: podConflict, expression: resourceConflict(resource, allowed, (name) => `variables.${OVERRIDE_VARIABLES[name]}`, base) },
+      ...names.map((name) => ({
+        name: effectiveVariable(prefix, name),
+        expression: `variables.${OVERRIDE_VARIABLES[name]} != "" && !variables.${podConflict} ? variables.${OVERRIDE_VARIABLES[name]} : variables.${namespaceLeft(name)}`,
+      })),
     ];
   });
 }
 
-/** Per resource with an allowed override: whether the template's (`prefix`) overridden request would exceed its limit. */
-export function conflictVariables(proxy: JsonObject | undefined, prefix: string, allowed: readonly OverrideName[]): JsonObject[] {
-  return (['cpu', 'memory'] as const).flatMap((resource) => {
-    const conflict = resourceConflict(proxy, resource, allowed);
-    return conflict === undefined ? [] : [{ name: conflictVariable(prefix, resource), expression: conflict }];
-  });
-}
-
-function conflictVariable(prefix: string, resource: string): string {
-  return `${prefix}${capitalize(resource)}Conflict`;
+/** The value a resource override gives the template `prefix`'s proxy ("" for the template's own). */
+function effectiveVariable(prefix: string, name: ResourceOverride): string {
+  return `${prefix}${capitalize(OVERRIDE_VARIABLES[name])}`;
 }
 
 /** As `quantityProblem` and `imageProblem` of the webhook: the same grammar, the same bounds. */
@@ -85,24 +122,20 @@ function overrideFor(kind: 'requests' | 'limits', resource: string): ResourceOve
 }
 
 /**
- * True when the overridden request would be above the limit: the webhook then
- * keeps the template's values of that resource. Undefined when no override of
- * the resource is allowed.
+ * True when one layer's accepted values (`accepted`, "" for none) would put
+ * the request above the limit, with `fallback` (a CEL string) where that
+ * layer has no value: the webhook then drops that layer's values of the
+ * resource. Only allowed overrides are read.
  */
-function resourceConflict(proxy: JsonObject | undefined, resource: 'cpu' | 'memory', allowed: readonly OverrideName[]): string | undefined {
+function resourceConflict(resource: 'cpu' | 'memory', allowed: readonly OverrideName[], accepted: (name: ResourceOverride) => string, fallback: (name: ResourceOverride) => string): string {
   const request = overrideFor('requests', resource);
   const limit = overrideFor('limits', resource);
-  if (!allowed.includes(request) && !allowed.includes(limit)) return undefined;
-  const accepted = (name: ResourceOverride): string => (allowed.includes(name) ? `variables.${OVERRIDE_VARIABLES[name]}` : '""');
-  const effective = (name: ResourceOverride, kind: 'requests' | 'limits'): string => {
-    const fallback = templateQuantity(proxy, kind, resource);
-    if (!allowed.includes(name)) return celString(fallback ?? '');
-    return fallback === undefined ? accepted(name) : `(${accepted(name)} != "" ? ${accepted(name)} : ${celString(fallback)})`;
-  };
-  const effectiveRequest = effective(request, 'requests');
-  const effectiveLimit = effective(limit, 'limits');
+  const value = (name: ResourceOverride): string => (allowed.includes(name) ? accepted(name) : '""');
+  const effective = (name: ResourceOverride): string => (allowed.includes(name) ? `(${value(name)} != "" ? ${value(name)} : ${fallback(name)})` : fallback(name));
+  const effectiveRequest = effective(request);
+  const effectiveLimit = effective(limit);
   return (
-    `(${accepted(request)} != "" || ${accepted(limit)} != "") && ${effectiveRequest} != "" && ${effectiveLimit} != "" && ` +
+    `(${value(request)} != "" || ${value(limit)} != "") && ${effectiveRequest} != "" && ${effectiveLimit} != "" && ` +
     `quantity(${effectiveRequest}).isGreaterThan(quantity(${effectiveLimit}))`
   );
 }
@@ -121,7 +154,7 @@ export function containerLiteral(
   const resourceOverrides = ResourceOverrides.filter((name) => allowed.includes(name));
   for (const [key, value] of Object.entries(container)) {
     if (key === 'image' && allowed.includes(OverrideName.image)) {
-      entries.push({ key, expression: celDyn(`variables.proxyImage != "" ? variables.proxyImage : ${celValue(value)}`) });
+      entries.push({ key, expression: celDyn(`variables.${PROXY_IMAGE} != "" ? variables.${PROXY_IMAGE} : ${celValue(value)}`) });
     } else if (key === 'resources' && overrides !== undefined && resourceOverrides.length > 0) {
       entries.push(resourcesEntry(objectAt(container, 'resources'), overrides.prefix, resourceOverrides));
     } else entries.push({ key, expression: celDyn(celValue(value)) });
@@ -133,10 +166,9 @@ export function containerLiteral(
   return celMap(entries);
 }
 
-/** Applied when accepted and not in conflict with its request or limit. */
+/** Applied when the Pod's or the namespace's value was accepted and not in conflict with its request or limit. */
 function overrideApplied(prefix: string, name: ResourceOverride): string {
-  const resource = RESOURCE_TARGETS[name].resource;
-  return `(variables.${OVERRIDE_VARIABLES[name]} != "" && !variables.${conflictVariable(prefix, resource)})`;
+  return `(variables.${effectiveVariable(prefix, name)} != "")`;
 }
 
 /**
@@ -182,14 +214,14 @@ function amountsLiteral(amounts: JsonObject | undefined, prefix: string, overrid
       expression:
         name === undefined
           ? celDyn(celValue(value))
-          : `${overrideApplied(prefix, name)} ? dyn(variables.${OVERRIDE_VARIABLES[name]}) : ${celDyn(celValue(value))}`,
+          : `${overrideApplied(prefix, name)} ? dyn(variables.${effectiveVariable(prefix, name)}) : ${celDyn(celValue(value))}`,
     });
   }
   for (const [resource, name] of overridden) {
     if (amounts !== undefined && own(amounts, resource) !== undefined) continue;
     entries.push({
       key: resource,
-      expression: `${overrideApplied(prefix, name)} ? optional.of(dyn(variables.${OVERRIDE_VARIABLES[name]})) : optional.none()`,
+      expression: `${overrideApplied(prefix, name)} ? optional.of(dyn(variables.${effectiveVariable(prefix, name)})) : optional.none()`,
       optional: true,
     });
   }

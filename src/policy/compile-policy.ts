@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { ALWAYS_EXCLUDED_NAMESPACES, DEFAULT_ALLOWED_OVERRIDES, NamespaceLabel, Rule, type JsonObject, type OverrideName, type TemplateSet } from '../injection/index.js';
+import { ALWAYS_EXCLUDED_NAMESPACES, DEFAULT_ALLOWED_OVERRIDES, NamespaceLabel, Rule, type JsonObject, type LabelSelector, type OverrideName, type TemplateSet } from '../injection/index.js';
 import { PolicyLimitError } from '../errors.js';
 import { matchConditions } from './compile-match-conditions.js';
 import { patchExpression } from './compile-patch.js';
@@ -17,8 +17,12 @@ export interface PolicySettings {
   readonly excludedNamespaces?: readonly string[];
   /** Native sidecars unless the template or the Pod says otherwise. */
   readonly nativeSidecar?: boolean;
-  /** Which `envoy-injector.io/proxy-*` annotations Pods may use. */
+  /** Which `envoy-injector.io/proxy-*` annotations Pods (and namespaces, as defaults) may use. */
   readonly allowedOverrides?: readonly OverrideName[];
+  /** As the webhook's `--never-inject-selector`: a match condition. */
+  readonly neverInjectSelectors?: readonly LabelSelector[];
+  /** As the webhook's `--always-inject-selector`: part of the mutation's `inject`. */
+  readonly alwaysInjectSelectors?: readonly LabelSelector[];
   /** What the API server does when an expression fails: as the webhook's failurePolicy. */
   readonly failurePolicy?: 'Fail' | 'Ignore';
   /** Labels for both objects (the chart's, or the command's). */
@@ -61,10 +65,12 @@ export interface CompiledPolicy {
  * MutatingAdmissionPolicy and its binding whose JSON Patch has, on every Pod,
  * the effect of the webhook's patch (docs/design.md §4-§5). The split:
  * - the binding's namespaceSelector: excluded namespaces and the `disabled` label;
- * - matchConditions: what the Pod alone decides (opted out, hostNetwork,
- *   already injected, an unknown template);
- * - the mutation: the `enabled` namespace label (namespaceObject is only
- *   given to mutations), then the merge by name, per template.
+ * - matchConditions: what the Pod alone decides (opted out, a never-inject
+ *   selector, hostNetwork, already injected, an unknown Pod template);
+ * - the mutation: the always-inject selectors and the namespace's labels and
+ *   annotations (`enabled`, its template, its proxy defaults: namespaceObject
+ *   is only given to mutations), then the merge by name, per template (a
+ *   namespace's unknown template matches no branch: no patch).
  * Throws PolicyLimitError when the API server would refuse the result.
  */
 export function compilePolicy(templates: TemplateSet, settings: PolicySettings = {}): CompiledPolicy {
@@ -92,8 +98,8 @@ export function compilePolicy(templates: TemplateSet, settings: PolicySettings =
         matchPolicy: 'Equivalent',
         resourceRules: [{ apiGroups: [''], apiVersions: ['v1'], resources: ['pods'], operations: ['CREATE'], scope: 'Namespaced' }],
       },
-      matchConditions: matchConditions([...templates.templates.keys()], templates.defaultTemplate.name),
-      variables: policyVariables(entries, templates.defaultTemplate.name, allowed, settings.nativeSidecar ?? false),
+      matchConditions: matchConditions([...templates.templates.keys()], templates.defaultTemplate.name, settings.neverInjectSelectors),
+      variables: policyVariables(entries, templates.defaultTemplate.name, allowed, settings.nativeSidecar ?? false, settings.alwaysInjectSelectors),
       mutations: [{ patchType: 'JSONPatch', jsonPatch: { expression: patchExpression(entries) } }],
     },
   };
@@ -128,11 +134,11 @@ export const POLICY_RULE_PLACES: Readonly<Record<Rule, string>> = {
   [Rule.excludedNamespace]: 'binding namespaceSelector: kubernetes.io/metadata.name NotIn',
   [Rule.namespaceDisabled]: `binding namespaceSelector: ${NamespaceLabel.key} NotIn ${NamespaceLabel.disabled}`,
   [Rule.podAnnotation]: 'matchCondition not-opted-out; the mutation\'s explicit request',
-  [Rule.podSelector]: 'matchCondition not-never-selected; the mutation\'s always-selected',
+  [Rule.podSelector]: 'matchCondition not-never-selected; the mutation\'s inject (always-inject selectors)',
   [Rule.namespaceEnabled]: 'the mutation: namespaceObject labels',
   [Rule.hostNetwork]: 'matchCondition not-host-network',
   [Rule.alreadyInjected]: 'matchCondition not-injected',
-  [Rule.template]: 'matchCondition known-template; the mutation\'s branch per template',
+  [Rule.template]: 'matchCondition known-template (the Pod\'s); the mutation\'s branch per template (the Pod\'s, else namespaceObject\'s label)',
 };
 
 /** The templates' names and hashes, as the policy's TEMPLATES_ANNOTATION holds them. */

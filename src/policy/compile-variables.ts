@@ -1,32 +1,53 @@
-import { Annotations, NamespaceLabel, type JsonObject, type OverrideName, type SidecarTemplate } from '../injection/index.js';
+import { Annotations, NamespaceLabel, type JsonObject, type LabelSelector, type OverrideName, type SidecarTemplate } from '../injection/index.js';
 import { captureSharedVariables, captureTemplateVariables } from './compile-capture.js';
 import { celString, celValue } from './cel-literal.js';
 import { annotation, explicitRequest } from './cel-pod.js';
 import { conflictVariables, containerLiteral, overrideVariables } from './compile-overrides.js';
+import { anySelectorCel } from './compile-selectors.js';
 import { statusText } from './compile-patch.js';
 
 /** The policy's variables: what the Pod asks for, the names it holds, the overrides, then each template's lists and status. */
-export function policyVariables(entries: readonly SidecarTemplate[], defaultName: string, allowed: readonly OverrideName[], nativeDefault: boolean): JsonObject[] {
+export function policyVariables(
+  entries: readonly SidecarTemplate[],
+  defaultName: string,
+  allowed: readonly OverrideName[],
+  nativeDefault: boolean,
+  alwaysInject?: readonly LabelSelector[],
+): JsonObject[] {
   return [
-    ...podVariables(defaultName),
+    ...podVariables(defaultName, alwaysInject),
     ...captureSharedVariables(entries),
     ...overrideVariables(allowed),
     ...entries.flatMap((template, index) => templateVariables(template, `t${index}`, allowed, nativeDefault)),
   ];
 }
 
-/** What the Pod asks for and the names it already holds. */
-function podVariables(defaultName: string): JsonObject[] {
+/**
+ * What the Pod asks for and the names it already holds. Injected when asked
+ * for, picked by an always-inject selector (never-inject ones are match
+ * conditions), or in a namespace labeled enabled; its template is its own
+ * annotation's, else its namespace's label's, else the default.
+ */
+function podVariables(defaultName: string, alwaysInject: readonly LabelSelector[] | undefined): JsonObject[] {
   const names = (field: string, fallback = false): string =>
     `(has(object.spec.${field}) ? object.spec.${field}.map(e, ${fallback ? 'has(e.name) ? e.name : ""' : 'e.name'}) : [])`;
+  const namespaceLabel = (key: string, fallback: string): string =>
+    `variables.namespaceLabels[?${celString(key)}].orValue(${celString(fallback)})`;
+  const always = anySelectorCel(alwaysInject, 'variables.podLabels');
   return [
     { name: 'annotations', expression: 'has(object.metadata.annotations) ? object.metadata.annotations : {}' },
+    { name: 'namespaceLabels', expression: 'has(namespaceObject.metadata.labels) ? namespaceObject.metadata.labels : {}' },
+    { name: 'namespaceAnnotations', expression: 'has(namespaceObject.metadata.annotations) ? namespaceObject.metadata.annotations : {}' },
+    ...(always === undefined ? [] : [{ name: 'podLabels', expression: 'has(object.metadata.labels) ? object.metadata.labels : {}' }]),
     { name: 'explicit', expression: explicitRequest(annotation) },
     {
       name: 'inject',
-      expression: `variables.explicit || (has(namespaceObject.metadata.labels) && namespaceObject.metadata.labels[?${celString(NamespaceLabel.key)}].orValue("") == ${celString(NamespaceLabel.enabled)})`,
+      expression: `variables.explicit || ${always === undefined ? '' : `(${always}) || `}${namespaceLabel(NamespaceLabel.key, '')} == ${celString(NamespaceLabel.enabled)}`,
     },
-    { name: 'template', expression: annotation(Annotations.template, defaultName) },
+    {
+      name: 'template',
+      expression: `variables.annotations[?${celString(Annotations.template)}].orValue(${namespaceLabel(NamespaceLabel.template, defaultName)})`,
+    },
     { name: 'nativeAnnotation', expression: annotation(Annotations.nativeSidecar) },
     // Kubernetes wants container names unique across all container lists.
     { name: 'containerNames', expression: `${names('containers')} + ${names('initContainers')} + ${names('ephemeralContainers')}` },
