@@ -59,6 +59,9 @@ const POLICY_CASES: readonly { readonly golden: string; readonly args: readonly 
 const EXPLAIN_INPUT = 'explain-pods.yaml';
 const EXPLAIN_GOLDEN = { text: 'explain-pods.golden.txt', json: 'explain-pods.golden.json', policy: 'explain-pods.policy.golden.txt' } as const;
 
+/** explain with a namespace's template and proxy defaults and central selectors: where each value came from. */
+const EXPLAIN_NAMESPACE = { input: 'explain-namespace.yaml', templateFile: 'templates.yaml', golden: 'explain-namespace.golden.txt' } as const;
+
 /** explain over the capture cases: the decision and the rules' exclusions of each Pod. */
 const EXPLAIN_CAPTURE = { input: 'capture.yaml', templateFile: 'capture-templates.yaml', golden: 'explain-capture.golden.txt' } as const;
 
@@ -137,6 +140,22 @@ describe('golden files: inject output for each input manifest', () => {
     assert.equal(stdout, readFileSync(goldenPath, 'utf8'), `${EXPLAIN_CAPTURE.golden} is stale: run UPDATE_GOLDEN=1 npm test and review the diff`);
   });
 
+  it(`explain ${EXPLAIN_NAMESPACE.input} --template-file ${EXPLAIN_NAMESPACE.templateFile} (namespace template, defaults, selectors) → ${EXPLAIN_NAMESPACE.golden}`, async () => {
+    let stdout = '';
+    const args = [
+      'explain', '-f', join(GOLDEN_DIR, EXPLAIN_NAMESPACE.input), '--template-file', join(GOLDEN_DIR, EXPLAIN_NAMESPACE.templateFile),
+      '--namespace-labels', 'envoy-injector.io/inject=enabled,envoy-injector.io/template=debug',
+      '--namespace-annotations', 'envoy-injector.io/proxy-cpu=200m,envoy-injector.io/proxy-memory=lots,example.com/ignored=x',
+      '--never-inject-selector', '[{"matchLabels":{"app":"db"}}]',
+      '--always-inject-selector', '[{"matchExpressions":[{"key":"mesh","operator":"Exists"}]}]',
+    ];
+    const code = await runCli(args, { stdin: process.stdin, stdout: { write: (chunk: string) => (stdout += chunk) }, stderr: { write: () => true } });
+    assert.equal(code, 0);
+    const goldenPath = join(GOLDEN_DIR, EXPLAIN_NAMESPACE.golden);
+    if (UPDATE) writeFileSync(goldenPath, stdout);
+    assert.equal(stdout, readFileSync(goldenPath, 'utf8'), `${EXPLAIN_NAMESPACE.golden} is stale: run UPDATE_GOLDEN=1 npm test and review the diff`);
+  });
+
   for (const format of ['table', 'json'] as const) {
     it(`status --output ${format} over the fleet fixture → ${STATUS_GOLDEN[format]}`, async () => {
       const fake = await FakeApiServer.start();
@@ -174,7 +193,7 @@ describe('golden files: inject output for each input manifest', () => {
   }
 
   it('has no golden or input file that no case uses', () => {
-    const explainFiles = [EXPLAIN_INPUT, ...Object.values(EXPLAIN_GOLDEN), ...Object.values(EXPLAIN_CAPTURE), ...POLICY_CASES.map((c) => c.golden), ...Object.values(STATUS_GOLDEN)];
+    const explainFiles = [EXPLAIN_INPUT, ...Object.values(EXPLAIN_GOLDEN), ...Object.values(EXPLAIN_CAPTURE), ...Object.values(EXPLAIN_NAMESPACE), ...POLICY_CASES.map((c) => c.golden), ...Object.values(STATUS_GOLDEN)];
     const used = new Set([...explainFiles, ...CASES.flatMap((c) => [c.golden, c.input, c.templateFile].filter((f) => f !== undefined).map((f) => f.replace('test/golden/', '')))]);
     const unused = readdirSync(GOLDEN_DIR).filter((file) => !used.has(file));
     assert.deepEqual(unused, [], 'remove these files or add a case for them');

@@ -1,19 +1,22 @@
 import { parseArgs } from 'node:util';
 import { UsageError } from '../errors.js';
 import { captureLines, explainCapture, type CaptureExplanation } from './capture-text.js';
+import { describeSource, proxyValues, templateSourceText, type ProxyValue } from './explain-proxy.js';
 import {
   Annotations,
   arrayAt,
   entryName,
+  injectorAnnotations,
   isJsonObject,
   objectAt,
   processManifests,
   stringAt,
+  type LabelSelector,
   type ManifestReport,
 } from '../injection/index.js';
 import { compilePolicy, POLICY_RULE_PLACES } from '../policy/compile-policy.js';
 import { loadTemplates, readInput, type CommandIo } from './io.js';
-import { parseAllowedOverrides } from './options.js';
+import { parseAllowedOverrides, parseSelectorsOption } from './options.js';
 
 export const EXPLAIN_HELP = `Usage: envoy-injector explain -f FILE|- [options]
 
@@ -25,7 +28,12 @@ Options:
   -f, --filename FILE         manifest to read ("-" for stdin)
       --namespace NAME        namespace of objects that name none (default "default")
       --namespace-labels L    labels of the namespace, as k=v,k2=v2 (default: none); its
+                              envoy-injector.io/template picks the template, its
                               pod-security.kubernetes.io/enforce decides traffic capture too
+      --namespace-annotations L  annotations of the namespace, as k=v,k2=v2: its
+                              envoy-injector.io/proxy-* are its Pods' proxy defaults
+      --never-inject-selector JSON   Pods never injected unless annotated "true" (as serve's)
+      --always-inject-selector JSON  Pods always injected unless annotated "false" (as serve's)
       --excluded-namespaces L comma-separated namespaces never injected (beyond kube-*)
       --template-file F       a ConfigMap manifest or a bare template (default: the bundled seed template)
       --native-sidecar MODE   on | off: the server's native-sidecar setting (default off)
@@ -52,6 +60,10 @@ export interface Explanation {
   readonly rule: string;
   readonly message: string;
   readonly template?: string;
+  /** When injected: whether the template was named by the Pod, picked by its namespace, or the default. */
+  readonly templateSource?: 'pod' | 'namespace' | 'default';
+  /** When a proxy of ours was injected: its image and resources, each with where it came from. */
+  readonly proxy?: readonly ProxyValue[];
   readonly nativeSidecar?: boolean;
   /** When injected: whether the Pod's traffic goes through the proxy, and the rules' exclusions. */
   readonly capture?: CaptureExplanation;
@@ -65,7 +77,7 @@ export interface Explanation {
     readonly annotations: readonly string[];
   };
   readonly kept: readonly { list: string; name: string }[];
-  readonly overrides: readonly { annotation: string; value: string; field: string }[];
+  readonly overrides: readonly { annotation: string; value: string; field: string; source: 'pod' | 'namespace' }[];
   readonly warnings: readonly string[];
   readonly patch: readonly unknown[];
 }
@@ -77,6 +89,9 @@ export async function runExplain(args: readonly string[], io: CommandIo): Promis
       filename: { type: 'string', short: 'f' },
       namespace: { type: 'string', default: 'default' },
       'namespace-labels': { type: 'string', default: '' },
+      'namespace-annotations': { type: 'string', default: '' },
+      'never-inject-selector': { type: 'string' },
+      'always-inject-selector': { type: 'string' },
       'excluded-namespaces': { type: 'string', default: '' },
       'template-file': { type: 'string' },
       'native-sidecar': { type: 'string', default: 'off' },
@@ -96,16 +111,23 @@ export async function runExplain(args: readonly string[], io: CommandIo): Promis
   if (values['native-sidecar'] !== 'on' && values['native-sidecar'] !== 'off') throw new UsageError('--native-sidecar: must be on or off');
   const mode = values.mode;
   if (mode !== 'webhook' && mode !== 'policy') throw new UsageError('--mode: must be webhook or policy');
-  const labels = parseLabels(values['namespace-labels']);
+  const labels = parseLabels(values['namespace-labels'], '--namespace-labels');
+  const annotations = injectorAnnotations(parseLabels(values['namespace-annotations'], '--namespace-annotations'));
+  const selectors = {
+    ...optionalSelectors('neverInjectSelectors', '--never-inject-selector', values['never-inject-selector']),
+    ...optionalSelectors('alwaysInjectSelectors', '--always-inject-selector', values['always-inject-selector']),
+  };
   const templates = await loadTemplates(values['template-file'], io);
   // Policy mode: templates the API server would refuse as a policy (a CEL limit) are an error here too.
-  if (mode === 'policy') compilePolicy(templates);
+  if (mode === 'policy') compilePolicy(templates, selectors);
   const input = await readInput(values.filename, io);
   const { reports } = processManifests(input, {
     templates,
     defaultNamespace: values.namespace,
     namespaceLabels: () => labels,
+    namespaceAnnotations: () => annotations,
     decision: {
+      ...selectors,
       excludedNamespaces: values['excluded-namespaces'].split(',').map((name) => name.trim()).filter((name) => name !== ''),
       nativeSidecar: values['native-sidecar'] === 'on',
       ...(values['allowed-overrides'] === undefined ? {} : { allowedOverrides: parseAllowedOverrides(values['allowed-overrides']) }),
@@ -127,7 +149,7 @@ export function toExplanation(report: ManifestReport, mode: 'webhook' | 'policy'
     reason: decision.reason,
     rule: decision.rule,
     message: decision.message,
-    ...(decision.inject ? { template: `${decision.template.name}@${decision.template.hash}`, nativeSidecar: decision.nativeSidecar } : {}),
+    ...(decision.inject ? { template: `${decision.template.name}@${decision.template.hash}`, templateSource: decision.templateSource, proxy: proxyValues(report), nativeSidecar: decision.nativeSidecar } : {}),
     ...(report.capture === undefined ? {} : { capture: explainCapture(report.capture) }),
     trace: mode === 'policy' ? decision.trace.map((step) => ({ ...step, where: POLICY_RULE_PLACES[step.rule] })) : decision.trace,
     changes: {
@@ -151,6 +173,7 @@ export function formatExplanation(explanation: Explanation): string {
   const verdict = explanation.decision === 'injected' ? `INJECTED with template ${explanation.template}${explanation.nativeSidecar ? ' (native sidecar)' : ''}` : 'NOT INJECTED';
   lines.push(`${where}: ${verdict}`);
   lines.push(`  because: ${explanation.message} [rule ${explanation.rule}, reason ${explanation.reason}]`);
+  if (explanation.templateSource !== undefined) lines.push(`  template: ${explanation.template ?? ''}, ${templateSourceText(explanation.templateSource, explanation.namespace)}`);
   lines.push(
     explanation.mode === 'policy'
       ? '  acted on by: the API server itself, through the MutatingAdmissionPolicy (no webhook call)'
@@ -176,9 +199,14 @@ export function formatExplanation(explanation: Explanation): string {
     const [head, ...rules] = captureLines(explanation.capture);
     lines.push(`  ${head ?? ''}`, ...rules.map((rule) => `    ${rule}`));
   }
+  if (explanation.proxy !== undefined && explanation.proxy.length > 0) {
+    lines.push('  proxy (where each value comes from):');
+    const width = Math.max(...explanation.proxy.map((entry) => entry.field.length));
+    for (const { field, value, source } of explanation.proxy) lines.push(`    ${field.padEnd(width)}  ${value}  (${describeSource(source, explanation.namespace)})`);
+  }
   if (explanation.overrides.length > 0) {
     lines.push('  overrides:');
-    for (const { annotation, value, field } of explanation.overrides) lines.push(`    ${annotation}: ${value} -> proxy ${field}`);
+    for (const { annotation, value, field, source } of explanation.overrides) lines.push(`    ${annotation}: ${value} -> proxy ${field}${source === 'namespace' ? ` (namespace "${explanation.namespace}"'s default)` : ''}`);
   }
   if (explanation.warnings.length > 0) {
     lines.push(explanation.mode === 'policy' ? '  warnings (for you only: the policy cannot send warnings):' : '  warnings:');
@@ -197,11 +225,15 @@ function addedContainers({ injection, injected }: ManifestReport, list: 'contain
   });
 }
 
-function parseLabels(text: string): Record<string, string> {
+function optionalSelectors<K extends string>(key: K, flag: string, json: string | undefined): Partial<Record<K, LabelSelector[]>> {
+  return json === undefined ? {} : ({ [key]: parseSelectorsOption(flag, json) } as Partial<Record<K, LabelSelector[]>>);
+}
+
+function parseLabels(text: string, flag: string): Record<string, string> {
   const labels: Record<string, string> = {};
   for (const pair of text.split(',').map((item) => item.trim()).filter((item) => item !== '')) {
     const [key, ...rest] = pair.split('=');
-    if (key === undefined || key === '' || rest.length === 0) throw new UsageError(`--namespace-labels: "${pair}" is not key=value`);
+    if (key === undefined || key === '' || rest.length === 0) throw new UsageError(`${flag}: "${pair}" is not key=value`);
     labels[key] = rest.join('=');
   }
   return labels;

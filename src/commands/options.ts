@@ -1,5 +1,5 @@
 import { UsageError } from '../errors.js';
-import { ALL_OVERRIDES, OVERRIDE_ANNOTATION_PREFIX, type OverrideName } from '../injection/index.js';
+import { ALL_OVERRIDES, OVERRIDE_ANNOTATION_PREFIX, parseLabelSelectors, type LabelSelector, type OverrideName } from '../injection/index.js';
 
 /** `proxy-cpu,proxy-memory` (with or without the envoy-injector.io/ prefix), or `none`. */
 export function parseAllowedOverrides(value: string | undefined): OverrideName[] {
@@ -13,3 +13,21 @@ export function parseAllowedOverrides(value: string | undefined): OverrideName[]
   });
 }
 
+
+/**
+ * A JSON list of Pod label selectors (`--never-inject-selector`,
+ * `--always-inject-selector`): a bad one is a usage error naming the flag
+ * and every problem, so the injector never starts with a selector it misreads.
+ */
+export function parseSelectorsOption(flag: string, json: string | undefined): LabelSelector[] {
+  if (json === undefined || json.trim() === '') return [];
+  let value: unknown;
+  try {
+    value = JSON.parse(json);
+  } catch (error) {
+    throw new UsageError(`${flag}: not JSON (${(error as Error).message}); expected a list of label selectors, e.g. [{"matchLabels":{"app":"db"}}]`);
+  }
+  const { selectors, problems } = parseLabelSelectors(value);
+  if (problems.length > 0) throw new UsageError(`${flag}: ${problems.join('; ')}`);
+  return selectors;
+}

@@ -17,8 +17,48 @@ export const NamespaceKind = {
   excluded: 'excluded',
   /** Labeled enabled, and pod-security.kubernetes.io/enforce=baseline: injected, never captured. */
   baseline: 'baseline',
+  /** Labeled enabled and envoy-injector.io/template=debug, with a proxy-cpu default. */
+  canary: 'canary',
+  /** Not labeled enabled, envoy-injector.io/template=native: the Pods that ask get it. */
+  plainCanary: 'plain-canary',
+  /** Labeled enabled and envoy-injector.io/template=nope: no such template. */
+  unknownTemplate: 'unknown-template',
+  /** Labeled enabled, every proxy default valid (the image too). */
+  defaults: 'defaults',
+  /** Labeled enabled, envoy-injector.io/template=limits-only, proxy defaults invalid or above the template's limits. */
+  badDefaults: 'bad-defaults',
 } as const;
 export type NamespaceKind = (typeof NamespaceKind)[keyof typeof NamespaceKind];
+
+const enabled = { 'envoy-injector.io/inject': 'enabled' };
+const defaultOf = (name: string): string => `envoy-injector.io/${name}`;
+
+/** The labels and annotations of each kind of namespace (beyond the run's own label). */
+export const NAMESPACE_METADATA: Readonly<Record<NamespaceKind, { readonly labels: Record<string, string>; readonly annotations?: Record<string, string> }>> = {
+  enabled: { labels: enabled },
+  plain: { labels: {} },
+  disabled: { labels: { 'envoy-injector.io/inject': 'disabled' } },
+  excluded: { labels: {} },
+  baseline: { labels: { ...enabled, 'pod-security.kubernetes.io/enforce': 'baseline' } },
+  canary: { labels: { ...enabled, 'envoy-injector.io/template': 'debug' }, annotations: { [defaultOf('proxy-cpu')]: '150m' } },
+  'plain-canary': { labels: { 'envoy-injector.io/template': 'native' } },
+  'unknown-template': { labels: { ...enabled, 'envoy-injector.io/template': 'nope' } },
+  defaults: {
+    labels: enabled,
+    annotations: {
+      [defaultOf('proxy-cpu')]: '250m',
+      [defaultOf('proxy-memory')]: '96Mi',
+      [defaultOf('proxy-cpu-limit')]: '2',
+      [defaultOf('proxy-memory-limit')]: '512Mi',
+      [defaultOf('proxy-image')]: 'registry.example/envoy:v1.33.0',
+      'example.com/unrelated': 'kept out of the cache',
+    },
+  },
+  'bad-defaults': {
+    labels: { ...enabled, 'envoy-injector.io/template': 'limits-only' },
+    annotations: { [defaultOf('proxy-cpu')]: '1', [defaultOf('proxy-memory')]: 'lots', [defaultOf('proxy-memory-limit')]: '64Mi', [defaultOf('proxy-image')]: 'bad image' },
+  },
+};
 
 export interface ParityCase {
   readonly title: string;
@@ -245,7 +285,7 @@ function randomPods(count: number, seed: number): ParityCase[] {
     { requiredKeys: [] },
   );
   const arbitrary = fc.record({
-    namespace: fc.constantFrom<NamespaceKind>('enabled', 'enabled', 'plain', 'disabled', 'excluded'),
+    namespace: fc.constantFrom<NamespaceKind>('enabled', 'enabled', 'plain', 'disabled', 'excluded', 'canary', 'plain-canary', 'unknown-template', 'defaults', 'bad-defaults'),
     annotations: fc.option(annotation, { nil: undefined }),
     lists: containerLists,
     volumes: fc.option(volumes, { nil: undefined }),
@@ -314,8 +354,30 @@ function captureCases(): ParityCase[] {
   ];
 }
 
+/** Issue 28: the namespace's template and proxy defaults, against the Pod's own. */
+function namespaceCases(): ParityCase[] {
+  const c = (title: string, namespace: NamespaceKind, annotations: Record<string, string> = {}): ParityCase => ({ title, namespace, pod: pod({ annotations }) });
+  return [
+    c('a namespace picking the debug template, with a cpu default', 'canary'),
+    c("the Pod's template beats its namespace's", 'canary', { [TEMPLATE]: 'config' }),
+    c("the Pod's proxy-cpu beats its namespace's", 'canary', { [override('proxy-cpu')]: '300m' }),
+    c("an invalid Pod proxy-cpu falls back to the namespace's", 'canary', { [override('proxy-cpu')]: 'x' }),
+    c('a plain namespace picking a template: not asked', 'plain-canary'),
+    c('a plain namespace picking a template: asked', 'plain-canary', { [INJECT]: 'true' }),
+    c('a namespace picking an unknown template: skipped', 'unknown-template'),
+    c('a namespace picking an unknown template, the Pod names a known one', 'unknown-template', { [TEMPLATE]: 'debug' }),
+    c('every proxy default of the namespace', 'defaults'),
+    c("the Pod's own values beat some of the namespace's", 'defaults', { [override('proxy-memory')]: '128Mi', [override('proxy-image')]: 'registry.example/envoy:v1.34.0' }),
+    c("a Pod's request above its namespace's limit: the namespace's values stay", 'defaults', { [override('proxy-cpu')]: '3' }),
+    c("a Pod's limit below its namespace's request: the namespace's values stay", 'defaults', { [override('proxy-memory-limit')]: '64Mi' }),
+    c('invalid and conflicting namespace defaults: ignored, the Pod injected', 'bad-defaults'),
+    c('invalid namespace defaults, the Pod sets its own', 'bad-defaults', { [override('proxy-memory')]: '32Mi', [override('proxy-cpu')]: '100m' }),
+    c('invalid namespace defaults, the Pod takes the default template', 'bad-defaults', { [TEMPLATE]: 'config' }),
+  ];
+}
+
 export const RANDOM_SEED = 12;
 
 export function parityCases(randomCount = 40): ParityCase[] {
-  return [...goldenCorpus(), ...handWritten(), ...captureCases(), ...combinations(), ...randomPods(randomCount, RANDOM_SEED)];
+  return [...goldenCorpus(), ...handWritten(), ...captureCases(), ...namespaceCases(), ...combinations(), ...randomPods(randomCount, RANDOM_SEED)];
 }

@@ -12,7 +12,7 @@ import { makeCa, makeServingCertificate } from '../../src/tls/certificates.js';
 import { ROOT } from '../helpers/fixtures.js';
 import { spawnServer, type ServerProcess } from '../helpers/process.js';
 import { trackChild } from './child-processes.js';
-import { NamespaceKind, type ParityCase } from './policy-parity-cases.js';
+import { NAMESPACE_METADATA, NamespaceKind, type ParityCase } from './policy-parity-cases.js';
 
 /**
  * Parity of the two modes on a real API server: each case's Pod is created
@@ -120,13 +120,8 @@ export class ParityRun {
   constructor(access: ApiAccess, apiVersion: PolicyApiVersion) {
     this.#access = access;
     this.#collection = `/apis/admissionregistration.k8s.io/${apiVersion}`;
-    const names = (path: Path): Record<NamespaceKind, string> => ({
-      enabled: `${path}-enabled-${this.id}`,
-      plain: `${path}-plain-${this.id}`,
-      disabled: `${path}-disabled-${this.id}`,
-      baseline: `${path}-baseline-${this.id}`,
-      excluded: `${path}-excluded-${this.id}`,
-    });
+    const names = (path: Path): Record<NamespaceKind, string> =>
+      Object.fromEntries(Object.values(NamespaceKind).map((kind) => [kind, `${path}-${kind}-${this.id}`])) as Record<NamespaceKind, string>;
     this.namespaces = { webhook: names(Path.webhook), policy: names(Path.policy) };
     this.#webhookName = `parity-${this.id}`;
     const templates = parseTemplateFile(readFileSync(join(ROOT, PARITY_TEMPLATES), 'utf8'));
@@ -148,10 +143,8 @@ export class ParityRun {
   async start(): Promise<void> {
     for (const path of [Path.webhook, Path.policy]) {
       for (const kind of Object.values(NamespaceKind)) {
-        const labels: Record<string, string> = { [PATH_LABEL]: `${path}-${this.id}` };
-        if (kind === 'enabled' || kind === 'disabled') labels['envoy-injector.io/inject'] = kind;
-        if (kind === 'baseline') Object.assign(labels, { 'envoy-injector.io/inject': 'enabled', 'pod-security.kubernetes.io/enforce': 'baseline' });
-        await this.#createNamespace(this.namespaces[path][kind], labels);
+        const { labels, annotations } = NAMESPACE_METADATA[kind];
+        await this.#createNamespace(this.namespaces[path][kind], { ...labels, [PATH_LABEL]: `${path}-${this.id}` }, annotations);
       }
     }
     await this.#createNamespace(this.injectorNamespace, {});
@@ -244,8 +237,8 @@ export class ParityRun {
     return JSON.parse(text.replace(/kube-api-access-[a-z0-9]{5}/g, 'kube-api-access-XXXXX')) as unknown;
   }
 
-  async #createNamespace(name: string, labels: Record<string, string>): Promise<void> {
-    await mustCall(this.#access, 'POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels } });
+  async #createNamespace(name: string, labels: Record<string, string>, annotations?: Record<string, string>): Promise<void> {
+    await mustCall(this.#access, 'POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels, ...(annotations === undefined ? {} : { annotations }) } });
     // Pods need the namespace's default ServiceAccount; the controller manager may make it first.
     const created = await kubeCall(this.#access, 'POST', `/api/v1/namespaces/${name}/serviceaccounts`, { metadata: { name: 'default' } });
     if (created.status >= 300 && created.status !== 409) throw new Error(`ServiceAccount ${name}/default: ${created.status}`);
