@@ -44,6 +44,8 @@ export async function startPolicyController(
       // The API exists from 1.34 (beta), and every such cluster has native sidecars: auto means on.
       nativeSidecar: settings.nativeSidecar !== 'off',
       allowedOverrides: settings.allowedOverrides,
+      neverInjectSelectors: settings.neverInjectSelectors,
+      alwaysInjectSelectors: settings.alwaysInjectSelectors,
       generation: settings.policy.generation,
     },
     backoff,

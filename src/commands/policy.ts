@@ -4,7 +4,7 @@ import { formatManifests } from '../injection/index.js';
 import { compilePolicy, DEFAULT_POLICY_NAME, policyObjects } from '../policy/compile-policy.js';
 import { isPolicyApiVersion, POLICY_API_VERSIONS } from '../policy/policy-api-version.js';
 import { loadTemplates, type CommandIo } from './io.js';
-import { parseAllowedOverrides } from './options.js';
+import { parseAllowedOverrides, parseSelectorsOption } from './options.js';
 
 export const POLICY_HELP = `Usage: envoy-injector policy [options]
 
@@ -24,6 +24,8 @@ Options:
       --excluded-namespaces L comma-separated namespaces never injected (beyond kube-*)
       --native-sidecar MODE   on | off: native sidecars unless the template or Pod says otherwise (default off)
       --allowed-overrides L   the proxy-* annotations Pods may use (default: the resource ones; "none")
+      --never-inject-selector JSON   Pod label selectors never injected unless annotated "true" (as serve's)
+      --always-inject-selector JSON  Pod label selectors always injected unless annotated "false" (as serve's)
       --failure-policy P      Fail (default) | Ignore: when an expression fails
       --api-version V         v1 (default, Kubernetes 1.36+) | v1beta1 (1.34-1.35): the objects are the same otherwise
   -h, --help
@@ -40,6 +42,8 @@ export async function runPolicy(args: readonly string[], io: CommandIo): Promise
       'excluded-namespaces': { type: 'string', default: '' },
       'native-sidecar': { type: 'string', default: 'off' },
       'allowed-overrides': { type: 'string' },
+      'never-inject-selector': { type: 'string' },
+      'always-inject-selector': { type: 'string' },
       'failure-policy': { type: 'string', default: 'Fail' },
       'api-version': { type: 'string', default: 'v1' },
       help: { type: 'boolean', short: 'h' },
@@ -65,6 +69,8 @@ export async function runPolicy(args: readonly string[], io: CommandIo): Promise
     failurePolicy,
     apiVersion,
     ...(values['allowed-overrides'] === undefined ? {} : { allowedOverrides: parseAllowedOverrides(values['allowed-overrides']) }),
+    neverInjectSelectors: parseSelectorsOption('--never-inject-selector', values['never-inject-selector']),
+    alwaysInjectSelectors: parseSelectorsOption('--always-inject-selector', values['always-inject-selector']),
   });
   io.stdout.write(formatManifests(policyObjects(compiled)));
   return 0;

@@ -1,8 +1,8 @@
 import { parseArgs } from 'node:util';
 import { UsageError } from '../errors.js';
-import { DEFAULT_ALLOWED_OVERRIDES, type OverrideName } from '../injection/index.js';
+import { DEFAULT_ALLOWED_OVERRIDES, type LabelSelector, type OverrideName } from '../injection/index.js';
 import { isPolicyApiPreference, type PolicyApiPreference } from '../policy/policy-api-version.js';
-import { parseAllowedOverrides } from './options.js';
+import { parseAllowedOverrides, parseSelectorsOption } from './options.js';
 
 /**
  * `serve`'s flags and environment variables, read into ServeSettings: what
@@ -53,6 +53,11 @@ Options:
   --allowed-overrides LIST  ALLOWED_OVERRIDES    the proxy-* annotations Pods may use (default
                                                  proxy-cpu,proxy-memory,proxy-cpu-limit,proxy-memory-limit; add
                                                  proxy-image to let Pods choose the proxy image; "none" for none)
+  --never-inject-selector JSON  NEVER_INJECT_SELECTOR   Pod label selectors (a JSON list of
+                                                 {matchLabels, matchExpressions}): matching Pods are not injected
+                                                 unless annotated envoy-injector.io/inject: "true"
+  --always-inject-selector JSON ALWAYS_INJECT_SELECTOR  matching Pods (and no never-selector) are injected in
+                                                 every namespace not disabled, unless annotated "false"
   --log-level LEVEL         LOG_LEVEL            trace | debug | info | warn | error (default info)
   --metrics-port N          METRICS_PORT         also serve GET /metrics over plain HTTP on this port (default: none)
   --tls-reload-interval D   TLS_RELOAD_INTERVAL  how often the certificate files are checked (default 2s)
@@ -89,6 +94,8 @@ const OPTIONS = {
   namespace: { env: 'POD_NAMESPACE', default: undefined },
   'native-sidecar': { env: 'NATIVE_SIDECAR', default: 'auto' },
   'allowed-overrides': { env: 'ALLOWED_OVERRIDES', default: DEFAULT_ALLOWED_OVERRIDES.join(',') },
+  'never-inject-selector': { env: 'NEVER_INJECT_SELECTOR', default: undefined },
+  'always-inject-selector': { env: 'ALWAYS_INJECT_SELECTOR', default: undefined },
   'log-level': { env: 'LOG_LEVEL', default: 'info' },
   'metrics-port': { env: 'METRICS_PORT', default: undefined },
   'tls-reload-interval': { env: 'TLS_RELOAD_INTERVAL', default: '2s' },
@@ -131,6 +138,9 @@ export interface ServeSettings {
   readonly namespace: string | undefined;
   readonly nativeSidecar: 'auto' | 'on' | 'off';
   readonly allowedOverrides: readonly OverrideName[];
+  /** Pod label selectors never (unless annotated "true") or always (unless "false") injected. */
+  readonly neverInjectSelectors: readonly LabelSelector[];
+  readonly alwaysInjectSelectors: readonly LabelSelector[];
   readonly tlsReloadIntervalMs: number;
   readonly shutdownDelayMs: number;
   readonly shutdownTimeoutMs: number;
@@ -204,6 +214,8 @@ export function parseServeArgs(args: readonly string[], env: NodeJS.ProcessEnv):
     namespace: setting('namespace'),
     nativeSidecar,
     allowedOverrides: parseAllowedOverrides(setting('allowed-overrides')),
+    neverInjectSelectors: parseSelectorsOption('--never-inject-selector (NEVER_INJECT_SELECTOR)', setting('never-inject-selector')),
+    alwaysInjectSelectors: parseSelectorsOption('--always-inject-selector (ALWAYS_INJECT_SELECTOR)', setting('always-inject-selector')),
     tlsReloadIntervalMs: parseDuration(setting('tls-reload-interval'), '--tls-reload-interval'),
     shutdownDelayMs: parseDuration(setting('shutdown-delay'), '--shutdown-delay'),
     shutdownTimeoutMs: parseDuration(setting('shutdown-timeout'), '--shutdown-timeout'),

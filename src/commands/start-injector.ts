@@ -106,8 +106,10 @@ function startWebhookServer(
       // Only a namespace known to be the injector's: not the `default` the watches fall back to.
       injectorNamespace: settings.namespace ?? cluster?.connection.contextNamespace,
       allowedOverrides: settings.allowedOverrides,
+      neverInjectSelectors: settings.neverInjectSelectors,
+      alwaysInjectSelectors: settings.alwaysInjectSelectors,
     },
-    ...(watches === undefined ? {} : { namespaceLabels: (name: string) => watches.namespaceLabels.labelsOf(name) }),
+    ...(watches === undefined ? {} : { namespaceMetadata: (name: string) => watches.namespaceLabels.metadataOf(name) }),
     maxConnections: settings.maxConnections,
     metricsPort: settings.metricsPort,
     shutdownDelayMs: settings.shutdownDelayMs,

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import type { Server as TlsServer } from 'node:tls';
 import { pino, type Logger } from 'pino';
 import type { TemplateSet } from '../injection/index.js';
-import { buildApp, DEFAULT_TIMEOUTS, type AppDependencies, type NamespaceLabelLookup, type ServerTimeouts } from './build-app.js';
+import { buildApp, DEFAULT_TIMEOUTS, type AppDependencies, type NamespaceLabelLookup, type NamespaceMetadataLookup, type ServerTimeouts } from './build-app.js';
 import { makeCertificates } from '../tls/certificates.js';
 import { ConnectionTracker } from './connection-tracker.js';
 import { InjectorMetrics } from './metrics.js';
@@ -33,6 +33,8 @@ export interface ServeOptions {
   readonly shutdownTimeoutMs: number;
   readonly log: Logger;
   readonly namespaceLabels?: NamespaceLabelLookup;
+  /** Labels and `envoy-injector.io/` annotations of a namespace; preferred to namespaceLabels. */
+  readonly namespaceMetadata?: NamespaceMetadataLookup;
   /** A plain-HTTP port serving only /metrics; undefined for none. */
   readonly metricsPort?: number | undefined;
 }
@@ -105,6 +107,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
     timeouts: options.timeouts ?? DEFAULT_TIMEOUTS,
     maxConnections: options.maxConnections,
     ...(options.namespaceLabels === undefined ? {} : { namespaceLabels: options.namespaceLabels }),
+    ...(options.namespaceMetadata === undefined ? {} : { namespaceMetadata: options.namespaceMetadata }),
   });
 
   const setTls = (material: TlsMaterial): void => {

@@ -75,14 +75,15 @@ const override = (name: string): string => `envoy-injector.io/${name}`;
 
 interface PodShape {
   readonly annotations?: Record<string, string>;
+  readonly labels?: Record<string, string>;
   readonly spec?: JsonObject;
 }
 
-function pod({ annotations, spec = {} }: PodShape): JsonObject {
+function pod({ annotations, labels, spec = {} }: PodShape): JsonObject {
   return {
     apiVersion: 'v1',
     kind: 'Pod',
-    metadata: annotations === undefined ? {} : { annotations },
+    metadata: { ...(annotations === undefined ? {} : { annotations }), ...(labels === undefined ? {} : { labels }) },
     spec: { containers: [{ name: 'app', image: 'registry.example/app:1.0' }], ...spec },
   };
 }
@@ -354,10 +355,32 @@ function captureCases(): ParityCase[] {
   ];
 }
 
-/** Issue 28: the namespace's template and proxy defaults, against the Pod's own. */
+/** The central selectors both paths run with (serve's flags, compilePolicy's settings). */
+export const PARITY_SELECTORS = {
+  never: [{ matchLabels: { 'parity.example/plain': 'yes' } }, { matchExpressions: [{ key: 'parity.example/tier', operator: 'In', values: ['db', 'cache'] }] }],
+  always: [{ matchExpressions: [{ key: 'parity.example/mesh', operator: 'Exists' }, { key: 'parity.example/tier', operator: 'NotIn', values: ['batch'] }] }],
+} as const;
+
+/** Issue 28: the namespace's template and proxy defaults, against the Pod's own; the central selectors. */
 function namespaceCases(): ParityCase[] {
-  const c = (title: string, namespace: NamespaceKind, annotations: Record<string, string> = {}): ParityCase => ({ title, namespace, pod: pod({ annotations }) });
+  const c = (title: string, namespace: NamespaceKind, annotations: Record<string, string> = {}, labels?: Record<string, string>): ParityCase => ({
+    title,
+    namespace,
+    pod: pod({ annotations, ...(labels === undefined ? {} : { labels }) }),
+  });
+  const plainLabel = { 'parity.example/plain': 'yes' };
+  const mesh = { 'parity.example/mesh': '' };
   return [
+    c('never-inject selector, enabled namespace: skipped', 'enabled', {}, plainLabel),
+    c('never-inject selector by In, enabled namespace: skipped', 'enabled', {}, { 'parity.example/tier': 'cache' }),
+    c('never-inject selector, the Pod asks: injected', 'enabled', { [INJECT]: 'true' }, plainLabel),
+    c('always-inject selector, plain namespace: injected', 'plain', {}, mesh),
+    c('always-inject selector, its NotIn excludes the Pod: skipped', 'plain', {}, { ...mesh, 'parity.example/tier': 'batch' }),
+    c('always-inject selector, the Pod says "false": skipped', 'plain', { [INJECT]: 'false' }, mesh),
+    c('always and never: never wins', 'plain', {}, { ...mesh, ...plainLabel }),
+    c('always-inject selector, disabled namespace: skipped', 'disabled', {}, mesh),
+    c('always-inject selector, a namespace picking a template', 'plain-canary', {}, mesh),
+    { title: 'always-inject selector, hostNetwork: skipped', namespace: 'plain', pod: pod({ labels: mesh, spec: { hostNetwork: true } }) },
     c('a namespace picking the debug template, with a cpu default', 'canary'),
     c("the Pod's template beats its namespace's", 'canary', { [TEMPLATE]: 'config' }),
     c("the Pod's proxy-cpu beats its namespace's", 'canary', { [override('proxy-cpu')]: '300m' }),

@@ -12,7 +12,8 @@ import { makeCa, makeServingCertificate } from '../../src/tls/certificates.js';
 import { ROOT } from '../helpers/fixtures.js';
 import { spawnServer, type ServerProcess } from '../helpers/process.js';
 import { trackChild } from './child-processes.js';
-import { NAMESPACE_METADATA, NamespaceKind, type ParityCase } from './policy-parity-cases.js';
+import { parseSelectorsOption } from '../../src/commands/options.js';
+import { NAMESPACE_METADATA, NamespaceKind, PARITY_SELECTORS, type ParityCase } from './policy-parity-cases.js';
 
 /**
  * Parity of the two modes on a real API server: each case's Pod is created
@@ -131,6 +132,8 @@ export class ParityRun {
       excludedNamespaces: this.#excluded(),
       nativeSidecar: false,
       allowedOverrides: ALLOWED,
+      neverInjectSelectors: parseSelectorsOption('never', JSON.stringify(PARITY_SELECTORS.never)),
+      alwaysInjectSelectors: parseSelectorsOption('always', JSON.stringify(PARITY_SELECTORS.always)),
       apiVersion,
     });
   }
@@ -162,6 +165,8 @@ export class ParityRun {
       '--excluded-namespaces', this.#excluded().join(','),
       '--native-sidecar', 'off',
       '--allowed-overrides', ALLOWED.join(','),
+      '--never-inject-selector', JSON.stringify(PARITY_SELECTORS.never),
+      '--always-inject-selector', JSON.stringify(PARITY_SELECTORS.always),
       '--tls-cert', cert,
       '--tls-key', key,
     ]);
