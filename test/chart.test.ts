@@ -6,6 +6,7 @@ import { generate } from 'selfsigned';
 import {
   applyPodPatch,
   decideInjection,
+  parseLabelSelectors,
   injectPod,
   parseTemplateData,
   parseYaml,
@@ -13,6 +14,7 @@ import {
   type TemplateSet,
 } from '../src/injection/index.js';
 import { seedPod } from './helpers/fixtures.js';
+import { parseSelectorsOption } from '../src/commands/options.js';
 import { CHART_DIR, ensureHelm, helm, KUBE_VERSION, NAMESPACE, only, RELEASE, renderChart, valuesArgs, type Manifest } from './helpers/helm.js';
 import { schemaProblems } from './helpers/kube-schema.js';
 import { evaluateCondition, webhooksCalled, type Webhook } from './helpers/selectors.js';
@@ -43,6 +45,11 @@ interface Scenario {
 }
 
 let caPem = '';
+/** Central selectors as the chart takes them (issue 28). */
+const CHART_SELECTORS = {
+  never: [{ matchLabels: { app: 'etcd' } }],
+  always: [{ matchLabels: { mesh: 'member' }, matchExpressions: [{ key: 'tier', operator: 'NotIn', values: ['batch', 'cron'] }] }, { matchExpressions: [{ key: 'always.example.com/on', operator: 'Exists' }] }],
+};
 const scenarios = (): Record<string, Scenario> => ({
   default: { values: {} },
   auto: { values: { certificates: { mode: 'auto' } } },
@@ -52,6 +59,7 @@ const scenarios = (): Record<string, Scenario> => ({
   noMatchConditions: { values: { webhook: { matchConditions: false } } },
   hpa: { values: { autoscaling: { enabled: true, minReplicas: 3, maxReplicas: 7 } } },
   excluded: { values: { excludedNamespaces: ['legacy', 'batch-jobs'] } },
+  selectors: { values: { neverInjectSelector: CHART_SELECTORS.never, alwaysInjectSelector: CHART_SELECTORS.always } },
   proxyIpv4Only: { values: { proxy: { listenAddress: '0.0.0.0', healthPort: 15021 } } },
   capture: {
     values: {
@@ -469,7 +477,11 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
 
   it('the webhooks never filter out a Pod the injector would inject, never overlap, and never see an injector Pod', async () => {
     const templates = templatesOf(manifestsOf('default'));
-    for (const scenario of ['default', 'noMatchConditions', 'excluded']) {
+    const selectorOptions = {
+      neverInjectSelectors: parseLabelSelectors(CHART_SELECTORS.never).selectors,
+      alwaysInjectSelectors: parseLabelSelectors(CHART_SELECTORS.always).selectors,
+    };
+    for (const scenario of ['default', 'noMatchConditions', 'excluded', 'selectors']) {
       const webhooks = webhooksOf(manifestsOf(scenario));
       const namespaces: [string, Record<string, string>][] = [
         ['apps', { 'envoy-injector.io/inject': 'enabled' }],
@@ -489,19 +501,26 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
       for (const [namespace, labels] of namespaces) {
         const namespaceLabels = { ...labels, 'kubernetes.io/metadata.name': namespace };
         for (const annotations of annotationSets) {
-          for (const injectorPod of [false, true]) {
+          for (const [injectorPod, podLabels] of [
+            [false, { app: 'web' }],
+            [true, { 'envoy-injector.io/injector': 'any-release' }],
+            [false, { app: 'etcd', mesh: 'member' }],
+            [false, { mesh: 'member', tier: 'web' }],
+            [false, { mesh: 'member', tier: 'batch' }],
+            [false, { 'always.example.com/on': '' }],
+          ] as const) {
             const pod = {
               apiVersion: 'v1',
               kind: 'Pod',
               metadata: {
                 generateName: 'p-',
-                labels: injectorPod ? { 'envoy-injector.io/injector': 'any-release' } : { app: 'web' },
+                labels: podLabels,
                 ...(annotations === undefined ? {} : { annotations }),
               },
               spec: { containers: [{ name: 'app', image: 'nginx' }] },
             } as JsonObject;
             const called = webhooksCalled(webhooks, namespaceLabels, pod);
-            const where = `${scenario}: namespace ${namespace} ${JSON.stringify(labels)}, annotations ${JSON.stringify(annotations)}, injector Pod ${injectorPod}`;
+            const where = `${scenario}: namespace ${namespace} ${JSON.stringify(labels)}, annotations ${JSON.stringify(annotations)}, labels ${JSON.stringify(podLabels)}`;
             assert.ok(called.length <= 1, `${where}: called ${called.join(', ')}`);
             if (injectorPod) {
               assert.deepEqual(called, [], where);
@@ -514,7 +533,7 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
               namespaceLabels,
               pod,
               templates,
-              options: { excludedNamespaces: scenario === 'excluded' ? ['legacy', 'batch-jobs'] : [], injectorNamespace: NAMESPACE },
+              options: { excludedNamespaces: scenario === 'excluded' ? ['legacy', 'batch-jobs'] : [], injectorNamespace: NAMESPACE, ...(scenario === 'selectors' ? selectorOptions : {}) },
             });
             if (decision.inject) assert.equal(called.length, 1, `${where}: the injector would inject, but no webhook is called`);
             if (['kube-system', NAMESPACE].includes(namespace) || (scenario === 'excluded' && namespace === 'legacy')) assert.deepEqual(called, [], where);
@@ -522,6 +541,29 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
           }
         }
       }
+    }
+  });
+
+  it('central selectors (issue 28): passed as JSON in env, read back as the injector reads them; the schema refuses bad ones', async () => {
+    const deployment = only(manifestsOf('selectors'), 'Deployment');
+    const container = ((((deployment['spec'] as Obj)['template'] as Obj)['spec'] as Obj)['containers'] as Obj[])[0] ?? {};
+    const env = new Map(((container['env'] as Obj[] | undefined) ?? []).map((entry) => [entry['name'], entry['value']]));
+    assert.deepEqual(parseSelectorsOption('NEVER_INJECT_SELECTOR', String(env.get('NEVER_INJECT_SELECTOR'))), parseLabelSelectors(CHART_SELECTORS.never).selectors);
+    assert.deepEqual(parseSelectorsOption('ALWAYS_INJECT_SELECTOR', String(env.get('ALWAYS_INJECT_SELECTOR'))), parseLabelSelectors(CHART_SELECTORS.always).selectors);
+    const plain = only(manifestsOf('default'), 'Deployment');
+    assert.ok(!JSON.stringify(plain).includes('INJECT_SELECTOR'), 'no selector env without selectors');
+    const bad: unknown[] = [
+      [{}],
+      [{ matchLabels: { 'bad key': 'x' } }],
+      [{ matchLabels: { app: "it's" } }],
+      [{ matchExpressions: [{ key: 'a', operator: 'In' }] }],
+      [{ matchExpressions: [{ key: 'a', operator: 'Equals', values: ['x'] }] }],
+      [{ matchExpressions: [{ key: 'a', operator: 'Exists', values: ['x'] }] }],
+      [{ matchLabel: { a: 'b' } }],
+    ];
+    for (const selectors of bad) {
+      const result = await helm(['template', RELEASE, CHART_DIR, '--namespace', NAMESPACE, ...(await valuesArgs({ alwaysInjectSelector: selectors }))]);
+      assert.notEqual(result.code, 0, `the schema lets ${JSON.stringify(selectors)} through`);
     }
   });
 

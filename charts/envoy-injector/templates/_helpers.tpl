@@ -346,3 +346,38 @@ A template value as ConfigMap text: YAML text as given, a mapping as YAML.
 {{- toYaml . }}
 {{- end }}
 {{- end }}
+
+{{/*
+Pod label selectors (a list of {matchLabels, matchExpressions}) as one CEL
+boolean over the Pod's labels: true when any selector matches, with the
+standard semantics (the injector's selectorMatches, policy mode's selectorCel).
+Keys and values are label keys and values (values.schema.json), so single
+quotes never occur in them.
+*/}}
+{{- define "envoy-injector.selectorsCel" -}}
+{{- $labels := "(has(object.metadata.labels) ? object.metadata.labels : {})" -}}
+{{- $selectors := list -}}
+{{- range $selector := . -}}
+{{- $parts := list -}}
+{{- range $key, $value := ($selector.matchLabels | default dict) -}}
+{{- $parts = append $parts (printf "('%s' in %s && %s['%s'] == '%s')" $key $labels $labels $key $value) -}}
+{{- end -}}
+{{- range $requirement := ($selector.matchExpressions | default list) -}}
+{{- $key := $requirement.key -}}
+{{- $values := list -}}
+{{- range ($requirement.values | default list) }}{{ $values = append $values (printf "'%s'" .) }}{{ end -}}
+{{- $in := printf "%s['%s'] in [%s]" $labels $key (join ", " $values) -}}
+{{- if eq $requirement.operator "In" -}}
+{{- $parts = append $parts (printf "('%s' in %s && %s)" $key $labels $in) -}}
+{{- else if eq $requirement.operator "NotIn" -}}
+{{- $parts = append $parts (printf "(!('%s' in %s) || !(%s))" $key $labels $in) -}}
+{{- else if eq $requirement.operator "Exists" -}}
+{{- $parts = append $parts (printf "('%s' in %s)" $key $labels) -}}
+{{- else -}}
+{{- $parts = append $parts (printf "!('%s' in %s)" $key $labels) -}}
+{{- end -}}
+{{- end -}}
+{{- $selectors = append $selectors (printf "(%s)" (join " && " $parts)) -}}
+{{- end -}}
+{{- join " || " $selectors -}}
+{{- end -}}
