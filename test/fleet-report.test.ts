@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { buildFleetReport, describeKind, ownerKey, readInjectionStatus, resolveWorkload, type OwnerRef, type PodRecord } from '../src/fleet/fleet-report.js';
+import { buildFleetReport, describeKind, namespaceTemplates, ownerKey, readInjectionStatus, resolveWorkload, type OwnerRef, type PodRecord } from '../src/fleet/fleet-report.js';
 import { planRestarts, restartCandidates } from '../src/fleet/restart-plan.js';
 import { parseTemplateData } from '../src/injection/index.js';
 import { injectedAnnotations } from './helpers/fleet-fixture.js';
@@ -220,5 +220,46 @@ describe('fleet report: grouping and the restart plan', () => {
   it('reads the status annotation the webhook writes', () => {
     assert.deepEqual(readInjectionStatus(live), { template: 'config', hash: LIVE.defaultTemplate.hash });
     assert.equal(readInjectionStatus({}), undefined);
+  });
+});
+
+describe('fleet report: a namespace picking its template (issue 28)', () => {
+  const labels: Record<string, Record<string, string>> = {
+    canary: { 'envoy-injector.io/inject': 'enabled', 'envoy-injector.io/template': 'lite' },
+    shop: { 'envoy-injector.io/inject': 'enabled' },
+  };
+  const build = (pods: PodRecord[], unreadable = false) =>
+    buildFleetReport({
+      pods,
+      owners: new Map(),
+      templates: LIVE,
+      namespaceLabels: (namespace) => labels[namespace],
+      ...(unreadable ? { namespaceLabelsUnreadable: () => true } : {}),
+      decision: {},
+    });
+  const live = (name: 'config' | 'lite') => {
+    const annotations = { ...injectedAnnotations(LIVE, name) };
+    delete annotations['envoy-injector.io/template'];
+    return annotations;
+  };
+
+  it('a Pod injected with the default in a namespace now picking another is outdated; one with the picked template is current', () => {
+    const { totals } = build([pod('old', { namespace: 'canary', annotations: live('config') }), pod('new', { namespace: 'canary', annotations: live('lite') })]);
+    assert.deepEqual([totals.current, totals.outdated], [1, 1]);
+  });
+
+  it("a Pod naming its own template stays current whatever its namespace picks", () => {
+    const { totals } = build([pod('own', { namespace: 'canary', annotations: { ...live('config'), 'envoy-injector.io/template': 'config' } })]);
+    assert.deepEqual([totals.current, totals.outdated], [1, 0]);
+  });
+
+  it('a Pod on the canary after the label was removed is outdated (a roll-back); unknown labels change nothing', () => {
+    assert.equal(build([pod('back', { namespace: 'shop', annotations: live('lite') })]).totals.outdated, 1);
+    assert.equal(build([pod('back', { namespace: 'shop', annotations: live('lite') })], true).totals.outdated, 0);
+  });
+
+  it('lists the namespaces that pick a template, and whether it exists', () => {
+    const picked = namespaceTemplates(new Map([['b', { 'envoy-injector.io/template': 'nope' }], ['a', { 'envoy-injector.io/template': 'lite' }], ['c', {}]]), LIVE);
+    assert.deepEqual(picked, [{ namespace: 'a', template: 'lite', known: true }, { namespace: 'b', template: 'nope', known: false }]);
   });
 });

@@ -1,4 +1,4 @@
-import { describeKind, type FleetReport, type WorkloadReport } from '../fleet/fleet-report.js';
+import { describeKind, type FleetReport, type NamespaceTemplate, type WorkloadReport } from '../fleet/fleet-report.js';
 import type { NotRestarted, RestartPlan } from '../fleet/restart-plan.js';
 
 /** A workload as the JSON output names it. */
@@ -29,8 +29,12 @@ export interface RestartOutcome {
 }
 
 /** The table: one row per workload, then the totals and what to do about outdated Pods. */
-export function formatReport(report: FleetReport, plan: RestartPlan, source: string, scope: string, withHint: boolean): string {
+export function formatReport(report: FleetReport, plan: RestartPlan, source: string, scope: string, withHint: boolean, picked: readonly NamespaceTemplate[] = []): string {
   const lines = [`Templates in ${source}:`, ...formatColumns(report.templates.map((template) => [`  ${template.name}`, template.hash])), ''];
+  if (picked.length > 0) {
+    lines.push('Namespaces picking a template (label envoy-injector.io/template):');
+    lines.push(...formatColumns(picked.map((entry) => [`  ${entry.namespace}`, entry.known ? entry.template : `${entry.template} (no such template: its Pods are not injected)`])), '');
+  }
   if (report.workloads.length === 0) {
     lines.push(`No injected Pods, and none missing the sidecar, in ${scope}.`);
     return lines.join('\n') + '\n';

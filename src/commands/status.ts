@@ -1,7 +1,7 @@
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { UsageError } from '../errors.js';
-import { buildFleetReport } from '../fleet/fleet-report.js';
+import { buildFleetReport, namespaceTemplates } from '../fleet/fleet-report.js';
 import { planRestarts, restartCandidates } from '../fleet/restart-plan.js';
 import { describeCount, describeRef, formatReport, formatRestart, toNotRestartedRef, toRef, type Ref, type RestartOutcome } from './status-format.js';
 import type { CommandIo } from './io.js';
@@ -12,6 +12,9 @@ Which workloads run Pods injected with an outdated template: lists the Pods
 (paged), groups them by owning workload (Deployment, StatefulSet, DaemonSet,
 CronJob, Job, or the bare Pod) and compares the hash in each Pod's
 envoy-injector.io/status with the hash of that template in the live ConfigMap.
+A Pod injected with another template than the one it would get now (its
+namespace's envoy-injector.io/template label picks another) is outdated too;
+the namespaces that pick a template are listed.
 
 Exit code: 0 when every injected Pod is current, 3 when some are outdated,
 1 on an error (or a failed restart), 2 on a usage error.
@@ -132,15 +135,16 @@ export async function runStatus(args: readonly string[], io: CommandIo, env: Nod
     namespaceLabelsUnreadable: (namespace) => forbidden !== undefined && (forbidden.namespace === undefined || forbidden.namespace === namespace),
     decision: { excludedNamespaces: settings.excludedNamespaces, injectorNamespace: settings.injectorNamespace },
   });
+  const picked = namespaceTemplates(snapshot.namespaceLabels, snapshot.templates);
   const scope = settings.namespace === undefined ? 'all namespaces' : `namespace ${settings.namespace}`;
   const exitCode = report.totals.outdated > 0 ? EXIT_OUTDATED : 0;
   const json = settings.output === 'json';
   // The outdated apps/v1 workloads as they are now: OnDelete, a rollout under way, a copied status.
   const objects = await readWorkloadObjects(connection.kubeConfig, settings, restartCandidates(report));
   const plan = planRestarts(report, objects, { force: settings.force });
-  if (!json) io.stdout.write(formatReport(report, plan, snapshot.templateSource, scope, !settings.restart));
+  if (!json) io.stdout.write(formatReport(report, plan, snapshot.templateSource, scope, !settings.restart, picked));
   if (!settings.restart) {
-    if (json) io.stdout.write(JSON.stringify({ source: snapshot.templateSource, ...report }, null, 2) + '\n');
+    if (json) io.stdout.write(JSON.stringify({ source: snapshot.templateSource, ...report, namespaceTemplates: picked }, null, 2) + '\n');
     return exitCode;
   }
 
@@ -167,7 +171,7 @@ export async function runStatus(args: readonly string[], io: CommandIo, env: Nod
     }
   }
   const outcome: RestartOutcome = { dryRun: settings.dryRun, targets, confirmed, restartedAt, restarted, failed, notRestartable, skipped };
-  if (json) io.stdout.write(JSON.stringify({ source: snapshot.templateSource, ...report, restart: outcome }, null, 2) + '\n');
+  if (json) io.stdout.write(JSON.stringify({ source: snapshot.templateSource, ...report, namespaceTemplates: picked, restart: outcome }, null, 2) + '\n');
   else io.stdout.write(formatRestart(outcome, RESTARTED_AT_ANNOTATION));
   return failed.length > 0 ? 1 : exitCode;
 }

@@ -1,4 +1,4 @@
-import { Annotations, decideInjection, isJsonObject, NamespaceLabel, stringAt, type DecisionOptions, type JsonObject, type TemplateSet } from '../injection/index.js';
+import { Annotations, chooseTemplate, decideInjection, isJsonObject, NamespaceLabel, stringAt, type DecisionOptions, type JsonObject, type TemplateSet } from '../injection/index.js';
 
 /**
  * A controller reference, as `metadata.ownerReferences[]` names it. Group and
@@ -150,7 +150,9 @@ const LABEL_CASES: readonly Readonly<Record<string, string>>[] = [{}, { [Namespa
 
 /**
  * Current: injected with the hash the injector computes for that template
- * today. Outdated: any other hash, or a template no longer in the set. Not
+ * today. Outdated: any other hash, a template no longer in the set, or
+ * another template than the one the Pod would get now (its namespace picks
+ * another: a canary roll-out, issue 28). Not
  * injected: no status, though the webhook would inject the Pod if it were
  * created now (it predates the label, or was admitted while the webhook was
  * away). Everything else is none of our business.
@@ -159,7 +161,11 @@ function classifyPod(pod: PodRecord, input: FleetInput): PodState {
   const status = readInjectionStatus(pod.annotations);
   if (status !== undefined) {
     const live = input.templates.templates.get(status.template);
-    return live !== undefined && live.hash === status.hash
+    // Which template the Pod would get now; not known when its namespace's labels are not.
+    const labelsKnown = input.namespaceLabelsUnreadable?.(pod.namespace) !== true;
+    const now = labelsKnown ? chooseTemplate(input.templates, pod.annotations, input.namespaceLabels(pod.namespace) ?? {}, pod.namespace).template : undefined;
+    const chosenElsewhere = now !== undefined && now.name !== status.template;
+    return live !== undefined && live.hash === status.hash && !chosenElsewhere
       ? { state: 'current', template: status.template }
       : { state: 'outdated', template: status.template, hash: status.hash };
   }
@@ -229,6 +235,24 @@ export function buildFleetReport(input: FleetInput): FleetReport {
     .map((template) => ({ name: template.name, hash: template.hash }))
     .sort((a, b) => compareText(a.name, b.name));
   return { templates, workloads, totals };
+}
+
+/** A namespace whose `envoy-injector.io/template` label picks its Pods' template. */
+export interface NamespaceTemplate {
+  readonly namespace: string;
+  readonly template: string;
+  /** False when the live set has no template of that name: its Pods are not injected (reason unknown_namespace_template). */
+  readonly known: boolean;
+}
+
+/** The namespaces that pick a template, sorted by name. */
+export function namespaceTemplates(labelsByNamespace: ReadonlyMap<string, Readonly<Record<string, string>>>, templates: TemplateSet): NamespaceTemplate[] {
+  const picked: NamespaceTemplate[] = [];
+  for (const [namespace, labels] of labelsByNamespace) {
+    const template = Object.hasOwn(labels, NamespaceLabel.template) ? labels[NamespaceLabel.template] : undefined;
+    if (template !== undefined) picked.push({ namespace, template, known: templates.templates.has(template) });
+  }
+  return picked.sort((a, b) => compareText(a.namespace, b.namespace));
 }
 
 /** Code-point order: the same on every machine and locale (golden files depend on it). */

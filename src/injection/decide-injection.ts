@@ -249,12 +249,12 @@ function matchSelectors(pod: JsonObject, options: DecisionOptions): Omit<OptIn, 
   return undefined;
 }
 
-type TemplateChoice =
+export type TemplateChoice =
   | { readonly template: SidecarTemplate; readonly source: TemplateSource }
   | { readonly template: undefined; readonly reason: Reason; readonly message: string; readonly warning: string };
 
 /** The Pod's `envoy-injector.io/template`, else its namespace's label of that key, else the default. */
-function chooseTemplate(templates: TemplateSet, annotations: JsonObject | undefined, namespaceLabels: Readonly<Record<string, string>>, namespace: string): TemplateChoice {
+export function chooseTemplate(templates: TemplateSet, annotations: JsonObject | undefined, namespaceLabels: Readonly<Record<string, string>>, namespace: string): TemplateChoice {
   const known = (): string => [...templates.templates.keys()].map((name) => `"${name}"`).join(', ');
   const podName = annotations === undefined ? undefined : stringAt(annotations, Annotations.template);
   if (podName !== undefined) {

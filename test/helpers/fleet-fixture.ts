@@ -17,7 +17,8 @@ export const LIVE = parseTemplateData(LIVE_DATA);
 export function injectedAnnotations(templates: TemplateSet, name = 'config'): Record<string, string> {
   const template = templates.templates.get(name);
   if (template === undefined) throw new Error(`no template ${name}`);
-  const received = { metadata: {}, spec: { containers: [{ name: 'app', image: 'app:1' }] } };
+  // A Pod injected with a named template names it (the other way, its namespace's label, is the caller's to set up).
+  const received = { metadata: name === templates.defaultTemplate.name ? {} : { annotations: { 'envoy-injector.io/template': name } }, spec: { containers: [{ name: 'app', image: 'app:1' }] } };
   const injected = applyPodPatch(received, injectPod(received, template, { nativeSidecar: false }).patch);
   return (injected['metadata'] as { annotations: Record<string, string> }).annotations;
 }
