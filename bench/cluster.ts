@@ -14,6 +14,20 @@ import { ROOT } from './processes.js';
 
 export const CLUSTER_NAMESPACE = 'envoy-injector';
 const CONFIGMAP = 'envoy-initializer';
+/**
+ * Namespaces of the workloads (issue 28): each labeled enabled with a template,
+ * with the proxy-* defaults and a kubectl last-applied copy, as `kubectl apply`
+ * leaves them: what the Namespace watch caches (only labels and our annotations).
+ */
+const WORKLOAD_NAMESPACES = 200;
+
+function workloadNamespace(index: number): { metadata: { name: string; labels: Record<string, string>; annotations: Record<string, string> } } {
+  const name = `team-${String(index).padStart(3, '0')}`;
+  const labels = { 'envoy-injector.io/inject': 'enabled', 'envoy-injector.io/template': 'config', team: name };
+  const annotations: Record<string, string> = { 'envoy-injector.io/proxy-cpu': '200m', 'envoy-injector.io/proxy-memory': '128Mi', 'envoy-injector.io/proxy-memory-limit': '512Mi' };
+  annotations['kubectl.kubernetes.io/last-applied-configuration'] = JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels, annotations: { ...annotations } } }) + ' '.repeat(1_500);
+  return { metadata: { name, labels, annotations } };
+}
 
 export interface BenchCluster {
   /** What it is, for the output: "real kube-apiserver 1.34" or "fake API server (why)". */
@@ -37,6 +51,7 @@ export async function startBenchCluster(): Promise<BenchCluster> {
       const core = plane.kubeConfig.makeApiClient(CoreV1Api);
       await core.createNamespace({ body: { metadata: { name: CLUSTER_NAMESPACE } } });
       await core.createNamespacedConfigMap({ namespace: CLUSTER_NAMESPACE, body: { metadata: { name: CONFIGMAP }, data: templateData() } });
+      for (let index = 0; index < WORKLOAD_NAMESPACES; index += 1) await core.createNamespace({ body: workloadNamespace(index) });
     } catch (error) {
       await plane.stop();
       throw error;
@@ -46,5 +61,6 @@ export async function startBenchCluster(): Promise<BenchCluster> {
   const fake = await FakeApiServer.start();
   fake.apply('namespaces', { metadata: { name: CLUSTER_NAMESPACE } });
   fake.apply('configmaps', { metadata: { name: CONFIGMAP, namespace: CLUSTER_NAMESPACE }, data: templateData() });
+  for (let index = 0; index < WORKLOAD_NAMESPACES; index += 1) fake.apply('namespaces', workloadNamespace(index));
   return { kind: `fake API server (${missing})`, kubeconfigPath: fake.writeKubeconfig(), stop: () => fake.close() };
 }
