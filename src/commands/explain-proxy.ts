@@ -1,6 +1,5 @@
 import {
   ALL_OVERRIDES,
-  describeTemplateSource,
   entryName,
   isJsonObject,
   objectAt,
@@ -49,9 +48,4 @@ function quantityText(value: unknown): string | undefined {
 /** `from the Pod`, `from namespace "shop"`, `from the template`. */
 export function describeSource(source: ProxyValue['source'], namespace: string): string {
   return source === 'pod' ? "the Pod's annotation" : source === 'namespace' ? `namespace "${namespace}"'s annotation` : 'the template';
-}
-
-/** Where the template came from, as the text output says it. */
-export function templateSourceText(source: 'pod' | 'namespace' | 'default', namespace: string): string {
-  return describeTemplateSource(source, namespace);
 }

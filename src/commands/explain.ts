@@ -1,10 +1,11 @@
 import { parseArgs } from 'node:util';
 import { UsageError } from '../errors.js';
 import { captureLines, explainCapture, type CaptureExplanation } from './capture-text.js';
-import { describeSource, proxyValues, templateSourceText, type ProxyValue } from './explain-proxy.js';
+import { describeSource, proxyValues, type ProxyValue } from './explain-proxy.js';
 import {
   Annotations,
   arrayAt,
+  describeTemplateSource,
   entryName,
   injectorAnnotations,
   isJsonObject,
@@ -173,7 +174,7 @@ export function formatExplanation(explanation: Explanation): string {
   const verdict = explanation.decision === 'injected' ? `INJECTED with template ${explanation.template}${explanation.nativeSidecar ? ' (native sidecar)' : ''}` : 'NOT INJECTED';
   lines.push(`${where}: ${verdict}`);
   lines.push(`  because: ${explanation.message} [rule ${explanation.rule}, reason ${explanation.reason}]`);
-  if (explanation.templateSource !== undefined) lines.push(`  template: ${explanation.template ?? ''}, ${templateSourceText(explanation.templateSource, explanation.namespace)}`);
+  if (explanation.templateSource !== undefined) lines.push(`  template: ${explanation.template ?? ''}, ${describeTemplateSource(explanation.templateSource, explanation.namespace)}`);
   lines.push(
     explanation.mode === 'policy'
       ? '  acted on by: the API server itself, through the MutatingAdmissionPolicy (no webhook call)'

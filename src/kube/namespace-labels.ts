@@ -113,7 +113,8 @@ export class NamespaceLabels {
   /** The namespace's labels and `envoy-injector.io/` annotations; throws NamespaceLabelsUnknownError when they cannot be known. */
   async metadataOf(namespace: string): Promise<NamespaceMetadata> {
     const cached = this.#informer.get(namespace);
-    if (cached !== undefined) return metadataOf(cached);
+    // The cache is slimmed already: its annotations are ours only.
+    if (cached !== undefined) return { labels: cached.metadata?.labels ?? NO_LABELS, annotations: cached.metadata?.annotations };
     const recent = this.#read.get(namespace);
     if (recent !== undefined && Date.now() - recent.at < DIRECT_READ_TTL_MS) return recent.metadata;
     let reading = this.#reading.get(namespace);
