@@ -15,3 +15,4 @@ export * from './admit-pod.js';
 export * from './capture-grammar.js';
 export * from './capture-template.js';
 export * from './capture.js';
+export * from './token-mount.js';
