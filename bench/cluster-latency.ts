@@ -7,12 +7,11 @@
  */
 import { Agent } from 'node:https';
 import { performance } from 'node:perf_hooks';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { callsBetween, webhookCalls, type WebhookCalls } from '../test/e2e/apiserver-metrics.js';
 import { PATH_DESCRIPTIONS, PATH_WEBHOOKS, PATHS, startBenchPaths, type BenchPaths, type PathName } from './cluster-paths.js';
 import { fmt, table } from './format.js';
 import { log } from './harness.js';
-import { apiCall, countPods, createPods, percentile } from './pod-load.js';
+import { apiCall, createPods, percentile, watchPodsAdded } from './pod-load.js';
 import type { Target } from './targets.js';
 
 export interface ApiServerSettings {
@@ -97,13 +96,23 @@ async function scaleUp(paths: BenchPaths, namespace: string, replicas: number): 
   try {
     const created = await apiCall(paths.plane, agent, 'POST', base, { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'scaled' }, spec: { replicas: 0, selector: { matchLabels: labels }, template } });
     if (created.status !== 201) throw new Error(`create Deployment in ${namespace}: ${created.status}: ${created.body.slice(0, 300)}`);
-    const started = performance.now();
-    const scaled = await apiCall(paths.plane, agent, 'PATCH', `${base}/scaled/scale`, { spec: { replicas } }, 'application/merge-patch+json');
-    if (scaled.status !== 200) throw new Error(`scale Deployment in ${namespace}: ${scaled.status}: ${scaled.body.slice(0, 300)}`);
-    for (;;) {
-      if ((await countPods(paths.plane, agent, namespace, 'app=scaled')) >= replicas) return (performance.now() - started) / 1000;
-      if (performance.now() - started > 600_000) throw new Error(`Deployment in ${namespace}: not ${replicas} Pods after 600 s`);
-      await sleep(50);
+    const watch = await watchPodsAdded(paths.plane, namespace, 'app=scaled', replicas);
+    try {
+      const started = performance.now();
+      const scaled = await apiCall(paths.plane, agent, 'PATCH', `${base}/scaled/scale`, { spec: { replicas } }, 'application/merge-patch+json');
+      if (scaled.status !== 200) throw new Error(`scale Deployment in ${namespace}: ${scaled.status}: ${scaled.body.slice(0, 300)}`);
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`Deployment in ${namespace}: not ${replicas} Pods after 600 s`)), 600_000);
+      });
+      try {
+        await Promise.race([watch.done, timeout]);
+      } finally {
+        clearTimeout(timer);
+      }
+      return (performance.now() - started) / 1000;
+    } finally {
+      watch.close();
     }
   } finally {
     agent.destroy();

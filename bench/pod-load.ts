@@ -19,6 +19,8 @@ export interface CreateRun {
   /** The API server's messages for Pods it did not store. */
   readonly refused: readonly string[];
   readonly elapsedSeconds: number;
+  /** The sum of MARK over the stored Pods, when given (e.g. 1 per injected Pod). */
+  readonly marked: number;
 }
 
 interface Answer {
@@ -57,12 +59,20 @@ export function apiCall(access: ApiAccess, agent: Agent, method: string, path: s
   });
 }
 
-/** Creates COUNT Pods (POD, its name made unique by generateName) in NAMESPACE, CLIENTS at a time. */
-export async function createPods(access: ApiAccess, namespace: string, pod: Record<string, unknown>, count: number, clients: number): Promise<CreateRun> {
+/** Creates COUNT Pods (POD, its name made unique by generateName) in NAMESPACE, CLIENTS at a time; MARK reads each stored Pod. */
+export async function createPods(
+  access: ApiAccess,
+  namespace: string,
+  pod: Record<string, unknown>,
+  count: number,
+  clients: number,
+  mark?: (stored: unknown) => number,
+): Promise<CreateRun> {
   const agent = new Agent({ keepAlive: true, maxSockets: clients });
   const latenciesMs: number[] = [];
   const refused: string[] = [];
   let next = 0;
+  let marked = 0;
   const started = performance.now();
   try {
     await Promise.all(
@@ -71,23 +81,51 @@ export async function createPods(access: ApiAccess, namespace: string, pod: Reco
           next += 1;
           const sent = performance.now();
           const answer = await apiCall(access, agent, 'POST', `/api/v1/namespaces/${namespace}/pods`, pod).catch((error: unknown) => ({ status: 0, body: String(error) }));
-          if (answer.status === 201) latenciesMs.push(performance.now() - sent);
-          else refused.push(`${answer.status}: ${answer.body.slice(0, 300)}`);
+          if (answer.status === 201) {
+            latenciesMs.push(performance.now() - sent);
+            if (mark !== undefined) marked += mark(JSON.parse(answer.body));
+          } else refused.push(`${answer.status}: ${answer.body.slice(0, 300)}`);
         }
       }),
     );
   } finally {
     agent.destroy();
   }
-  return { latenciesMs, refused, elapsedSeconds: (performance.now() - started) / 1000 };
+  return { latenciesMs, refused, elapsedSeconds: (performance.now() - started) / 1000, marked };
 }
 
-/** How many Pods NAMESPACE holds with LABELSELECTOR, read cheaply (one item and the remaining count). */
-export async function countPods(access: ApiAccess, agent: Agent, namespace: string, labelSelector: string): Promise<number> {
-  const answer = await apiCall(access, agent, 'GET', `/api/v1/namespaces/${namespace}/pods?limit=1&labelSelector=${encodeURIComponent(labelSelector)}`);
-  if (answer.status !== 200) throw new Error(`list Pods in ${namespace}: ${answer.status}: ${answer.body.slice(0, 300)}`);
-  const list = JSON.parse(answer.body) as { items: unknown[]; metadata?: { remainingItemCount?: number } };
-  return list.items.length + (list.metadata?.remainingItemCount ?? 0);
+/**
+ * Watches NAMESPACE's Pods matching LABELSELECTOR from now on and resolves
+ * once COUNT have been added (stored): the watch is open when `opened`
+ * resolves. Call `close` when done with it.
+ */
+export async function watchPodsAdded(access: ApiAccess, namespace: string, labelSelector: string, count: number): Promise<{ readonly done: Promise<void>; close(): void }> {
+  const agent = new Agent({ keepAlive: false });
+  const base = `/api/v1/namespaces/${namespace}/pods?labelSelector=${encodeURIComponent(labelSelector)}`;
+  const list = await apiCall(access, agent, 'GET', `${base}&limit=1`);
+  if (list.status !== 200) throw new Error(`list Pods in ${namespace}: ${list.status}: ${list.body.slice(0, 300)}`);
+  const resourceVersion = (JSON.parse(list.body) as { metadata?: { resourceVersion?: string } }).metadata?.resourceVersion ?? '';
+  let close = (): void => undefined;
+  const done = new Promise<void>((resolve, reject) => {
+    const req = request(`${access.server}${base}&watch=true&resourceVersion=${resourceVersion}`, { agent, ca: access.ca, headers: { authorization: `Bearer ${access.adminToken}` } }, (response) => {
+      let added = 0;
+      let pending = '';
+      response.setEncoding('utf8');
+      response.on('data', (chunk: string) => {
+        pending += chunk;
+        const lines = pending.split('\n');
+        pending = lines.pop() ?? '';
+        for (const line of lines) if (line.startsWith('{"type":"ADDED"')) added += 1;
+        if (added >= count) resolve();
+      });
+      response.on('end', () => reject(new Error(`the watch of ${namespace}'s Pods ended after ${added} of ${count}`)));
+    });
+    req.once('error', (error) => reject(error));
+    req.end();
+    close = () => req.destroy();
+  });
+  done.catch(() => undefined);
+  return { done, close: () => { close(); agent.destroy(); } };
 }
 
 export function percentile(sorted: readonly number[], p: number): number {

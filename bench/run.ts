@@ -19,6 +19,7 @@ import { ROOT } from './processes.js';
 import { clusterText, coldStartText, header, machineInfo, markdownSummary, memoryFlatnessText, scenarioTable, shippedText, updateReadme, type MachineInfo } from './report.js';
 import { precomputeResponses, runScenario, SCENARIOS } from './scenarios.js';
 import { evaluateTargets, type Target } from './targets.js';
+import { scaleFigures, scaleTargets, scaleText, type ScaleFigures } from './cluster-scale.js';
 import { apiServerFigures, apiServerMarkdown, apiServerTargets, apiServerText, type ApiServerFigures } from './cluster-latency.js';
 
 /** What one run measured: only the parts selected. */
@@ -29,6 +30,7 @@ interface Measured {
   readonly cluster: ClusterFigures | undefined;
   readonly shipped: ShippedSize | undefined;
   readonly apiServer: ApiServerFigures | undefined;
+  readonly scale: ScaleFigures | undefined;
 }
 
 async function measure(): Promise<Measured> {
@@ -60,11 +62,16 @@ async function measure(): Promise<Measured> {
     log(`bench: Pod CREATE through a real kube-apiserver ${SETTINGS.apiServer.kubeVersion}, four paths`);
     apiServer = await apiServerFigures(SETTINGS.apiServer);
   }
-  return { scenarios, memory, cold, cluster, shipped, apiServer };
+  let scale: ScaleFigures | undefined;
+  if (selected('scale')) {
+    log(`bench: scale, ${SETTINGS.scale.namespaces} namespaces and ${SETTINGS.scale.pods} Pods on a real kube-apiserver ${SETTINGS.scale.kubeVersion}`);
+    scale = await scaleFigures(SETTINGS.scale);
+  }
+  return { scenarios, memory, cold, cluster, shipped, apiServer, scale };
 }
 
 /** The console report: the header, the scenario table and its note, the other parts, the targets. */
-function consoleReport(startedAt: Date, machine: MachineInfo, { scenarios, memory, cold, cluster, shipped, apiServer }: Measured, targets: readonly Target[]): string {
+function consoleReport(startedAt: Date, machine: MachineInfo, { scenarios, memory, cold, cluster, shipped, apiServer, scale }: Measured, targets: readonly Target[]): string {
   const out: string[] = [header(startedAt, machine), ''];
   if (scenarios.length > 0) {
     out.push(scenarioTable(scenarios), '');
@@ -80,14 +87,15 @@ function consoleReport(startedAt: Date, machine: MachineInfo, { scenarios, memor
   if (cluster !== undefined) out.push(...clusterText(cluster));
   if (shipped !== undefined) out.push(`shipped: ${shippedText(shipped)}`);
   if (apiServer !== undefined) out.push('', ...apiServerText(apiServer));
+  if (scale !== undefined) out.push('', ...scaleText(scale));
   out.push('', table([['target', 'value', 'limit', ''], ...targets.map((target) => [target.name, target.value, target.limit, target.pass ? 'PASS' : 'FAIL'])]), '');
   return `${out.join('\n')}\n`;
 }
 
 /** The results file (a dated one; a quick or partial run's ignored), and for a full run latest.json and the README block. */
 function writeResults(startedAt: Date, machine: MachineInfo, measured: Measured, targets: readonly Target[]): void {
-  const { scenarios, memory, cold, cluster, shipped, apiServer } = measured;
-  const results = { date: startedAt.toISOString(), quick: QUICK, only: ONLY ?? null, machine, settings: SETTINGS, scenarios, memory: memory ?? null, coldStart: cold ?? null, cluster: cluster ?? null, shippedSize: shipped ?? null, apiServer: apiServer ?? null, targets };
+  const { scenarios, memory, cold, cluster, shipped, apiServer, scale } = measured;
+  const results = { date: startedAt.toISOString(), quick: QUICK, only: ONLY ?? null, machine, settings: SETTINGS, scenarios, memory: memory ?? null, coldStart: cold ?? null, cluster: cluster ?? null, shippedSize: shipped ?? null, apiServer: apiServer ?? null, scale: scale ?? null, targets };
   const dir = join(ROOT, 'bench', 'results');
   mkdirSync(dir, { recursive: true });
   const text = `${JSON.stringify(results, null, 2)}\n`;
@@ -98,7 +106,7 @@ function writeResults(startedAt: Date, machine: MachineInfo, measured: Measured,
   writeFileSync(join(dir, name), text);
   if (complete) {
     writeFileSync(join(dir, 'latest.json'), text);
-    updateReadme([markdownSummary(startedAt, machine, scenarios, memory, cold, cluster, shipped, targets), ...(apiServer === undefined ? [] : ['', apiServerMarkdown(apiServer)])].join('\n'));
+    updateReadme([markdownSummary(startedAt, machine, scenarios, memory, cold, cluster, shipped, targets), ...(apiServer === undefined ? [] : ['', apiServerMarkdown(apiServer)]), ...(scale === undefined ? [] : ['', ...scaleText(scale).map((line) => `- ${line}.`)])].join('\n'));
   }
   log(`bench: results in bench/results/${name}${complete ? ', bench/results/latest.json and the table in bench/README.md' : ''}`);
 }
@@ -107,7 +115,7 @@ async function main(): Promise<void> {
   const startedAt = new Date();
   log(`bench: work dir ${work}`);
   const measured = await measure();
-  const targets = [...evaluateTargets(measured.scenarios, measured.memory, measured.cold, measured.cluster), ...(measured.apiServer === undefined ? [] : apiServerTargets(measured.apiServer))];
+  const targets = [...evaluateTargets(measured.scenarios, measured.memory, measured.cold, measured.cluster), ...(measured.apiServer === undefined ? [] : apiServerTargets(measured.apiServer)), ...(measured.scale === undefined ? [] : scaleTargets(measured.scale))];
   const machine = machineInfo();
   process.stdout.write(consoleReport(startedAt, machine, measured, targets));
   if (!flags['no-write']) writeResults(startedAt, machine, measured, targets);
