@@ -11,7 +11,8 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { helmInstall, sidecar, type Release } from '../test/e2e/cluster.js';
 import { startControlPlane, type OwnedControlPlane } from '../test/e2e/control-plane.js';
-import { startChartInjector, waitReady } from '../test/e2e/injector-process.js';
+import { startChartInjector, type ChartInjector } from '../test/e2e/injector-process.js';
+import { httpsCall } from '../test/helpers/https-client.js';
 import { fmt, MIB } from './format.js';
 import { log } from './harness.js';
 import { readMemory, ROOT } from './processes.js';
@@ -113,6 +114,17 @@ async function podsThroughWebhook(plane: OwnedControlPlane, release: Release, po
   } finally {
     await injector.stop();
   }
+}
+
+/** Resolves once the injector's /readyz, where it listens (the Service's ClusterIP), answers 200, polled every 5 ms. */
+async function waitReady(injector: ChartInjector): Promise<void> {
+  const deadline = performance.now() + 120_000;
+  while (performance.now() < deadline) {
+    const answer = await httpsCall(`https://${injector.host}:${injector.port}/readyz`, { ca: '', extra: { rejectUnauthorized: false } }).catch(() => undefined);
+    if (answer?.status === 200) return;
+    await sleep(5);
+  }
+  throw new Error(`the injector on ${injector.host}:${injector.port}: /readyz not 200 after 120 s`);
 }
 
 export async function scaleFigures(settings: ScaleSettings): Promise<ScaleFigures> {

@@ -19,6 +19,7 @@ import { ROOT } from './processes.js';
 import { clusterText, coldStartText, header, machineInfo, markdownSummary, memoryFlatnessText, scenarioTable, shippedText, updateReadme, type MachineInfo } from './report.js';
 import { precomputeResponses, runScenario, SCENARIOS } from './scenarios.js';
 import { evaluateTargets, type Target } from './targets.js';
+import { missingAssets } from '../test/e2e/kube-binaries.js';
 import { scaleFigures, scaleTargets, scaleText, type ScaleFigures } from './cluster-scale.js';
 import { apiServerFigures, apiServerMarkdown, apiServerTargets, apiServerText, type ApiServerFigures } from './cluster-latency.js';
 
@@ -57,13 +58,16 @@ async function measure(): Promise<Measured> {
     cluster = await clusterFigures();
   }
   const shipped = selected('size') ? shippedSize() : undefined;
+  // The real API server parts need the tier's binaries (test/e2e/kube-binaries.ts); without them they are skipped, saying why.
+  const missing = selected('apiserver') || selected('scale') ? missingAssets() : undefined;
+  if (missing !== undefined) log(`bench: skipping the real API server parts (apiserver, scale): ${missing}`);
   let apiServer: ApiServerFigures | undefined;
-  if (selected('apiserver')) {
+  if (selected('apiserver') && missing === undefined) {
     log(`bench: Pod CREATE through a real kube-apiserver ${SETTINGS.apiServer.kubeVersion}, four paths`);
     apiServer = await apiServerFigures(SETTINGS.apiServer);
   }
   let scale: ScaleFigures | undefined;
-  if (selected('scale')) {
+  if (selected('scale') && missing === undefined) {
     log(`bench: scale, ${SETTINGS.scale.namespaces} namespaces and ${SETTINGS.scale.pods} Pods on a real kube-apiserver ${SETTINGS.scale.kubeVersion}`);
     scale = await scaleFigures(SETTINGS.scale);
   }
