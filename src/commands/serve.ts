@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Logger } from 'pino';
@@ -65,6 +66,8 @@ Options:
   --shutdown-delay D        SHUTDOWN_DELAY       on SIGTERM, stay up unready this long before closing (default 0s)
   --shutdown-timeout D      SHUTDOWN_TIMEOUT     then cut open connections after this long (default 10s)
   --max-connections N       MAX_CONNECTIONS      bound on open connections (default 1024)
+  --event-queue-size N      EVENT_QUEUE_SIZE     in a cluster: distinct Warning Events on workloads queued at once, beyond
+                                                 which they are dropped and counted (default 1000; 0: post no Events)
   --test-cert-validity D    TEST_CERT_VALIDITY   FOR TESTS ONLY, auto: serving certificates valid this long
                                                  (e.g. 20s) instead of a year, renewed when half is left
   -h, --help
@@ -101,10 +104,13 @@ const OPTIONS = {
   'shutdown-delay': { env: 'SHUTDOWN_DELAY', default: '0s' },
   'shutdown-timeout': { env: 'SHUTDOWN_TIMEOUT', default: '10s' },
   'max-connections': { env: 'MAX_CONNECTIONS', default: '1024' },
+  'event-queue-size': { env: 'EVENT_QUEUE_SIZE', default: '1000' },
   'test-cert-validity': { env: 'TEST_CERT_VALIDITY', default: undefined },
 } as const satisfies Record<string, { env: string; default: string | undefined }>;
 
 type OptionName = keyof typeof OPTIONS;
+/** On shutdown, how long the last flush of workload Events may take. */
+const EVENTS_SHUTDOWN_FLUSH_MS = 2_000;
 const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
 
 /** Everything `serve` needs, from flags, then the environment, then defaults. */
@@ -141,6 +147,8 @@ export interface ServeSettings {
   readonly shutdownDelayMs: number;
   readonly shutdownTimeoutMs: number;
   readonly maxConnections: number;
+  /** Bound on queued workload Events (distinct notices); 0 posts none. */
+  readonly eventQueueSize: number;
   readonly metricsPort: number | undefined;
   /** Tests only: serving certificates of auto mode valid this long (see shortLivedCertificateSettings). */
   readonly testCertValidityMs: number | undefined;
@@ -214,6 +222,7 @@ export function parseServeArgs(args: readonly string[], env: NodeJS.ProcessEnv):
     shutdownDelayMs: parseDuration(setting('shutdown-delay'), '--shutdown-delay'),
     shutdownTimeoutMs: parseDuration(setting('shutdown-timeout'), '--shutdown-timeout'),
     maxConnections: parseInteger(setting('max-connections'), '--max-connections', 1, 1_000_000),
+    eventQueueSize: parseInteger(setting('event-queue-size'), '--event-queue-size', 0, 100_000),
     // 0 (the chart's "off") and unset both mean no metrics port.
     metricsPort: setting('metrics-port') === undefined || setting('metrics-port') === '0' ? undefined : parseInteger(setting('metrics-port'), '--metrics-port', 1, 65535),
     testCertValidityMs: testCertValidity === undefined ? undefined : parseTestCertValidity(testCertValidity),
@@ -330,6 +339,12 @@ export async function startInjector(
           log,
           ...(versionCheck === undefined ? {} : { onWatchConnected: () => void versionCheck.recheck() }),
         });
+  // Warning Events on the workloads of Pods that asked for the sidecar and did not get it as asked.
+  const workloadEvents =
+    kube === undefined || connection === undefined || settings.eventQueueSize === 0
+      ? undefined
+      : new kube.WorkloadEvents({ kubeConfig: connection.kubeConfig, log, recorder: metrics, queueSize: settings.eventQueueSize, reportingInstance: hostname() });
+  workloadEvents?.start();
   if (cluster !== undefined) {
     state.staleSeconds = () => cluster.staleSeconds();
     state.addCheck('namespaces', () => cluster.namespaceLabels.problem());
@@ -350,6 +365,7 @@ export async function startInjector(
         allowedOverrides: settings.allowedOverrides,
       },
       ...(cluster === undefined ? {} : { namespaceLabels: (name: string) => cluster.namespaceLabels.labelsOf(name) }),
+      workloadEvents,
       maxConnections: settings.maxConnections,
       metricsPort: settings.metricsPort,
       shutdownDelayMs: settings.shutdownDelayMs,
@@ -357,6 +373,7 @@ export async function startInjector(
       log,
     });
   } catch (error) {
+    void workloadEvents?.stop(0);
     cluster?.stop();
     certificates?.stop();
     versionCheck?.stop();
@@ -379,6 +396,8 @@ export async function startInjector(
     certificates,
     stop: async () => {
       await running.shutdown();
+      // No request is left to add one: a last flush, bounded, while the watches still run.
+      await workloadEvents?.stop(EVENTS_SHUTDOWN_FLUSH_MS);
       cluster?.stop();
       certificates?.stop();
       versionCheck?.stop();

@@ -41,6 +41,7 @@ const RESOURCES: Readonly<Record<string, Resource>> = {
   mutatingadmissionpolicies: { group: 'admissionregistration.k8s.io', version: 'v1', kind: 'MutatingAdmissionPolicy', namespaced: false },
   mutatingadmissionpolicybindings: { group: 'admissionregistration.k8s.io', version: 'v1', kind: 'MutatingAdmissionPolicyBinding', namespaced: false },
   clusterroles: { group: 'rbac.authorization.k8s.io', version: 'v1', kind: 'ClusterRole', namespaced: false },
+  events: { group: 'events.k8s.io', version: 'v1', kind: 'Event', namespaced: true },
 };
 
 /** Served in whichever admissionregistration.k8s.io versions `servedPolicyVersions` names (one store for all, as in a real API server). */
