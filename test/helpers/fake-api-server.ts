@@ -207,6 +207,11 @@ export class FakeApiServer {
     return found === undefined ? undefined : structuredClone(found);
   }
 
+  /** Every stored object of RESOURCE, in key order. */
+  list(resource: string): KubeObject[] {
+    return [...this.#objects.entries()].filter(([key]) => key.startsWith(`${resource}/`)).sort(([a], [b]) => (a < b ? -1 : 1)).map(([, object]) => structuredClone(object));
+  }
+
   // ---- faults ----
 
   /** The next `count` requests whose path matches answer `status` (a Status body). */
