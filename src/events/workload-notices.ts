@@ -95,7 +95,7 @@ function causesOf({ admission, pod, namespace }: NoticeInput): { cause: NoticeCa
   if (admission === undefined) {
     // Whether the Pod asked hangs on the labels that are unknown: only an explicit "no" is sure.
     if (annotations !== undefined && own(annotations, Annotations.inject) === 'false') return [];
-    return [{ cause: NoticeCause.namespaceLabelsUnknown, detail: `Pods were answered without the sidecar decided: the labels of namespace "${namespace}" could not be read` }];
+    return [{ cause: NoticeCause.namespaceLabelsUnknown, detail: `Pods could not be decided on: the labels of namespace "${namespace}" could not be read (the webhook answered 503)` }];
   }
   const { decision } = admission;
   if (!decision.inject) {
