@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, beforeEach, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
+import { NamespaceLabelsUnknownError } from '../src/errors.js';
 import type { WorkloadNotice } from '../src/events/workload-notices.js';
 import { Reason } from '../src/injection/index.js';
 import { WorkloadEvents } from '../src/kube/workload-events.js';
@@ -165,6 +166,22 @@ describe('workload Events against a fake API server', () => {
       assert.equal((await review(false)).statusCode, 200, 'answered while the API server hangs');
       assert.equal(events.pending, 1);
       void flushing;
+    } finally {
+      await server.shutdown();
+    }
+  });
+
+  it('the webhook: a 503 for unknown namespace labels records a NamespaceLabelsUnknown notice, an opted-out Pod none', async () => {
+    const recorded: WorkloadNotice[] = [];
+    const server = await startTestServer({ workloadEvents: { record: (notice) => void recorded.push(notice) }, namespaceLabels: () => Promise.reject(new NamespaceLabelsUnknownError('labels of namespace "shop" unknown')) });
+    try {
+      for (const annotations of [{}, { 'envoy-injector.io/inject': 'false' }]) {
+        const body = podReview({ namespace: NS, annotations }) as { request: { object: { metadata: Record<string, unknown> } } };
+        body.request.object.metadata['ownerReferences'] = [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'db', uid: 'db-uid', controller: true }];
+        assert.equal((await server.app.inject({ method: 'POST', url: '/mutate', payload: body })).statusCode, 503);
+      }
+      assert.deepEqual(recorded.map((notice) => [notice.reason, notice.owner.name]), [['NamespaceLabelsUnknown', 'db']]);
+      assert.match(recorded[0]?.note ?? '', /namespace "shop"/);
     } finally {
       await server.shutdown();
     }

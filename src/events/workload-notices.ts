@@ -90,7 +90,9 @@ export function workloadNotices(input: NoticeInput): WorkloadNotice[] {
   });
 }
 
-function causesOf({ admission, pod, namespace }: NoticeInput): { cause: NoticeCause; detail: string }[] {
+type Cause = { readonly cause: NoticeCause; readonly detail: string };
+
+function causesOf({ admission, pod, namespace }: NoticeInput): Cause[] {
   const annotations = objectAt(objectAt(pod, 'metadata'), 'annotations');
   if (admission === undefined) {
     // Whether the Pod asked hangs on the labels that are unknown: only an explicit "no" is sure.
@@ -101,14 +103,23 @@ function causesOf({ admission, pod, namespace }: NoticeInput): { cause: NoticeCa
   if (!decision.inject) {
     return WORKLOAD_EVENTS[decision.reason] === undefined ? [] : [{ cause: decision.reason, detail: `Pods were created without the envoy-injector sidecar: ${decision.message}` }];
   }
-  // An ignored override always comes with a warning; most injected Pods have none.
-  if (admission.warnings.length === 0 || annotations === undefined) return [];
+  // Whatever was ignored always comes with a warning; most injected Pods have none.
+  if (admission.warnings.length === 0) return [];
+  return INJECTED_CHECKS.flatMap((check) => check(admission, annotations) ?? []);
+}
+
+/** What an injected Pod asked for and did not get: one check per cause, each the detail of its note or undefined. */
+const INJECTED_CHECKS: readonly ((admission: Admission, annotations: JsonObject | undefined) => Cause | undefined)[] = [ignoredOverrides];
+
+/** `proxy-*` annotations present but not applied (not allowed, not valid, a request above its limit, no proxy injected). */
+function ignoredOverrides(admission: Admission, annotations: JsonObject | undefined): Cause | undefined {
+  if (annotations === undefined) return undefined;
   const applied = new Set(admission.overrides.map((override) => override.annotation));
   const ignored = ALL_OVERRIDES.map((name) => OVERRIDE_ANNOTATION_PREFIX + name).filter((annotation) => own(annotations, annotation) !== undefined && !applied.has(annotation));
-  if (ignored.length === 0) return [];
+  if (ignored.length === 0) return undefined;
   const said = admission.warnings.filter((warning) => ignored.some((annotation) => warning.startsWith(annotation)));
   const detail = said.length > 0 ? said.join('; ') : `${ignored.map((annotation) => `${annotation}: ${JSON.stringify(stringAt(annotations, annotation) ?? '')}`).join(', ')}: not applied`;
-  return [{ cause: NoticeCause.overrideIgnored, detail: `Pods were injected with an override ignored: ${detail}` }];
+  return { cause: NoticeCause.overrideIgnored, detail: `Pods were injected with an override ignored: ${detail}` };
 }
 
 /** The controller ownerReference of an object's metadata, with its uid; undefined when it has none. */
