@@ -174,13 +174,13 @@ function cycleThrough(start: string, component: ReadonlySet<string>, graph: Read
         for (let step = cameFrom.get(file); step !== undefined; step = cameFrom.get(step)) path.unshift(step);
         return [...path, start];
       }
-      if (!cameFrom.has(target) && target !== start) {
+      if (!cameFrom.has(target)) {
         cameFrom.set(target, file);
         queue.push(target);
       }
     }
   }
-  return [start, start];
+  throw new Error(`${start}: no path back within its component`);
 }
 
 describe('layering of src/', () => {
