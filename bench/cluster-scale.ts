@@ -140,7 +140,8 @@ export async function scaleFigures(settings: ScaleSettings): Promise<ScaleFigure
     log(`bench: ${settings.pods} Pods through the webhook`);
     const pods = await podsThroughWebhook(plane, release, settings.pods);
     log('bench: status over all of them');
-    const status = await runStatus(plane, release, 'envoy-initializer');
+    const configMap = release.manifests.find((manifest) => manifest.kind === 'ConfigMap')?.metadata.name ?? 'envoy-initializer';
+    const status = await runStatus(plane, release, configMap);
     return { settings, baseline, scaled, pods, status };
   } finally {
     await plane.stop();

@@ -37,7 +37,7 @@ function answer(review: Review): unknown {
   const patch =
     annotations === undefined
       ? [{ op: 'add', path: '/metadata/annotations', value: { [OPT_IN_ANNOTATION]: 'true' } }]
-      : [{ op: 'add', path: `/metadata/annotations/${OPT_IN_ANNOTATION.replace('~', '~0').replace('/', '~1')}`, value: 'true' }];
+      : [{ op: 'add', path: `/metadata/annotations/${OPT_IN_ANNOTATION.replaceAll('~', '~0').replaceAll('/', '~1')}`, value: 'true' }];
   return {
     apiVersion: 'admission.k8s.io/v1',
     kind: 'AdmissionReview',
