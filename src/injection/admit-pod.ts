@@ -1,7 +1,8 @@
 import { captureInitContainer, captureLockVolume, decideCapture, type CaptureDecision } from './capture.js';
 import { decideInjection, type Decision, type DecisionInput, type DecisionOptions } from './decide-injection.js';
 import { injectPod, type InjectionResult } from './inject-pod.js';
-import { entryName, objectAt } from './json.js';
+import { entryName, objectAt, type JsonObject } from './json.js';
+import { serviceAccountTokenMount, serviceAccountTokenVolume } from './token-mount.js';
 import { DEFAULT_ALLOWED_OVERRIDES, resolveOverrides, type AppliedOverride, type OverrideName } from './overrides.js';
 
 export interface AdmitOptions extends DecisionOptions {
@@ -34,6 +35,7 @@ export function injectDecided(
   input: InjectInput,
   decision: Extract<Decision, { inject: true }>,
   capture: CaptureDecision = decideCapture({ ...input, template: decision.template }),
+  tokenMount: JsonObject | undefined = defaultTokenMount(input.pod),
 ): Admission & { readonly injection: InjectionResult; readonly capture: CaptureDecision } {
   const annotations = objectAt(objectAt(input.pod, 'metadata'), 'annotations');
   const overrides = resolveOverrides(annotations, decision.template.containers[0], input.options.allowedOverrides ?? DEFAULT_ALLOWED_OVERRIDES, {
@@ -44,6 +46,7 @@ export function injectDecided(
     nativeSidecar: decision.nativeSidecar,
     customizeProxy: overrides.apply,
     capture: capture.capture ? { initContainer: captureInitContainer(capture.settings, capture.exclusions), volume: captureLockVolume() } : undefined,
+    tokenMount,
   });
   // The proxy is the template's first container; the Pod may already have its own by that name.
   const proxyName = entryName(decision.template.containers[0]);
@@ -59,4 +62,10 @@ export function injectDecided(
     capture,
     warnings: [...decision.warnings, ...capture.warnings, ...overrides.warnings, ...overrideWarnings, ...injection.warnings],
   };
+}
+
+/** The ServiceAccount token mount the API server would give the added containers, of the Pod's own volume. */
+function defaultTokenMount(pod: JsonObject): JsonObject | undefined {
+  const volume = serviceAccountTokenVolume(pod);
+  return volume === undefined ? undefined : serviceAccountTokenMount(volume);
 }

@@ -17,3 +17,4 @@ export * from './capture-template.js';
 export * from './capture.js';
 export * from './label-selector.js';
 export * from './namespace-metadata.js';
+export * from './token-mount.js';

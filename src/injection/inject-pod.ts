@@ -2,6 +2,7 @@ import { arrayAt, entryName, isJsonObject, objectAt, type JsonObject, type JsonV
 import { jsonPointer } from './json-pointer.js';
 import { Annotations } from './names.js';
 import type { SidecarTemplate } from './parse-template.js';
+import { withTokenMount } from './token-mount.js';
 
 /** RFC 6902 operations; we only ever add. */
 export interface PatchOperation {
@@ -52,6 +53,11 @@ export interface InjectOptions {
    * proxy, with native ones.
    */
   readonly capture?: { readonly initContainer: JsonObject; readonly volume: JsonObject } | undefined;
+  /**
+   * The ServiceAccount token mount to give every container added, as the API
+   * server's ServiceAccount plugin would in its rerun (`token-mount.ts`).
+   */
+  readonly tokenMount?: JsonObject | undefined;
 }
 
 /**
@@ -100,9 +106,11 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
   const pullSecrets = pickNew('imagePullSecrets', template.imagePullSecrets, namesIn('imagePullSecrets'));
 
   const nativeSidecars = options.nativeSidecar ? sidecars.map((container) => ({ ...container, restartPolicy: 'Always' })) : [];
-  const classicSidecars = options.nativeSidecar ? [] : sidecars;
-  const firstInits = options.nativeSidecar ? [...captureInits, ...nativeSidecars] : [];
-  const lastInits = options.nativeSidecar ? templateInits : [...templateInits, ...captureInits];
+  const { tokenMount } = options;
+  const mounted = (containers: JsonObject[]): JsonObject[] => (tokenMount === undefined ? containers : containers.map((container) => withTokenMount(container, tokenMount)));
+  const classicSidecars = mounted(options.nativeSidecar ? [] : sidecars);
+  const firstInits = mounted(options.nativeSidecar ? [...captureInits, ...nativeSidecars] : []);
+  const lastInits = mounted(options.nativeSidecar ? templateInits : [...templateInits, ...captureInits]);
 
   // The lists the Pod lacks, created whole; for a Pod without `spec`, they are its new spec.
   const createdLists: JsonObject = {};

@@ -35,6 +35,7 @@ export interface ServeOptions {
   readonly namespaceLabels?: NamespaceLabelLookup;
   /** Labels and `envoy-injector.io/` annotations of a namespace; preferred to namespaceLabels. */
   readonly namespaceMetadata?: NamespaceMetadataLookup;
+  readonly workloadEvents?: AppDependencies['workloadEvents'];
   /** A plain-HTTP port serving only /metrics; undefined for none. */
   readonly metricsPort?: number | undefined;
 }
@@ -108,6 +109,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
     maxConnections: options.maxConnections,
     ...(options.namespaceLabels === undefined ? {} : { namespaceLabels: options.namespaceLabels }),
     ...(options.namespaceMetadata === undefined ? {} : { namespaceMetadata: options.namespaceMetadata }),
+    workloadEvents: options.workloadEvents,
   });
 
   const setTls = (material: TlsMaterial): void => {
