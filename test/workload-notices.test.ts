@@ -134,3 +134,29 @@ describe('aggregation', () => {
     assert.ok(Buffer.byteLength(emoji, 'utf8') <= NOTE_MAX_BYTES && Buffer.from(emoji, 'utf8').toString('utf8') === emoji);
   });
 });
+
+describe('workload Events for the namespace rules (issue 28)', () => {
+  const admitIn = (subject: JsonObject, labels: Record<string, string>, annotations?: Record<string, string>) =>
+    workloadNotices({
+      namespace: 'shop',
+      pod: subject,
+      dryRun: false,
+      admission: admitPod({ operation: 'CREATE', kind: { group: '', kind: 'Pod' }, namespace: 'shop', namespaceLabels: labels, namespaceAnnotations: annotations, pod: subject, templates, options: { allowedOverrides: DEFAULT_ALLOWED_OVERRIDES } }),
+    });
+
+  it("a namespace's unknown template: an UnknownNamespaceTemplate notice naming it", () => {
+    const [notice, ...rest] = admitIn(pod({}), { 'envoy-injector.io/inject': 'enabled', 'envoy-injector.io/template': 'nope' });
+    assert.deepEqual(rest, []);
+    assert.equal(notice?.reason, 'UnknownNamespaceTemplate');
+    assert.equal(notice?.cause, Reason.unknownNamespaceTemplate);
+    assert.match(notice?.note ?? '', /labeled envoy-injector\.io\/template=nope/);
+  });
+
+  it("the Pod's own invalid override is ignored even when its namespace's default of that name applies; a namespace's own bad default is no workload notice", () => {
+    const enabled = { 'envoy-injector.io/inject': 'enabled' };
+    const [notice] = admitIn(pod({ 'envoy-injector.io/proxy-cpu': 'lots' }), enabled, { 'envoy-injector.io/proxy-cpu': '200m' });
+    assert.equal(notice?.reason, 'OverrideIgnored');
+    assert.match(notice?.note ?? '', /envoy-injector\.io\/proxy-cpu: "lots" is not a quantity/);
+    assert.deepEqual(admitIn(pod({}), enabled, { 'envoy-injector.io/proxy-cpu': 'lots' }), []);
+  });
+});
