@@ -42,6 +42,7 @@ const CASES: readonly GoldenCase[] = [
   { input: 'test/golden/mixed-kinds.yaml', golden: 'mixed-kinds.golden.yaml' },
   { input: 'test/golden/named-template.yaml', golden: 'named-template.golden.yaml', templateFile: 'test/golden/templates.yaml' },
   { input: 'test/golden/capture.yaml', golden: 'capture.golden.yaml', templateFile: 'test/golden/capture-templates.yaml' },
+  { input: 'test/golden/lifecycle.yaml', golden: 'lifecycle.golden.yaml', templateFile: 'test/golden/lifecycle-templates.yaml' },
 ];
 
 /** `policy`: the compiled MutatingAdmissionPolicy and binding, for the seed template (v1) and for named templates with every setting (v1beta1). */

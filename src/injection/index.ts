@@ -15,3 +15,5 @@ export * from './admit-pod.js';
 export * from './capture-grammar.js';
 export * from './capture-template.js';
 export * from './capture.js';
+export * from './lifecycle-template.js';
+export * from './proxy-lifecycle.js';
