@@ -1,0 +1,101 @@
+import { Annotations, CAPTURE_INIT_NAME, CAPTURE_LOCK_VOLUME, type SidecarTemplate } from '../injection/index.js';
+import { captureLists, type CaptureLists } from './compile-capture.js';
+import { celMap, celString } from './cel-literal.js';
+
+/**
+ * The mutation's JSON Patch in CEL: per template, the webhook's merge by
+ * name (docs/design.md §5) over the lists the variables hold, and the status
+ * annotation it writes.
+ */
+
+/**
+ * One template's patch: the webhook's lists, in its order, then the status
+ * annotation. With capture, envoy-init goes first (native) or last (classic)
+ * among the init containers, and its volume after the template's.
+ */
+function templatePatch(index: number, capture: CaptureLists | undefined): string {
+  const v = (name: string): string => `variables.t${index}${name}`;
+  const native = v('Native');
+  const { leading, leadingReversed, trailing, volumes } = patchLists(v, capture);
+  const parts = [
+    `(${native} ? [] : ${listOps('containers', undefined, v('Containers'))})`,
+    `(${native} ? ${listOps('initContainers', { list: leading, reversed: leadingReversed }, v('InitContainers'))} : ${listOps('initContainers', undefined, trailing)})`,
+    listOps('volumes', undefined, volumes),
+    listOps('imagePullSecrets', undefined, v('PullSecrets')),
+    `[${statusOp(v('Status'))}]`,
+  ];
+  return parts.join(' + ');
+}
+
+/** The lists of a template's patch, capture's entries included when it has them. */
+function patchLists(v: (name: string) => string, capture: CaptureLists | undefined): { leading: string; leadingReversed: string; trailing: string; volumes: string } {
+  if (capture === undefined) return { leading: v('Containers'), leadingReversed: v('ContainersReversed'), trailing: v('InitContainers'), volumes: v('Volumes') };
+  return {
+    leading: `(${capture.init} + ${v('Containers')})`,
+    leadingReversed: `(${v('ContainersReversed')} + ${capture.init})`,
+    trailing: `(${v('InitContainers')} + ${capture.init})`,
+    volumes: `(${v('Volumes')} + ${capture.volume})`,
+  };
+}
+
+/**
+ * Adds `prepend` at the front and `append` at the end of `spec.<field>`: a
+ * missing list is added whole (`add .../-` on a missing list fails).
+ */
+function listOps(field: string, prepend: { list: string; reversed: string } | undefined, append: string): string {
+  const whole = prepend === undefined ? append : `${prepend.list} + ${append}`;
+  const path = (suffix: string): string => celString(`/spec/${field}${suffix}`);
+  const added = `${append}.map(e, JSONPatch{op: "add", path: ${path('/-')}, value: e})`;
+  const existing = prepend === undefined ? added : `${prepend.reversed}.map(e, JSONPatch{op: "add", path: ${path('/0')}, value: e}) + ${added}`;
+  return `(!has(object.spec.${field}) ? (size(${whole}) == 0 ? [] : [JSONPatch{op: "add", path: ${path('')}, value: ${whole}}]) : ${existing})`;
+}
+
+/**
+ * `envoy-injector.io/status` as the webhook writes it: JSON.stringify of the
+ * template, its hash and the names added. Every name comes from the
+ * template, so each one's JSON text (quotes and backslashes escaped) is a
+ * literal looked up by name: byte for byte JSON.stringify's.
+ */
+export function statusText(template: SidecarTemplate, prefix: string): string {
+  const v = (name: string): string => `variables.${prefix}${name}`;
+  const entries = [...template.containers, ...template.initContainers, ...template.volumes, ...template.imagePullSecrets];
+  // Capture adds its init container and lock volume: their names can land in the status too.
+  const known = [...entries.map((entry) => String(entry['name'])), ...(template.capture === undefined ? [] : [CAPTURE_INIT_NAME, CAPTURE_LOCK_VOLUME])];
+  const encoded = celMap([...new Set(known)].map((name) => ({ key: name, expression: celString(JSON.stringify(name)) })));
+  const names = (list: string): string => `${list}.map(e, ${encoded}[e.name]).join(",")`;
+  const native = v('Native');
+  const head = JSON.stringify({ template: template.name, hash: template.hash }).slice(0, -1);
+  const { leading, trailing, volumes } = patchLists(v, captureLists(template, prefix));
+  return [
+    celString(`${head},"containers":[`),
+    `(${native} ? "" : ${names(v('Containers'))})`,
+    celString('],"initContainers":['),
+    `(${native} ? ${names(`(${leading} + ${v('InitContainers')})`)} : ${names(trailing)})`,
+    celString('],"volumes":['),
+    names(volumes),
+    celString('],"imagePullSecrets":['),
+    names(v('PullSecrets')),
+    celString(']}'),
+  ].join(' + ');
+}
+
+/** Adds the status annotation without replacing the map (which would wipe the others). */
+function statusOp(status: string): string {
+  const key = celString(Annotations.status);
+  return (
+    `has(object.metadata.annotations) ? ` +
+    `JSONPatch{op: "add", path: "/metadata/annotations/" + jsonpatch.escapeKey(${key}), value: ${status}} : ` +
+    `JSONPatch{op: "add", path: "/metadata/annotations", value: {${key}: ${status}}}`
+  );
+}
+
+/** The patch of the template the Pod names; none when the Pod is not to be injected. */
+export function patchExpression(entries: readonly SidecarTemplate[]): string {
+  let expression = '[]';
+  for (let index = entries.length - 1; index >= 0; index -= 1) {
+    const template = entries[index];
+    if (template === undefined) continue;
+    expression = `variables.template == ${celString(template.name)} ? ${templatePatch(index, captureLists(template, `t${index}`))} : ${expression}`;
+  }
+  return `!variables.inject ? [] : ${expression}`;
+}

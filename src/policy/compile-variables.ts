@@ -1,0 +1,60 @@
+import { Annotations, NamespaceLabel, type JsonObject, type OverrideName, type SidecarTemplate } from '../injection/index.js';
+import { captureSharedVariables, captureTemplateVariables } from './compile-capture.js';
+import { celString, celValue } from './cel-literal.js';
+import { annotation, explicitRequest } from './cel-pod.js';
+import { conflictVariables, containerLiteral, overrideVariables } from './compile-overrides.js';
+import { statusText } from './compile-patch.js';
+
+/** The policy's variables: what the Pod asks for, the names it holds, the overrides, then each template's lists and status. */
+export function policyVariables(entries: readonly SidecarTemplate[], defaultName: string, allowed: readonly OverrideName[], nativeDefault: boolean): JsonObject[] {
+  return [
+    ...podVariables(defaultName),
+    ...captureSharedVariables(entries),
+    ...overrideVariables(allowed),
+    ...entries.flatMap((template, index) => templateVariables(template, `t${index}`, allowed, nativeDefault)),
+  ];
+}
+
+/** What the Pod asks for and the names it already holds. */
+function podVariables(defaultName: string): JsonObject[] {
+  const names = (field: string, fallback = false): string =>
+    `(has(object.spec.${field}) ? object.spec.${field}.map(e, ${fallback ? 'has(e.name) ? e.name : ""' : 'e.name'}) : [])`;
+  return [
+    { name: 'annotations', expression: 'has(object.metadata.annotations) ? object.metadata.annotations : {}' },
+    { name: 'explicit', expression: explicitRequest(annotation) },
+    {
+      name: 'inject',
+      expression: `variables.explicit || (has(namespaceObject.metadata.labels) && namespaceObject.metadata.labels[?${celString(NamespaceLabel.key)}].orValue("") == ${celString(NamespaceLabel.enabled)})`,
+    },
+    { name: 'template', expression: annotation(Annotations.template, defaultName) },
+    { name: 'nativeAnnotation', expression: annotation(Annotations.nativeSidecar) },
+    // Kubernetes wants container names unique across all container lists.
+    { name: 'containerNames', expression: `${names('containers')} + ${names('initContainers')} + ${names('ephemeralContainers')}` },
+    { name: 'volumeNames', expression: names('volumes') },
+    { name: 'pullSecretNames', expression: names('imagePullSecrets', true) },
+  ];
+}
+
+/** One template's variables (`prefix` is `t<index>`): its entries the Pod lacks, and its status. */
+function templateVariables(template: SidecarTemplate, prefix: string, allowed: readonly OverrideName[], nativeDefault: boolean): JsonObject[] {
+  const list: JsonObject[] = [...conflictVariables(template.containers[0], prefix, allowed)];
+  const add = (name: string, expression: string): void => void list.push({ name, expression });
+  add(`${prefix}Native`, template.nativeSidecar ?? nativeDefault ? 'variables.nativeAnnotation != "false"' : 'variables.nativeAnnotation == "true"');
+  const sidecars = template.containers.map((container, position) =>
+    containerLiteral(container, position === 0 ? { prefix, allowed } : undefined, `variables.${prefix}Native`),
+  );
+  add(`${prefix}Containers`, filterNew(sidecars, 'variables.containerNames'));
+  // Prepended one by one at index 0: the last first, so they keep the template's order.
+  add(`${prefix}ContainersReversed`, filterNew([...sidecars].reverse(), 'variables.containerNames'));
+  add(`${prefix}InitContainers`, filterNew(template.initContainers.map((entry) => celValue(entry)), 'variables.containerNames'));
+  add(`${prefix}Volumes`, filterNew(template.volumes.map((entry) => celValue(entry)), 'variables.volumeNames'));
+  add(`${prefix}PullSecrets`, filterNew(template.imagePullSecrets.map((entry) => celValue(entry)), 'variables.pullSecretNames'));
+  list.push(...captureTemplateVariables(template, prefix));
+  add(`${prefix}Status`, statusText(template, prefix));
+  return list;
+}
+
+/** The entries of `literals` whose name is not in `taken` (the Pod's own win). */
+function filterNew(literals: readonly string[], taken: string): string {
+  return literals.length === 0 ? '[]' : `[${literals.join(', ')}].filter(e, !(e.name in ${taken}))`;
+}
