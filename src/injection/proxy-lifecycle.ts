@@ -82,7 +82,7 @@ export function startupProbe(settings: LifecycleSettings): JsonObject {
  * httpGet handler nor the `sleep` action can send. So the hooks are bash,
  * speaking HTTP/1.1 over bash's /dev/tcp (HTTP/1.0 gets a 426 from Envoy).
  */
-function execHook(script: string): JsonObject {
+export function execHook(script: string): JsonObject {
   return { exec: { command: ['/bin/bash', '-c', script] } };
 }
 
@@ -112,10 +112,12 @@ export function waitReadyScript(settings: LifecycleSettings): string {
  * then the wait; SIGTERM follows when the hook returns.
  */
 export function drainScript(settings: LifecycleSettings, drainSeconds: number): string {
-  return [
-    `${adminCall(settings, 'POST', '/drain_listeners?graceful')} || echo 'envoy-injector: could not start the graceful drain (POST 127.0.0.1:${settings.adminPort}/drain_listeners?graceful)' >&2`,
-    `sleep ${drainSeconds}`,
-  ].join('\n');
+  return drainScriptHead(settings) + String(drainSeconds);
+}
+
+/** The drain script up to its wait's number (policy mode appends the Pod's own). */
+export function drainScriptHead(settings: LifecycleSettings): string {
+  return `${adminCall(settings, 'POST', '/drain_listeners?graceful')} || echo 'envoy-injector: could not start the graceful drain (POST 127.0.0.1:${settings.adminPort}/drain_listeners?graceful)' >&2\nsleep `;
 }
 
 /**
@@ -132,12 +134,13 @@ export function localVolumeNames(volumes: readonly JsonObject[]): string[] {
 /**
  * `cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes` extended by
  * `names`: the Pod's own list is kept, in its order, and ours appended once.
- * Undefined when there is nothing to add.
+ * Undefined when there is nothing to add. (Policy mode computes the same in CEL: compile-lifecycle.ts.)
  */
 export function safeToEvictValue(pod: JsonObject, names: readonly string[]): string | undefined {
   const existing = stringAt(objectAt(objectAt(pod, 'metadata'), 'annotations'), Annotations.safeToEvictLocalVolumes);
   const listed = (existing ?? '').split(',').map((name) => name.trim()).filter((name) => name !== '');
   const added = names.filter((name, index) => !listed.includes(name) && names.indexOf(name) === index);
   if (added.length === 0) return undefined;
-  return existing === undefined || listed.length === 0 ? added.join(',') : `${existing.replace(/[\s,]+$/, '')},${added.join(',')}`;
+  if (existing === undefined || listed.length === 0) return added.join(',');
+  return `${existing}${existing.endsWith(',') ? '' : ','}${added.join(',')}`;
 }
