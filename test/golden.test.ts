@@ -60,8 +60,11 @@ const POLICY_CASES: readonly { readonly golden: string; readonly args: readonly 
 const EXPLAIN_INPUT = 'explain-pods.yaml';
 const EXPLAIN_GOLDEN = { text: 'explain-pods.golden.txt', json: 'explain-pods.golden.json', policy: 'explain-pods.policy.golden.txt' } as const;
 
-/** explain over the capture cases: the decision and the rules' exclusions of each Pod. */
-const EXPLAIN_CAPTURE = { input: 'capture.yaml', templateFile: 'capture-templates.yaml', golden: 'explain-capture.golden.txt' } as const;
+/** explain over the capture cases (the decision and the rules' exclusions of each Pod) and the lifecycle cases (holding, the drain). */
+const EXPLAIN_TEMPLATE_CASES = [
+  { input: 'capture.yaml', templateFile: 'capture-templates.yaml', golden: 'explain-capture.golden.txt' },
+  { input: 'lifecycle.yaml', templateFile: 'lifecycle-templates.yaml', golden: 'explain-lifecycle.golden.txt' },
+] as const;
 
 /** status over the fleet of helpers/fleet-fixture.ts, served by the fake API server. */
 const STATUS_GOLDEN = { table: 'status.golden.txt', json: 'status.golden.json' } as const;
@@ -128,15 +131,17 @@ describe('golden files: inject output for each input manifest', () => {
     });
   }
 
-  it(`explain ${EXPLAIN_CAPTURE.input} --template-file ${EXPLAIN_CAPTURE.templateFile} → ${EXPLAIN_CAPTURE.golden}`, async () => {
-    let stdout = '';
-    const args = ['explain', '-f', join(GOLDEN_DIR, EXPLAIN_CAPTURE.input), '--template-file', join(GOLDEN_DIR, EXPLAIN_CAPTURE.templateFile), '--namespace-labels', 'envoy-injector.io/inject=enabled'];
-    const code = await runCli(args, { stdin: process.stdin, stdout: { write: (chunk: string) => (stdout += chunk) }, stderr: { write: () => true } });
-    assert.equal(code, 0);
-    const goldenPath = join(GOLDEN_DIR, EXPLAIN_CAPTURE.golden);
-    if (UPDATE) writeFileSync(goldenPath, stdout);
-    assert.equal(stdout, readFileSync(goldenPath, 'utf8'), `${EXPLAIN_CAPTURE.golden} is stale: run UPDATE_GOLDEN=1 npm test and review the diff`);
-  });
+  for (const explainCase of EXPLAIN_TEMPLATE_CASES) {
+    it(`explain ${explainCase.input} --template-file ${explainCase.templateFile} → ${explainCase.golden}`, async () => {
+      let stdout = '';
+      const args = ['explain', '-f', join(GOLDEN_DIR, explainCase.input), '--template-file', join(GOLDEN_DIR, explainCase.templateFile), '--namespace-labels', 'envoy-injector.io/inject=enabled'];
+      const code = await runCli(args, { stdin: process.stdin, stdout: { write: (chunk: string) => (stdout += chunk) }, stderr: { write: () => true } });
+      assert.equal(code, 0);
+      const goldenPath = join(GOLDEN_DIR, explainCase.golden);
+      if (UPDATE) writeFileSync(goldenPath, stdout);
+      assert.equal(stdout, readFileSync(goldenPath, 'utf8'), `${explainCase.golden} is stale: run UPDATE_GOLDEN=1 npm test and review the diff`);
+    });
+  }
 
   for (const format of ['table', 'json'] as const) {
     it(`status --output ${format} over the fleet fixture → ${STATUS_GOLDEN[format]}`, async () => {
@@ -175,7 +180,7 @@ describe('golden files: inject output for each input manifest', () => {
   }
 
   it('has no golden or input file that no case uses', () => {
-    const explainFiles = [EXPLAIN_INPUT, ...Object.values(EXPLAIN_GOLDEN), ...Object.values(EXPLAIN_CAPTURE), ...POLICY_CASES.map((c) => c.golden), ...Object.values(STATUS_GOLDEN)];
+    const explainFiles = [EXPLAIN_INPUT, ...Object.values(EXPLAIN_GOLDEN), ...EXPLAIN_TEMPLATE_CASES.flatMap((c) => [c.input, c.templateFile, c.golden]), ...POLICY_CASES.map((c) => c.golden), ...Object.values(STATUS_GOLDEN)];
     const used = new Set([...explainFiles, ...CASES.flatMap((c) => [c.golden, c.input, c.templateFile].filter((f) => f !== undefined).map((f) => f.replace('test/golden/', '')))]);
     const unused = readdirSync(GOLDEN_DIR).filter((file) => !used.has(file));
     assert.deepEqual(unused, [], 'remove these files or add a case for them');

@@ -1,8 +1,8 @@
 import { parseArgs } from 'node:util';
 import { UsageError } from '../errors.js';
 import { captureLines, explainCapture, type CaptureExplanation } from './capture-text.js';
+import { explainLifecycle, type LifecycleExplanation } from './lifecycle-text.js';
 import {
-  Annotations,
   arrayAt,
   entryName,
   isJsonObject,
@@ -55,6 +55,8 @@ export interface Explanation {
   readonly nativeSidecar?: boolean;
   /** When injected: whether the Pod's traffic goes through the proxy, and the rules' exclusions. */
   readonly capture?: CaptureExplanation;
+  /** When injected with a template that has proxyLifecycle: holding the app, the drain. */
+  readonly lifecycle?: LifecycleExplanation;
   /** `where`, in policy mode: the part of the compiled policy that holds the rule. */
   readonly trace: readonly { rule: string; outcome: string; detail: string; where?: string }[];
   readonly changes: {
@@ -129,13 +131,14 @@ export function toExplanation(report: ManifestReport, mode: 'webhook' | 'policy'
     message: decision.message,
     ...(decision.inject ? { template: `${decision.template.name}@${decision.template.hash}`, nativeSidecar: decision.nativeSidecar } : {}),
     ...(report.capture === undefined ? {} : { capture: explainCapture(report.capture) }),
+    ...lifecycleOf(report),
     trace: mode === 'policy' ? decision.trace.map((step) => ({ ...step, where: POLICY_RULE_PLACES[step.rule] })) : decision.trace,
     changes: {
       containers: addedContainers(report, 'containers'),
       initContainers: addedContainers(report, 'initContainers'),
       volumes: injection?.status.volumes ?? [],
       imagePullSecrets: injection?.status.imagePullSecrets ?? [],
-      annotations: injection === undefined ? [] : [Annotations.status],
+      annotations: injection?.annotations ?? [],
     },
     kept: injection?.kept ?? [],
     overrides: report.overrides,
@@ -176,6 +179,7 @@ export function formatExplanation(explanation: Explanation): string {
     const [head, ...rules] = captureLines(explanation.capture);
     lines.push(`  ${head ?? ''}`, ...rules.map((rule) => `    ${rule}`));
   }
+  if (explanation.lifecycle !== undefined) lines.push(`  proxy lifecycle: ${explanation.lifecycle.message}`);
   if (explanation.overrides.length > 0) {
     lines.push('  overrides:');
     for (const { annotation, value, field } of explanation.overrides) lines.push(`    ${annotation}: ${value} -> proxy ${field}`);
@@ -185,6 +189,11 @@ export function formatExplanation(explanation: Explanation): string {
     for (const warning of explanation.warnings) lines.push(`    ! ${warning}`);
   }
   return lines.join('\n') + '\n';
+}
+
+function lifecycleOf(report: ManifestReport): { lifecycle?: LifecycleExplanation } {
+  const lifecycle = explainLifecycle(report);
+  return lifecycle === undefined ? {} : { lifecycle };
 }
 
 /** The containers injection added to a list, with their images (after overrides). */

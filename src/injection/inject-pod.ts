@@ -39,6 +39,8 @@ export interface InjectionResult {
   readonly status: InjectionStatus;
   readonly kept: readonly KeptEntry[];
   readonly warnings: readonly string[];
+  /** The annotations the patch writes: the status, and the autoscaler's when it names volumes. */
+  readonly annotations: readonly string[];
 }
 
 export interface InjectOptions {
@@ -136,7 +138,7 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
   const warnings = kept.map(
     ({ list, name }) => `${list} "${name}" from template "${template.name}" is already in the Pod; kept the Pod's own`,
   );
-  return { patch, status, kept, warnings };
+  return { patch, status, kept, warnings, annotations: Object.keys(annotations) };
 }
 
 /**
