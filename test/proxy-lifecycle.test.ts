@@ -164,6 +164,12 @@ describe('cluster-autoscaler: safe-to-evict-local-volumes', () => {
 });
 
 describe('proxyLifecycle: the template section', () => {
+  it('needs a proxy container', () => {
+    assert.throws(() => parseTemplateData({ config: 'initContainers: [{name: setup, image: "e:1"}]\nproxyLifecycle: {adminPort: 9901, readyPort: 9902}' }), {
+      message: "config: proxyLifecycle: needs a proxy, the template's first entry of containers",
+    });
+  });
+
   it('refuses bad fields with their path', () => {
     assert.throws(
       () => parseTemplateData({ config: 'containers: [{name: envoy, image: "e:1"}]\nproxyLifecycle: {adminPort: 0, drainSeconds: -1, holdApplication: "no", extra: 1}\nsafeToEvictLocalVolumes: "yes"' }),

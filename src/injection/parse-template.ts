@@ -110,6 +110,9 @@ function buildTemplate(name: string, content: JsonObject): SidecarTemplate | str
       if (list(field).some((entry) => entryName(entry) === taken)) problems.push(`${field}: "${taken}" is the name traffic capture adds; rename it, or remove the capture section`);
     }
   }
+  if (proxyLifecycle !== undefined && !Array.isArray(proxyLifecycle) && list('containers').length === 0) {
+    problems.push("proxyLifecycle: needs a proxy, the template's first entry of containers");
+  }
   if (problems.length > 0 || Array.isArray(capture) || Array.isArray(proxyLifecycle)) return problems.map((problem) => `${name}: ${problem}`);
   const nativeSidecar = own(content, 'nativeSidecar');
   const safeToEvict = own(content, 'safeToEvictLocalVolumes');
