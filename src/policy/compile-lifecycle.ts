@@ -74,8 +74,10 @@ export function lifecycleProxyEntries(template: SidecarTemplate, prefix: string,
     wanted.push(hold);
   }
   if (lifecycle === undefined || own(lifecycle, 'preStop') === undefined) {
+    // The webhook's hook with a placeholder for its script, which becomes the expression.
     const script = `${celString(drainScriptHead(settings))} + string(${drain})`;
-    hooks.push({ key: 'preStop', expression: `!${native} && ${drain} > 0 ? optional.of(dyn({"exec": {"command": ["/bin/bash", "-c", ${script}]}})) : optional.none()`, optional: true });
+    const hook = celValue(execHook('\u0000')).replace(celString('\u0000'), script);
+    hooks.push({ key: 'preStop', expression: `!${native} && ${drain} > 0 ? optional.of(${celDyn(hook)}) : optional.none()`, optional: true });
     wanted.push(`${drain} > 0`);
   }
   if (lifecycle !== undefined) entries.push({ key: 'lifecycle', expression: celDyn(celMap(hooks)) });
