@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, before, beforeEach, describe, it, type TestContext } from 'node:test';
+import { DIRECT_READ_TTL_MS } from '../src/kube/namespace-labels.js';
 import { FakeApiServer } from './helpers/fake-api-server.js';
 import { httpsCall } from './helpers/https-client.js';
 import { NAMESPACE, startHarness, until, type Harness } from './helpers/injector-harness.js';
@@ -193,11 +194,15 @@ describe('following the cluster: template ConfigMap and Namespace labels', () =>
     fake.failNext(100_000, 503, (path) => path === '/api/v1/namespaces');
     fake.dropWatches();
     fake.apply('namespaces', { metadata: { name: 'crowded', labels: { 'envoy-injector.io/inject': 'enabled' } } });
+    const started = Date.now();
     const reviews = await Promise.all(Array.from({ length: 100 }, () => harness.review({ namespace: 'crowded' })));
     assert.ok(reviews.every((review) => review.audit['reason'] === 'namespace_enabled'));
     assert.equal((await harness.review({ namespace: 'crowded' })).audit['reason'], 'namespace_enabled');
     const reads = fake.requests.filter((r) => r.method === 'GET' && r.path === '/api/v1/namespaces/crowded');
-    assert.equal(reads.length, 1, `${reads.length} reads of one namespace for 101 reviews`);
+    // One read per remembered period: a machine slow enough to spend longer than it on the
+    // 101 reviews may read again, one that shared nothing would read ~100 times.
+    const periods = 1 + Math.floor((Date.now() - started) / DIRECT_READ_TTL_MS);
+    assert.ok(reads.length >= 1 && reads.length <= periods, `${reads.length} reads of one namespace for 101 reviews in ${periods} remembered period(s)`);
     fake.failNext(0);
   });
 

@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
-import { dirname, join, posix, relative } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { dirname, join, posix } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
+import { importsOf, parseSource, sourceFiles } from './helpers/source-code.js';
 
 // The rooms of src/ and which way they point (docs/design.md draws it). A
 // room imports its own files and rooms of a lower rank only: never one of
@@ -51,28 +52,9 @@ function roomOf(file: string): string {
   return (file.split('/')[0] ?? file).replace(/\.[jt]s$/, '');
 }
 
-/** Every module a file names: static and dynamic imports, re-exports, `typeof import()` types. */
-function importsOf(file: string, text: string): string[] {
-  const source = ts.createSourceFile(file, text, ts.ScriptTarget.ES2022, true, ts.ScriptKind.TS);
-  const found: string[] = [];
-  const visit = (node: ts.Node): void => {
-    if ((ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier)) {
-      found.push(node.moduleSpecifier.text);
-    } else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword) {
-      const [argument] = node.arguments;
-      found.push(argument !== undefined && ts.isStringLiteral(argument) ? argument.text : '<computed import>');
-    } else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument) && ts.isStringLiteral(node.argument.literal)) {
-      found.push(node.argument.literal.text);
-    }
-    ts.forEachChild(node, visit);
-  };
-  visit(source);
-  return found;
-}
-
 /** Uses of the process, the clock, timers and randomness: what a pure room must not reach. */
 function ambientUsesOf(file: string, text: string): string[] {
-  const source = ts.createSourceFile(file, text, ts.ScriptTarget.ES2022, true, ts.ScriptKind.TS);
+  const source = parseSource(file, text);
   const found: string[] = [];
   const visit = (node: ts.Node): void => {
     if (ts.isIdentifier(node) && AMBIENT.has(node.text) && isFreeReference(node)) {
@@ -129,12 +111,74 @@ function layeringViolations(file: string, text: string): string[] {
   return violations;
 }
 
-function sourceFiles(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) return sourceFiles(path);
-    return entry.name.endsWith('.ts') ? [relative(srcDir, path).split('\\').join('/')] : [];
-  });
+/** The files of src/ each file imports (relative imports resolved, `.js` read as `.ts`), from the files' texts. */
+function importGraph(texts: ReadonlyMap<string, string>): Map<string, string[]> {
+  const graph = new Map<string, string[]>();
+  for (const [file, text] of texts) {
+    const targets = importsOf(file, text)
+      .filter((specifier) => specifier.startsWith('.'))
+      .map((specifier) => posix.normalize(posix.join(posix.dirname(file), specifier)).replace(/\.js$/, '.ts'))
+      .filter((target) => texts.has(target));
+    graph.set(file, [...new Set(targets)]);
+  }
+  return graph;
+}
+
+/**
+ * Every circle of the graph, one per strongly connected component (Tarjan),
+ * as the files it goes through, the first repeated at the end.
+ */
+function importCycles(graph: ReadonlyMap<string, readonly string[]>): string[][] {
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const cycles: string[][] = [];
+  const connect = (file: string): void => {
+    index.set(file, index.size);
+    low.set(file, index.get(file) ?? 0);
+    stack.push(file);
+    onStack.add(file);
+    for (const target of graph.get(file) ?? []) {
+      if (!index.has(target)) {
+        connect(target);
+        low.set(file, Math.min(low.get(file) ?? 0, low.get(target) ?? 0));
+      } else if (onStack.has(target)) {
+        low.set(file, Math.min(low.get(file) ?? 0, index.get(target) ?? 0));
+      }
+    }
+    if (low.get(file) !== index.get(file)) return;
+    const component = new Set<string>();
+    for (let member = stack.pop(); member !== undefined; member = stack.pop()) {
+      onStack.delete(member);
+      component.add(member);
+      if (member === file) break;
+    }
+    if (component.size > 1 || (graph.get(file) ?? []).includes(file)) cycles.push(cycleThrough(file, component, graph));
+  };
+  for (const file of graph.keys()) if (!index.has(file)) connect(file);
+  return cycles;
+}
+
+/** A path from START back to it within COMPONENT (one exists: every member reaches every other). */
+function cycleThrough(start: string, component: ReadonlySet<string>, graph: ReadonlyMap<string, readonly string[]>): string[] {
+  const cameFrom = new Map<string, string>();
+  const queue = [start];
+  for (let file = queue.shift(); file !== undefined; file = queue.shift()) {
+    for (const target of graph.get(file) ?? []) {
+      if (!component.has(target)) continue;
+      if (target === start) {
+        const path = [file];
+        for (let step = cameFrom.get(file); step !== undefined; step = cameFrom.get(step)) path.unshift(step);
+        return [...path, start];
+      }
+      if (!cameFrom.has(target) && target !== start) {
+        cameFrom.set(target, file);
+        queue.push(target);
+      }
+    }
+  }
+  return [start, start];
 }
 
 describe('layering of src/', () => {
@@ -143,6 +187,29 @@ describe('layering of src/', () => {
     assert.ok(files.length > 20, `expected the whole of src/, found ${files.length} files`);
     const violations = files.flatMap((file) => layeringViolations(file, readFileSync(join(srcDir, file), 'utf8')));
     assert.deepEqual(violations, []);
+  });
+
+  it('no file of src/ imports itself back, through any number of files (type imports included)', () => {
+    const texts = new Map(sourceFiles(srcDir).map((file) => [file, readFileSync(join(srcDir, file), 'utf8')]));
+    const cycles = importCycles(importGraph(texts)).map((cycle) => cycle.map((file) => `src/${file}`).join(' -> '));
+    assert.deepEqual(cycles, []);
+  });
+
+  it('finds a circle of imports and names its files, and no circle where there is none', () => {
+    const texts = new Map([
+      ['commands/serve.ts', "import { startPolicyController } from './policy-controller.js';\nimport { x } from '../kube/index.js';"],
+      ['commands/policy-controller.ts', "import type { ServeSettings } from './serve.js';"],
+      ['kube/index.ts', "export { a } from './a.js';"],
+      ['kube/a.ts', "type K = typeof import('./b.js');"],
+      ['kube/b.ts', "const k = await import('./a.js');"],
+      ['state/store.ts', "import { x } from '../kube/index.js';\nimport { y } from './store.js';"],
+    ]);
+    const cycles = importCycles(importGraph(texts)).map((cycle) => cycle.join(' -> ')).sort();
+    assert.deepEqual(cycles, ['commands/serve.ts -> commands/policy-controller.ts -> commands/serve.ts', 'kube/a.ts -> kube/b.ts -> kube/a.ts', 'state/store.ts -> state/store.ts']);
+    texts.set('commands/policy-controller.ts', "import type { ServeSettings } from './serve-settings.js';");
+    texts.delete('kube/b.ts');
+    texts.set('state/store.ts', "import { x } from '../kube/index.js';");
+    assert.deepEqual(importCycles(importGraph(texts)), []);
   });
 
   it('src/kube imports nothing from src/server', () => {

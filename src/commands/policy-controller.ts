@@ -4,7 +4,7 @@ import { DEFAULT_BACKOFF, type Backoff } from '../kube/backoff.js';
 import { startHealthServer, type HealthServer } from '../server/health-server.js';
 import { createServerState } from '../server/serve.js';
 import { loadTemplates, type CommandIo } from './io.js';
-import type { ServeSettings } from './serve.js';
+import type { ServeSettings } from './serve-settings.js';
 
 export interface RunningPolicyController {
   readonly health: HealthServer;

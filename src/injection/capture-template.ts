@@ -5,6 +5,10 @@ import { describeValue, isJsonObject, objectAt, own, stringAt, type JsonObject, 
 import { imageProblem } from './overrides.js';
 import { checkResources } from './validate-resources.js';
 
+/** The init container's name, and its volume's: the Pod's own of that name wins, as for every template entry. */
+export const CAPTURE_INIT_NAME = 'envoy-init';
+export const CAPTURE_LOCK_VOLUME = 'envoy-init-xtables-lock';
+
 /** The exclusions of one Pod's capture, each in the annotations' text form (comma-separated, "" for none). */
 export interface CaptureExclusions {
   readonly excludeOutboundCidrs: string;

@@ -1,5 +1,5 @@
 import { captureListProblem } from './capture-grammar.js';
-import { CAPTURE_EXCLUSION_KINDS, type CaptureExclusionName, type CaptureExclusions, type CaptureSettings } from './capture-template.js';
+import { CAPTURE_EXCLUSION_KINDS, CAPTURE_INIT_NAME, CAPTURE_LOCK_VOLUME, type CaptureExclusionName, type CaptureExclusions, type CaptureSettings } from './capture-template.js';
 import { arrayAt, describeValue, entryName, objectAt, own, type JsonObject } from './json.js';
 import { Annotations, PodSecurityLabel } from './names.js';
 import type { SidecarTemplate } from './parse-template.js';
@@ -28,10 +28,6 @@ export type CaptureDecision =
       readonly warnings: readonly string[];
     }
   | { readonly capture: false; readonly reason: CaptureReason; readonly message: string; readonly warnings: readonly string[] };
-
-/** The init container's name, and its volume's: the Pod's own of that name wins, as for every template entry. */
-export const CAPTURE_INIT_NAME = 'envoy-init';
-export const CAPTURE_LOCK_VOLUME = 'envoy-init-xtables-lock';
 
 /** Each exclusion's annotation. */
 export const CAPTURE_EXCLUSION_ANNOTATIONS: Readonly<Record<CaptureExclusionName, string>> = {

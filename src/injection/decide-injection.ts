@@ -98,114 +98,138 @@ export type Decision =
 
 /** Decides whether a Pod gets the sidecar, following docs/design.md §4 rule by rule. */
 export function decideInjection(input: DecisionInput): Decision {
-  const { pod, namespace, options } = input;
-  const annotations = objectAt(objectAt(pod, 'metadata'), 'annotations');
-  const trace: TraceStep[] = [];
-  const warnings: string[] = [];
-  const skip = (rule: Rule, reason: Reason, message: string): Decision => {
-    trace.push({ rule, outcome: 'skip', detail: message });
-    return { inject: false, reason, message, rule, warnings, trace };
-  };
-  const pass = (rule: Rule, detail: string): void => {
-    trace.push({ rule, outcome: 'continue', detail });
-  };
+  const walk = new RuleWalk();
+  const annotations = objectAt(objectAt(input.pod, 'metadata'), 'annotations');
+  const labels = input.namespaceLabels ?? {};
+  const namespaceLabel = Object.hasOwn(labels, NamespaceLabel.key) ? labels[NamespaceLabel.key] : undefined;
+  const early = kindRule(input, walk) ?? namespaceRules(input, namespaceLabel, walk);
+  if (early !== undefined) return early;
+  const optIn = optInRules(input, annotations, namespaceLabel, walk);
+  if ('inject' in optIn) return optIn;
+  walk.trace.push({ rule: optIn.rule, outcome: 'inject', detail: optIn.message });
+  const podSkip = hostNetworkRule(input.pod, optIn, walk) ?? alreadyInjectedRule(input.pod, annotations, walk);
+  if (podSkip !== undefined) return podSkip;
+  const template = templateRule(input.templates, annotations, walk);
+  if ('inject' in template) return template;
 
-  // 1. Only Pods, only CREATE.
+  const nativeAnnotation = readBooleanAnnotation(annotations, Annotations.nativeSidecar, walk.warnings);
+  const nativeSidecar = nativeAnnotation ?? template.nativeSidecar ?? input.options.nativeSidecar ?? false;
+  return { inject: true, reason: optIn.reason, message: optIn.message, rule: optIn.rule, template, nativeSidecar, warnings: walk.warnings, trace: walk.trace };
+}
+
+/** The rules looked at so far (the trace) and the warnings they raised. */
+class RuleWalk {
+  readonly trace: TraceStep[] = [];
+  readonly warnings: string[] = [];
+
+  /** The rule decides: the Pod is not injected. */
+  skip(rule: Rule, reason: Reason, message: string): Decision {
+    this.trace.push({ rule, outcome: 'skip', detail: message });
+    return { inject: false, reason, message, rule, warnings: this.warnings, trace: this.trace };
+  }
+
+  /** The rule lets the Pod through to the next one. */
+  pass(rule: Rule, detail: string): void {
+    this.trace.push({ rule, outcome: 'continue', detail });
+  }
+}
+
+/** What opted the Pod in. */
+interface OptIn {
+  readonly rule: Rule;
+  readonly reason: Reason;
+  readonly message: string;
+}
+
+/** 1. Only Pods, only CREATE. */
+function kindRule(input: DecisionInput, walk: RuleWalk): Decision | undefined {
   const isPod = input.kind.group === '' && input.kind.kind === 'Pod' && !input.subResource;
   if (!isPod || input.operation !== 'CREATE') {
     const what = `${input.operation} of ${input.kind.kind}${input.subResource ? `/${input.subResource}` : ''}`;
-    return skip(Rule.kind, Reason.notPodCreate, `${what}: only Pod CREATE requests are injected`);
+    return walk.skip(Rule.kind, Reason.notPodCreate, `${what}: only Pod CREATE requests are injected`);
   }
-  pass(Rule.kind, 'a Pod CREATE');
+  walk.pass(Rule.kind, 'a Pod CREATE');
+  return undefined;
+}
 
-  // 2.-3. Namespace exclusions: the namespace owner's word beats the Pod's.
-  const labels = input.namespaceLabels ?? {};
-  const namespaceLabel = Object.hasOwn(labels, NamespaceLabel.key) ? labels[NamespaceLabel.key] : undefined;
-  if (!options.offline) {
-    if (isExcludedNamespace(namespace, options)) {
-      return skip(Rule.excludedNamespace, Reason.excludedNamespace, `namespace "${namespace}" is excluded from injection`);
-    }
-    pass(Rule.excludedNamespace, `namespace "${namespace}" is not excluded`);
-    if (namespaceLabel === NamespaceLabel.disabled) {
-      return skip(
-        Rule.namespaceDisabled,
-        Reason.namespaceDisabled,
-        `namespace "${namespace}" is labeled ${NamespaceLabel.key}=${NamespaceLabel.disabled}`,
-      );
-    }
-    pass(Rule.namespaceDisabled, `namespace "${namespace}" is not labeled ${NamespaceLabel.key}=${NamespaceLabel.disabled}`);
+/** 2.-3. Namespace exclusions: the namespace owner's word beats the Pod's (not looked at offline). */
+function namespaceRules({ namespace, options }: DecisionInput, namespaceLabel: string | undefined, walk: RuleWalk): Decision | undefined {
+  if (options.offline) return undefined;
+  if (isExcludedNamespace(namespace, options)) {
+    return walk.skip(Rule.excludedNamespace, Reason.excludedNamespace, `namespace "${namespace}" is excluded from injection`);
   }
+  walk.pass(Rule.excludedNamespace, `namespace "${namespace}" is not excluded`);
+  if (namespaceLabel === NamespaceLabel.disabled) {
+    return walk.skip(Rule.namespaceDisabled, Reason.namespaceDisabled, `namespace "${namespace}" is labeled ${NamespaceLabel.key}=${NamespaceLabel.disabled}`);
+  }
+  walk.pass(Rule.namespaceDisabled, `namespace "${namespace}" is not labeled ${NamespaceLabel.key}=${NamespaceLabel.disabled}`);
+  return undefined;
+}
 
-  // 4.-5. The Pod's annotation, else the namespace label.
-  const injectAnnotation = readBooleanAnnotation(annotations, Annotations.inject, warnings);
+/** 4.-5. The Pod's annotation, else the namespace label. */
+function optInRules({ namespace, options }: DecisionInput, annotations: JsonObject | undefined, namespaceLabel: string | undefined, walk: RuleWalk): OptIn | Decision {
+  const injectAnnotation = readBooleanAnnotation(annotations, Annotations.inject, walk.warnings);
   const legacyAnnotation = annotations === undefined ? undefined : stringAt(annotations, Annotations.legacyInject);
-  let optIn: { rule: Rule; reason: Reason; message: string };
   if (injectAnnotation === false) {
-    return skip(Rule.podAnnotation, Reason.podAnnotationFalse, `the Pod is annotated ${Annotations.inject}: "false"`);
+    return walk.skip(Rule.podAnnotation, Reason.podAnnotationFalse, `the Pod is annotated ${Annotations.inject}: "false"`);
   } else if (injectAnnotation === true) {
-    optIn = { rule: Rule.podAnnotation, reason: Reason.podAnnotationTrue, message: `the Pod is annotated ${Annotations.inject}: "true"` };
+    return { rule: Rule.podAnnotation, reason: Reason.podAnnotationTrue, message: `the Pod is annotated ${Annotations.inject}: "true"` };
   } else if (legacyAnnotation === 'true') {
-    optIn = { rule: Rule.podAnnotation, reason: Reason.legacyAnnotation, message: `the Pod is annotated ${Annotations.legacyInject}: "true"` };
+    return { rule: Rule.podAnnotation, reason: Reason.legacyAnnotation, message: `the Pod is annotated ${Annotations.legacyInject}: "true"` };
   } else if (options.offline) {
-    optIn = { rule: Rule.podAnnotation, reason: Reason.requestedOffline, message: 'injection was asked for (offline inject)' };
-  } else {
-    pass(Rule.podAnnotation, `the Pod has no ${Annotations.inject} annotation`);
-    if (namespaceLabel !== NamespaceLabel.enabled) {
-      return skip(
-        Rule.namespaceEnabled,
-        Reason.namespaceNotEnabled,
-        `namespace "${namespace}" is not labeled ${NamespaceLabel.key}=${NamespaceLabel.enabled} and the Pod is not annotated ${Annotations.inject}: "true"`,
-      );
-    }
-    optIn = {
-      rule: Rule.namespaceEnabled,
-      reason: Reason.namespaceEnabled,
-      message: `namespace "${namespace}" is labeled ${NamespaceLabel.key}=${NamespaceLabel.enabled}`,
-    };
+    return { rule: Rule.podAnnotation, reason: Reason.requestedOffline, message: 'injection was asked for (offline inject)' };
   }
-  trace.push({ rule: optIn.rule, outcome: 'inject', detail: optIn.message });
-
-  // 6. hostNetwork Pods share the node's ports: only on explicit request.
-  const explicitlyAsked = optIn.reason === Reason.podAnnotationTrue || optIn.reason === Reason.legacyAnnotation;
-  if (own(objectAt(pod, 'spec') ?? {}, 'hostNetwork') === true && !explicitlyAsked) {
-    return skip(
-      Rule.hostNetwork,
-      Reason.hostNetwork,
-      `the Pod uses hostNetwork; annotate it ${Annotations.inject}: "true" to inject it anyway`,
+  walk.pass(Rule.podAnnotation, `the Pod has no ${Annotations.inject} annotation`);
+  if (namespaceLabel !== NamespaceLabel.enabled) {
+    return walk.skip(
+      Rule.namespaceEnabled,
+      Reason.namespaceNotEnabled,
+      `namespace "${namespace}" is not labeled ${NamespaceLabel.key}=${NamespaceLabel.enabled} and the Pod is not annotated ${Annotations.inject}: "true"`,
     );
   }
-  pass(Rule.hostNetwork, explicitlyAsked ? 'hostNetwork allowed by the annotation' : 'the Pod does not use hostNetwork');
+  return { rule: Rule.namespaceEnabled, reason: Reason.namespaceEnabled, message: `namespace "${namespace}" is labeled ${NamespaceLabel.key}=${NamespaceLabel.enabled}` };
+}
 
-  // 7. Reinvocation and retries are no-ops. A status whose containers the Pod lacks was not written into this Pod by us.
+/** 6. hostNetwork Pods share the node's ports: only on explicit request. */
+function hostNetworkRule(pod: JsonObject, optIn: OptIn, walk: RuleWalk): Decision | undefined {
+  const explicitlyAsked = optIn.reason === Reason.podAnnotationTrue || optIn.reason === Reason.legacyAnnotation;
+  if (own(objectAt(pod, 'spec') ?? {}, 'hostNetwork') === true && !explicitlyAsked) {
+    return walk.skip(Rule.hostNetwork, Reason.hostNetwork, `the Pod uses hostNetwork; annotate it ${Annotations.inject}: "true" to inject it anyway`);
+  }
+  walk.pass(Rule.hostNetwork, explicitlyAsked ? 'hostNetwork allowed by the annotation' : 'the Pod does not use hostNetwork');
+  return undefined;
+}
+
+/** 7. Reinvocation and retries are no-ops. A status whose containers the Pod lacks was not written into this Pod by us. */
+function alreadyInjectedRule(pod: JsonObject, annotations: JsonObject | undefined, walk: RuleWalk): Decision | undefined {
   const status = annotations === undefined ? undefined : own(annotations, Annotations.status);
   if (status !== undefined) {
     const copied = copiedStatusProblem(status, pod);
     if (copied !== undefined) {
-      warnings.push(`${Annotations.status}: ${copied}: it was copied into the Pod (from a running Pod's YAML?); remove it from the Pod template, or its Pods never get the sidecar`);
-      return skip(Rule.alreadyInjected, Reason.statusCopied, `the Pod carries a copied ${Annotations.status} (${copied})`);
+      walk.warnings.push(`${Annotations.status}: ${copied}: it was copied into the Pod (from a running Pod's YAML?); remove it from the Pod template, or its Pods never get the sidecar`);
+      return walk.skip(Rule.alreadyInjected, Reason.statusCopied, `the Pod carries a copied ${Annotations.status} (${copied})`);
     }
-    return skip(Rule.alreadyInjected, Reason.alreadyInjected, `the Pod already carries ${Annotations.status}`);
+    return walk.skip(Rule.alreadyInjected, Reason.alreadyInjected, `the Pod already carries ${Annotations.status}`);
   }
-  pass(Rule.alreadyInjected, `the Pod has no ${Annotations.status} annotation`);
+  walk.pass(Rule.alreadyInjected, `the Pod has no ${Annotations.status} annotation`);
+  return undefined;
+}
 
-  // Template choice: a missing set or an unknown name must never crash or block the Pod.
-  const { templates } = input;
+/** Template choice: a missing set or an unknown name must never crash or block the Pod. */
+function templateRule(templates: TemplateSet | undefined, annotations: JsonObject | undefined, walk: RuleWalk): SidecarTemplate | Decision {
   if (templates === undefined) {
-    warnings.push('envoy-injector has no valid sidecar template loaded yet; the Pod was created without the sidecar');
-    return skip(Rule.template, Reason.templateNotLoaded, 'no valid template is loaded yet');
+    walk.warnings.push('envoy-injector has no valid sidecar template loaded yet; the Pod was created without the sidecar');
+    return walk.skip(Rule.template, Reason.templateNotLoaded, 'no valid template is loaded yet');
   }
   const templateName = annotations === undefined ? undefined : stringAt(annotations, Annotations.template);
   const template = templateName === undefined ? templates.defaultTemplate : templates.templates.get(templateName);
   if (template === undefined) {
     const known = [...templates.templates.keys()].map((name) => `"${name}"`).join(', ');
-    warnings.push(`${Annotations.template}: no template named ${describeValue(templateName)} (known: ${known}); the Pod was not injected`);
-    return skip(Rule.template, Reason.unknownTemplate, `no template named ${describeValue(templateName)}`);
+    walk.warnings.push(`${Annotations.template}: no template named ${describeValue(templateName)} (known: ${known}); the Pod was not injected`);
+    return walk.skip(Rule.template, Reason.unknownTemplate, `no template named ${describeValue(templateName)}`);
   }
-  pass(Rule.template, `template "${template.name}" (${template.hash})`);
-
-  const nativeAnnotation = readBooleanAnnotation(annotations, Annotations.nativeSidecar, warnings);
-  const nativeSidecar = nativeAnnotation ?? template.nativeSidecar ?? options.nativeSidecar ?? false;
-  return { inject: true, reason: optIn.reason, message: optIn.message, rule: optIn.rule, template, nativeSidecar, warnings, trace };
+  walk.pass(Rule.template, `template "${template.name}" (${template.hash})`);
+  return template;
 }
 
 /**

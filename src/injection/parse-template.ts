@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
 import { TemplateError } from '../errors.js';
-import { CAPTURE_INIT_NAME, CAPTURE_LOCK_VOLUME } from './capture.js';
-import { parseCaptureSettings, type CaptureSettings } from './capture-template.js';
+import { CAPTURE_INIT_NAME, CAPTURE_LOCK_VOLUME, parseCaptureSettings, type CaptureSettings } from './capture-template.js';
 import { parseLifecycleSettings, type LifecycleSettings } from './lifecycle-template.js';
 import { entryName, isJsonObject, own, stringAt, type JsonObject, type JsonValue } from './json.js';
 import { DEFAULT_TEMPLATE_NAME } from './names.js';

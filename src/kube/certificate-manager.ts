@@ -1,25 +1,25 @@
-import { X509Certificate } from 'node:crypto';
 import {
   AdmissionregistrationV1Api,
   CoreV1Api,
   KubeConfig,
-  PatchStrategy,
-  setHeaderOptions,
   type V1MutatingWebhookConfiguration,
   type V1Secret,
 } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { CertificateError } from '../errors.js';
-import { BACKDATE_MS, checkKeyPair, describeCertificate, makeCa, makeServingCertificate, type KeyPair } from '../tls/certificates.js';
+import { BACKDATE_MS, checkKeyPair, describeCertificate } from '../tls/certificates.js';
 import type { TlsMaterial } from '../tls/tls-files.js';
-import { describeKubeError, kubeErrorForLog, kubeErrorStatus } from './kube-errors.js';
-import { backoffDelayMs, type Backoff } from './backoff.js';
-import { caBundleApply, CA_BUNDLE_FIELD_MANAGER, splitPem, stillValid, trustsCa } from './ca-bundle.js';
+import { describeKubeError, kubeErrorForLog } from './kube-errors.js';
+import type { Backoff } from './backoff.js';
+import { trustsCa } from './ca-bundle.js';
+import { CaBundlePatcher } from './ca-bundle-patcher.js';
+import { CertificateSecret, certificateHosts, parseSecret, type StoredCertificates } from './certificate-secret.js';
+import { RenewalSchedule } from './renewal-schedule.js';
 import { ResilientInformer } from './resilient-informer.js';
 import { TrackedWatch } from './tracked-watch.js';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
-const SECRET_TYPE = 'kubernetes.io/tls';
+
 
 export interface CertificateSettings {
   readonly namespace: string;
@@ -60,15 +60,6 @@ export function shortLivedCertificateSettings(validityMs: number): Pick<Certific
   return { servingValidityDays: (BACKDATE_MS + validityMs) / DAY_MS, renewBeforeMs: validityMs / 2, checkIntervalMs: Math.max(100, validityMs / 10) };
 }
 
-/** What the Secret holds: the serving pair, the CA that signs it, and the bundle the API server must trust. */
-interface StoredCertificates {
-  readonly serving: KeyPair;
-  readonly ca: KeyPair;
-  /** PEM: the current CA first, then older CAs still valid (kept through a rotation). */
-  readonly caBundle: string;
-  readonly resourceVersion: string | undefined;
-}
-
 /**
  * `certificates.mode: auto`: the injector is its own small cert-manager. The
  * Secret shared by all replicas holds a CA and a serving certificate. Every
@@ -80,15 +71,18 @@ interface StoredCertificates {
  * removed while it is valid, as another replica may still serve it), then
  * serve. A failure anywhere is retried with capped backoff, and readiness
  * says what is wrong until it is fixed.
+ *
+ * The parts: the Secret (certificate-secret.ts), the caBundle
+ * (ca-bundle-patcher.ts), when checks run (renewal-schedule.ts); this class
+ * follows both objects, decides what is served and says what is wrong.
  */
 export class CertificateManager {
-  readonly #core: CoreV1Api;
-  readonly #admission: AdmissionregistrationV1Api;
   readonly #settings: CertificateSettings;
   readonly #log: Logger;
-  readonly #backoff: Backoff;
-  readonly #now: () => Date;
   readonly #onServing: (material: TlsMaterial) => void;
+  readonly #secret: CertificateSecret;
+  readonly #caBundle: CaBundlePatcher;
+  readonly #schedule: RenewalSchedule;
   readonly #secretInformer: ResilientInformer<V1Secret>;
   readonly #webhookInformer: ResilientInformer<V1MutatingWebhookConfiguration>;
   /** What is served: only ever a certificate whose CA the caBundle trusted. */
@@ -97,14 +91,6 @@ export class CertificateManager {
   #trusted = false;
   /** Why the last check failed; undefined after a good one. */
   #lastError: string | undefined;
-  #failures = 0;
-  #timer: NodeJS.Timeout | undefined;
-  #retryTimer: NodeJS.Timeout | undefined;
-  #reconciling: Promise<void> | undefined;
-  #again = false;
-  /** When each CA was first seen trusted by every webhook (Date.now()): the settle wait counts from there. */
-  readonly #caSeenAt = new Map<string, number>();
-  #stopped = false;
 
   constructor(options: {
     kubeConfig: KubeConfig;
@@ -118,53 +104,72 @@ export class CertificateManager {
     now?: () => Date;
   }) {
     const { kubeConfig, settings, log, backoff } = options;
-    this.#core = kubeConfig.makeApiClient(CoreV1Api);
-    this.#admission = kubeConfig.makeApiClient(AdmissionregistrationV1Api);
+    const core = kubeConfig.makeApiClient(CoreV1Api);
+    const admission = kubeConfig.makeApiClient(AdmissionregistrationV1Api);
+    const now = options.now ?? (() => new Date());
     this.#settings = settings;
     this.#log = log;
-    this.#backoff = backoff;
-    this.#now = options.now ?? (() => new Date());
     this.#onServing = options.onServingCertificate;
+    this.#secret = new CertificateSecret({ core, settings, log, now });
+    this.#caBundle = new CaBundlePatcher({ admission, webhookConfigName: settings.webhookConfigName, settleMs: settings.caBundleSettleMs, log, now });
+    this.#schedule = new RenewalSchedule({
+      check: () => this.#check(),
+      intervalMs: settings.checkIntervalMs,
+      backoff,
+      log,
+      onFailure: (error, retryInMs, failures) => {
+        this.#lastError = error instanceof CertificateError ? error.message : describeKubeError(error);
+        log.error({ err: kubeErrorForLog(error), retryInMs, failures }, `certificate check failed: ${this.#lastError}; retrying in ${retryInMs} ms`);
+      },
+    });
+    this.#secretInformer = this.#followSecret(kubeConfig, core, options.watchStaleAfterMs, backoff);
+    this.#webhookInformer = this.#followWebhookConfig(kubeConfig, admission, options.watchStaleAfterMs, backoff);
+  }
 
-    const secretSelector = `metadata.name=${settings.secretName}`;
-    let secretInformer: ResilientInformer<V1Secret> | undefined;
-    this.#secretInformer = secretInformer = new ResilientInformer<V1Secret>({
-      name: `Secret ${settings.namespace}/${settings.secretName}`,
-      path: `/api/v1/namespaces/${encodeURIComponent(settings.namespace)}/secrets`,
-      watch: new TrackedWatch(kubeConfig, { backoff, staleAfterMs: options.watchStaleAfterMs, onConnected: () => secretInformer?.resetBackoff() }),
+  #followSecret(kubeConfig: KubeConfig, core: CoreV1Api, watchStaleAfterMs: number | undefined, backoff: Backoff): ResilientInformer<V1Secret> {
+    const { namespace, secretName } = this.#settings;
+    const selector = `metadata.name=${secretName}`;
+    const informer: ResilientInformer<V1Secret> = new ResilientInformer<V1Secret>({
+      name: `Secret ${namespace}/${secretName}`,
+      path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets`,
+      watch: new TrackedWatch(kubeConfig, { backoff, staleAfterMs: watchStaleAfterMs, onConnected: () => informer.resetBackoff() }),
       list: async () => {
-        const secrets = await this.#core.listNamespacedSecret({ namespace: settings.namespace, fieldSelector: secretSelector });
+        const secrets = await core.listNamespacedSecret({ namespace, fieldSelector: selector });
         // Gone before the first list (or between relists): no delete event will say so.
-        if (secrets.items.length === 0) this.#scheduleReconcile('the Secret is missing');
+        if (secrets.items.length === 0) this.#schedule.request('the Secret is missing');
         return secrets;
       },
-      fieldSelector: secretSelector,
+      fieldSelector: selector,
       backoff,
-      log,
+      log: this.#log,
     });
-    const webhookSelector = `metadata.name=${settings.webhookConfigName}`;
-    let webhookInformer: ResilientInformer<V1MutatingWebhookConfiguration> | undefined;
-    this.#webhookInformer = webhookInformer = new ResilientInformer<V1MutatingWebhookConfiguration>({
-      name: `MutatingWebhookConfiguration ${settings.webhookConfigName}`,
+    informer.on('add', (secret) => this.#onSecret(secret));
+    informer.on('update', (secret) => this.#onSecret(secret));
+    informer.on('delete', () => this.#schedule.request('the Secret was deleted'));
+    return informer;
+  }
+
+  #followWebhookConfig(kubeConfig: KubeConfig, admission: AdmissionregistrationV1Api, watchStaleAfterMs: number | undefined, backoff: Backoff): ResilientInformer<V1MutatingWebhookConfiguration> {
+    const selector = `metadata.name=${this.#settings.webhookConfigName}`;
+    const informer: ResilientInformer<V1MutatingWebhookConfiguration> = new ResilientInformer<V1MutatingWebhookConfiguration>({
+      name: `MutatingWebhookConfiguration ${this.#settings.webhookConfigName}`,
       path: '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations',
-      watch: new TrackedWatch(kubeConfig, { backoff, staleAfterMs: options.watchStaleAfterMs, onConnected: () => webhookInformer?.resetBackoff() }),
-      list: () => this.#admission.listMutatingWebhookConfiguration({ fieldSelector: webhookSelector }),
-      fieldSelector: webhookSelector,
+      watch: new TrackedWatch(kubeConfig, { backoff, staleAfterMs: watchStaleAfterMs, onConnected: () => informer.resetBackoff() }),
+      list: () => admission.listMutatingWebhookConfiguration({ fieldSelector: selector }),
+      fieldSelector: selector,
       backoff,
-      log,
+      log: this.#log,
     });
-    this.#secretInformer.on('add', (secret) => this.#onSecret(secret));
-    this.#secretInformer.on('update', (secret) => this.#onSecret(secret));
-    this.#secretInformer.on('delete', () => this.#scheduleReconcile('the Secret was deleted'));
-    this.#webhookInformer.on('add', (config) => this.#onWebhookConfig(config));
-    this.#webhookInformer.on('update', (config) => this.#onWebhookConfig(config));
+    informer.on('add', (config) => this.#onWebhookConfig(config));
+    informer.on('update', (config) => this.#onWebhookConfig(config));
+    return informer;
   }
 
   /** The hosts the serving certificate must name. */
   get hosts(): string[] {
-    const { serviceName, namespace, clusterDomain } = this.#settings;
-    return [`${serviceName}.${namespace}.svc`, `${serviceName}.${namespace}.svc.${clusterDomain}`, `${serviceName}.${namespace}`, serviceName];
+    return certificateHosts(this.#settings);
   }
+
 
   /** For the metric: the served CA is in every webhook's caBundle. */
   get caBundleTrusted(): boolean {
@@ -186,93 +191,48 @@ export class CertificateManager {
 
   /** Starts following the Secret and the webhook configuration; resolves after the first check, failed or not (failures are retried). */
   async start(): Promise<void> {
-    this.#stopped = false;
+    this.#schedule.start();
     this.#secretInformer.start();
     this.#webhookInformer.start();
-    this.#timer = setInterval(() => this.#scheduleReconcile('periodic expiry check'), this.#settings.checkIntervalMs);
-    this.#timer.unref();
     await this.reconcile();
   }
 
   stop(): void {
-    this.#stopped = true;
-    clearInterval(this.#timer);
-    clearTimeout(this.#retryTimer);
+    this.#schedule.stop();
     this.#secretInformer.stop();
     this.#webhookInformer.stop();
   }
 
   /** One check of the Secret and the caBundle, now; a check asked for while one runs runs again after it. */
   reconcile(): Promise<void> {
-    if (this.#reconciling !== undefined) {
-      this.#again = true;
-      return this.#reconciling;
-    }
-    this.#reconciling = (async () => {
-      do {
-        this.#again = false;
-        await this.#reconcileOnce();
-      } while (this.#again && !this.#stopped);
-    })().finally(() => {
-      this.#reconciling = undefined;
+    return this.#schedule.run();
+  }
+
+  /** Store the Secret, have every webhook's caBundle trust its CA, then serve it. */
+  async #check(): Promise<void> {
+    const stored = await this.#secret.ensure(this.#served);
+    await this.#caBundle.ensureTrusted(stored.caBundle, stored.ca.cert, (config) => {
+      if (this.#served !== undefined) this.#trusted = trustsCa(config, this.#served.ca.cert);
     });
-    return this.#reconciling;
-  }
-
-  async #reconcileOnce(): Promise<void> {
-    clearTimeout(this.#retryTimer);
-    this.#retryTimer = undefined;
-    try {
-      const stored = await this.#ensureSecret();
-      await this.#ensureTrusted(stored);
-      const switchingCa = this.#served !== undefined && this.#served.ca.cert !== stored.ca.cert;
-      // Whoever put the new CA in the bundle (this replica or another), the API servers' copies lag behind it.
-      if (switchingCa) await this.#settle(stored.ca.cert);
-      this.#serve(stored);
-      this.#trusted = true;
-      this.#lastError = undefined;
-      this.#failures = 0;
-    } catch (error) {
-      if (this.#stopped) return;
-      this.#lastError = error instanceof CertificateError ? error.message : describeKubeError(error);
-      const delayMs = backoffDelayMs(this.#backoff, this.#failures);
-      this.#failures += 1;
-      this.#log.error({ err: kubeErrorForLog(error), retryInMs: delayMs, failures: this.#failures }, `certificate check failed: ${this.#lastError}; retrying in ${delayMs} ms`);
-      this.#retryTimer = setTimeout(() => void this.reconcile(), delayMs);
-      this.#retryTimer.unref();
-    }
-  }
-
-  /** Waits until CAPEM has been in the caBundle for caBundleSettleMs, counted from when this replica first saw it there. */
-  async #settle(caPem: string): Promise<void> {
-    const since = this.#caSeenAt.get(caPem.trim()) ?? Date.now();
-    const waitMs = since + this.#settings.caBundleSettleMs - Date.now();
-    if (waitMs > 0) await new Promise((resolve) => setTimeout(resolve, waitMs));
-  }
-
-  /** Notes when CAPEM was first seen in every webhook's caBundle (written by us, or found there). */
-  #sawTrusted(caPem: string): void {
-    const ca = caPem.trim();
-    if (!this.#caSeenAt.has(ca)) this.#caSeenAt.set(ca, Date.now());
-  }
-
-  #scheduleReconcile(why: string): void {
-    if (this.#stopped) return;
-    this.#log.debug({ why }, 'checking certificates');
-    void this.reconcile();
+    const switchingCa = this.#served !== undefined && this.#served.ca.cert !== stored.ca.cert;
+    // Whoever put the new CA in the bundle (this replica or another), the API servers' copies lag behind it.
+    if (switchingCa) await this.#caBundle.settle(stored.ca.cert);
+    this.#serve(stored);
+    this.#trusted = true;
+    this.#lastError = undefined;
   }
 
   #onSecret(secret: V1Secret): void {
     const stored = parseSecret(secret);
     if (stored !== undefined && stored.serving.cert === this.#served?.serving.cert && stored.caBundle === this.#served.caBundle) return;
-    this.#scheduleReconcile('the Secret changed');
+    this.#schedule.request('the Secret changed');
   }
 
   #onWebhookConfig(config: V1MutatingWebhookConfiguration): void {
     if (this.#served === undefined) return;
     if (trustsCa(config, this.#served.ca.cert)) return;
     this.#trusted = false;
-    this.#scheduleReconcile('the caBundle lacks the serving CA');
+    this.#schedule.request('the caBundle lacks the serving CA');
   }
 
   /** Loads `stored` if its serving certificate differs from the one served. */
@@ -282,168 +242,6 @@ export class CertificateManager {
     if (previous?.serving.cert === stored.serving.cert && previous.caBundle === stored.caBundle) return;
     this.#onServing(toMaterial(stored));
   }
-
-  /** Why `stored` cannot be served as it is, or undefined when it can. */
-  #problem(stored: StoredCertificates): string | undefined {
-    const now = this.#now().getTime();
-    try {
-      const serving = checkKeyPair(stored.serving);
-      checkKeyPair(stored.ca);
-      const ca = describeCertificate(stored.ca.cert);
-      if (ca.notAfter.getTime() - now < this.#settings.renewBeforeMs) return `the CA expires on ${ca.notAfter.toISOString()}`;
-      if (serving.notAfter.getTime() - now < this.#settings.renewBeforeMs) return `the serving certificate expires on ${serving.notAfter.toISOString()}`;
-      // Every CA we make has the same name: only the signature tells which one signed the certificate.
-      const caCertificate = new X509Certificate(stored.ca.cert);
-      const leaf = new X509Certificate(stored.serving.cert);
-      if (!leaf.checkIssued(caCertificate) || !leaf.verify(caCertificate.publicKey)) return 'the serving certificate is not signed by the CA';
-      const names = new Set(serving.subjectAltNames);
-      const missing = this.hosts.filter((host) => !names.has(`DNS:${host}`));
-      if (missing.length > 0) return `the serving certificate does not name ${missing.join(', ')}`;
-      if (!splitPem(stored.caBundle).includes(stored.ca.cert.trim())) return 'the CA bundle lacks the CA';
-    } catch (error) {
-      return (error as Error).message;
-    }
-    return undefined;
-  }
-
-  /** Reads the Secret and makes or renews what it holds until it is usable; every write is conditional, and a writer that loses rereads. */
-  async #ensureSecret(): Promise<StoredCertificates> {
-    const { namespace, secretName } = this.#settings;
-    for (let attempt = 1; ; attempt++) {
-      let secret: V1Secret | undefined;
-      try {
-        secret = await this.#core.readNamespacedSecret({ name: secretName, namespace });
-      } catch (error) {
-        if (kubeErrorStatus(error) !== 404) throw error;
-      }
-      const type = secret?.type ?? 'Opaque';
-      if (secret !== undefined && type !== SECRET_TYPE) {
-        // The API server refuses to change a Secret's type, and the Secret is not ours to delete.
-        throw new CertificateError(
-          `Secret ${namespace}/${secretName} has type ${type}, not ${SECRET_TYPE} (made by hand or by another tool?): ` +
-            `the injector does not overwrite it; delete it (kubectl -n ${namespace} delete secret ${secretName}) and the injector makes a new one`,
-        );
-      }
-      const existing = secret === undefined ? undefined : parseSecret(secret);
-      const problem = secret === undefined ? 'no Secret yet' : existing === undefined ? 'the Secret holds no usable certificate' : this.#problem(existing);
-      if (existing !== undefined && problem === undefined) return existing;
-
-      const renewed = await this.#renew(existing);
-      this.#log.info({ secret: `${namespace}/${secretName}`, reason: problem, attempt }, `making a new serving certificate: ${problem}`);
-      try {
-        // Create fails if someone created it meanwhile; replace carries the resourceVersion read (even of an unusable Secret).
-        const written =
-          secret === undefined
-            ? await this.#core.createNamespacedSecret({ namespace, body: toSecret(renewed, secretName, namespace, undefined) })
-            : await this.#core.replaceNamespacedSecret({ name: secretName, namespace, body: toSecret(renewed, secretName, namespace, secret.metadata?.resourceVersion ?? '0') });
-        const stored = parseSecret(written);
-        if (stored === undefined) throw new CertificateError('the API server returned a Secret without our certificate');
-        this.#log.info(
-          { secret: `${namespace}/${secretName}`, notAfter: describeCertificate(stored.serving.cert).notAfter },
-          `serving certificate written to Secret ${namespace}/${secretName}`,
-        );
-        return stored;
-      } catch (error) {
-        // Another replica created or renewed it first: use theirs.
-        if (kubeErrorStatus(error) === 409 && attempt < 5) continue;
-        throw error;
-      }
-    }
-  }
-
-  /** A new serving certificate, signed by the stored CA, else the one this replica serves, else a new CA. */
-  async #renew(existing: StoredCertificates | undefined): Promise<Omit<StoredCertificates, 'resourceVersion'>> {
-    const now = this.#now();
-    const ca =
-      [existing?.ca, this.#served?.ca].find((candidate): candidate is KeyPair => candidate !== undefined && this.#caUsable(candidate, now)) ??
-      (await makeCa({ commonName: `envoy-injector CA (${this.#settings.namespace})`, validDays: this.#settings.caValidityDays }));
-    const serving = await makeServingCertificate({ ca, hosts: this.hosts, validDays: this.#settings.servingValidityDays });
-    // Keep older CAs that are still valid: replicas may still serve certificates they signed.
-    const known = [...splitPem(existing?.caBundle ?? ''), ...splitPem(this.#served?.caBundle ?? '')];
-    const older = [...new Set(known)].filter((pem) => pem !== ca.cert.trim() && stillValid(pem, now));
-    return { ca, serving, caBundle: [ca.cert.trim(), ...older].join('\n') + '\n' };
-  }
-
-  #caUsable(ca: KeyPair, now: Date): boolean {
-    try {
-      checkKeyPair(ca);
-      return describeCertificate(ca.cert).notAfter.getTime() - now.getTime() >= this.#settings.renewBeforeMs;
-    } catch {
-      return false;
-    }
-  }
-
-  /**
-   * Adds the CAs of `stored` to every webhook's caBundle that lacks one, keeping the CAs already there that are valid.
-   * The write is a server-side apply of the caBundles alone, under our field manager: the caBundle is ours, every other field the
-   * chart's, so a GitOps tool applying the chart (which renders no caBundle) neither conflicts with nor removes it.
-   */
-  async #ensureTrusted(stored: StoredCertificates): Promise<void> {
-    const wanted = splitPem(stored.caBundle);
-    for (let attempt = 1; ; attempt++) {
-      const config = await this.#readWebhookConfig();
-      // Not installed yet (Helm may create it after the Deployment): nothing calls us, and the watch will see it arrive.
-      if (config === undefined) return;
-      if (this.#served !== undefined) this.#trusted = trustsCa(config, this.#served.ca.cert);
-      const apply = caBundleApply(config, wanted, this.#now());
-      if (apply === undefined) {
-        this.#sawTrusted(stored.ca.cert);
-        return;
-      }
-      try {
-        await this.#admission.patchMutatingWebhookConfiguration(
-          { name: this.#settings.webhookConfigName, body: apply.body, fieldManager: CA_BUNDLE_FIELD_MANAGER, force: true },
-          setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply),
-        );
-      } catch (error) {
-        // 409: the configuration changed since we read it (the resourceVersion precondition); read again.
-        if (kubeErrorStatus(error) === 409 && attempt < 5) continue;
-        throw error;
-      }
-      this.#log.info({ webhooks: apply.changed }, `caBundle of MutatingWebhookConfiguration ${this.#settings.webhookConfigName} updated`);
-      this.#sawTrusted(stored.ca.cert);
-      return;
-    }
-  }
-
-  async #readWebhookConfig(): Promise<V1MutatingWebhookConfiguration | undefined> {
-    try {
-      return await this.#admission.readMutatingWebhookConfiguration({ name: this.#settings.webhookConfigName });
-    } catch (error) {
-      if (kubeErrorStatus(error) === 404) return undefined;
-      throw error;
-    }
-  }
-}
-
-function parseSecret(secret: V1Secret): StoredCertificates | undefined {
-  const data = secret.data ?? {};
-  const text = (key: string): string | undefined => (data[key] === undefined ? undefined : Buffer.from(data[key], 'base64').toString('utf8'));
-  const [cert, key, caCert, caKey, caBundle] = [text('tls.crt'), text('tls.key'), text('ca.crt'), text('ca.key'), text('ca-bundle.crt')];
-  if (cert === undefined || key === undefined || caCert === undefined || caKey === undefined) return undefined;
-  return { serving: { cert, key }, ca: { cert: caCert, key: caKey }, caBundle: caBundle ?? caCert, resourceVersion: secret.metadata?.resourceVersion };
-}
-
-function toSecret(stored: Omit<StoredCertificates, 'resourceVersion'>, name: string, namespace: string, resourceVersion: string | undefined): V1Secret {
-  const encode = (value: string): string => Buffer.from(value).toString('base64');
-  return {
-    apiVersion: 'v1',
-    kind: 'Secret',
-    type: SECRET_TYPE,
-    metadata: {
-      name,
-      namespace,
-      labels: { 'app.kubernetes.io/managed-by': 'envoy-injector', 'app.kubernetes.io/component': 'webhook-certificate' },
-      ...(resourceVersion === undefined ? {} : { resourceVersion }),
-    },
-    data: {
-      'tls.crt': encode(stored.serving.cert),
-      'tls.key': encode(stored.serving.key),
-      'ca.crt': encode(stored.ca.cert),
-      'ca.key': encode(stored.ca.key),
-      'ca-bundle.crt': encode(stored.caBundle),
-    },
-  };
 }
 
 function toMaterial(stored: StoredCertificates): TlsMaterial {

@@ -10,7 +10,7 @@ import { TrackedWatch } from './tracked-watch.js';
 const METADATA_LIST = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1';
 const METADATA_OBJECT = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1';
 /** A direct read stands in for the watch this long; the watch, once back, is the truth again. */
-const DIRECT_READ_TTL_MS = 10_000;
+export const DIRECT_READ_TTL_MS = 10_000;
 /** Bound on remembered direct reads (namespaces seen while the watch was down). */
 const DIRECT_READ_MAX = 1_000;
 

@@ -1,6 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import type { ServerOptions as HttpsServerOptions } from 'node:https';
-import Fastify, { LogController, type FastifyError, type FastifySchemaValidationError } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifySchemaValidationError } from 'fastify';
 import type { Logger } from 'pino';
 import {
   AdmissionReviewSchema,
@@ -52,12 +52,20 @@ export interface AppDependencies {
 
 /** Builds the Fastify app; never listens (see serve.ts). */
 export function buildApp(deps: AppDependencies) {
-  const timeouts = deps.timeouts ?? DEFAULT_TIMEOUTS;
-  // Pods of one shape get one patch: computed once per template set (see patch-memo.ts).
-  const memo = new PatchMemo();
-  // The decision settings with the live native-sidecar default: one object until that default changes.
-  let options: AdmitOptions = { ...deps.decisionOptions, nativeSidecar: deps.state.nativeSidecar };
-  const app = Fastify({
+  const app = createFastify(deps, deps.timeouts ?? DEFAULT_TIMEOUTS);
+  if (deps.maxConnections !== undefined) app.server.maxConnections = deps.maxConnections;
+  closeWhileDraining(app, deps.state);
+  acceptJsonOnly(app);
+  answerErrors(app, deps.metrics);
+  addMutateRoute(app, deps);
+  addProbeRoutes(app, deps);
+  return app;
+}
+
+type App = ReturnType<typeof createFastify>;
+
+function createFastify(deps: AppDependencies, timeouts: ServerTimeouts) {
+  return Fastify({
     loggerInstance: deps.log,
     // One line per admission is ours to write (at debug); Fastify's two per request would flood info.
     logController: new LogController({ disableRequestLogging: true }),
@@ -81,17 +89,19 @@ export function buildApp(deps: AppDependencies) {
       handshakeTimeout: timeouts.headersMs,
     },
   });
+}
 
-  if (deps.maxConnections !== undefined) app.server.maxConnections = deps.maxConnections;
-
+function closeWhileDraining(app: App, state: ServerState): void {
   // While draining, every answer asks the client to close its connection, so that
   // keep-alive connections are gone before the listener closes and none is reset mid-request.
   // A callback hook, not an async one: no promise per request.
   app.addHook('onSend', (_request, reply, payload, done) => {
-    if (deps.state.draining) reply.header('connection', 'close');
+    if (state.draining) reply.header('connection', 'close');
     done(null, payload);
   });
+}
 
+function acceptJsonOnly(app: App): void {
   // JSON only (anything else is 415), with our own parser: invalid UTF-8 is an error, not silently replaced.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => {
@@ -105,7 +115,9 @@ export function buildApp(deps: AppDependencies) {
       done(httpError(400, `body is not JSON: ${(error as Error).message}`), undefined);
     }
   });
+}
 
+function answerErrors(app: App, metrics: InjectorMetrics): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const status = error.validation !== undefined ? 400 : (error.statusCode ?? 500);
     const reason =
@@ -114,7 +126,7 @@ export function buildApp(deps: AppDependencies) {
       : status >= 500 ? ErrorReason.internalError
       : ErrorReason.malformedReview;
     // The route, not the URL: the API server calls `/mutate?timeout=5s`.
-    if (request.routeOptions.url === '/mutate') deps.metrics.recordAdmission('error', reason, 0);
+    if (request.routeOptions.url === '/mutate') metrics.recordAdmission('error', reason, 0);
     if (status >= 500) {
       request.log.error({ err: error, url: request.url }, 'request failed');
       return reply.code(status).send({ statusCode: status, error: 'Internal Server Error', message: 'internal error (logged by envoy-injector)' });
@@ -127,7 +139,14 @@ export function buildApp(deps: AppDependencies) {
     request.log.warn({ status, reason, url: request.url }, message);
     return reply.code(status).send({ statusCode: status, error: reasonPhrase(status), message });
   });
+}
 
+/** `POST /mutate`: decode, read the live state once, decide, record, answer. */
+function addMutateRoute(app: App, deps: AppDependencies): void {
+  // Pods of one shape get one patch: computed once per template set (see patch-memo.ts).
+  const memo = new PatchMemo();
+  // The decision settings with the live native-sidecar default: one object until that default changes.
+  let options: AdmitOptions = { ...deps.decisionOptions, nativeSidecar: deps.state.nativeSidecar };
   app.post('/mutate', { schema: { body: AdmissionReviewSchema } }, async (request, reply) => {
     const started = process.hrtime.bigint();
     const { request: admission } = request.body as AdmissionReviewRequest;
@@ -135,18 +154,11 @@ export function buildApp(deps: AppDependencies) {
     if (problem !== undefined) throw httpError(400, `malformed AdmissionReview: ${problem}`);
     // Read the live state once: this request finishes on the set it started with.
     const templates = deps.state.templates.current;
-    // Labels are only worth a lookup when the decision can reach the namespace rules.
-    const { namespace } = admission;
     let namespaceLabels: Readonly<Record<string, string>> | undefined;
     try {
-      namespaceLabels =
-        deps.namespaceLabels !== undefined &&
-        namespace !== undefined &&
-        admission.operation === 'CREATE' &&
-        admission.kind.kind === 'Pod' &&
-        !isExcludedNamespace(namespace, deps.decisionOptions)
-          ? await deps.namespaceLabels(namespace)
-          : undefined;
+      const lookup = labelsIfNeeded(admission, deps);
+      // No await without a lookup: most reviews need none, and each await costs a turn.
+      namespaceLabels = lookup === undefined ? undefined : await lookup;
     } catch (error) {
       if (!(error instanceof NamespaceLabelsUnknownError)) throw error;
       // Not an AdmissionResponse: an HTTP error is what lets the webhook's failurePolicy decide.
@@ -158,25 +170,43 @@ export function buildApp(deps: AppDependencies) {
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     deps.metrics.recordAdmission(outcome.result, outcome.reason, seconds);
     if (outcome.warnings.length > 0) deps.metrics.admissionWarnings.labels(outcome.result).inc();
-    if (request.log.isLevelEnabled('debug')) {
-      const metadata = (admission.object?.['metadata'] ?? {}) as Record<string, unknown>;
-      request.log.debug(
-        {
-          uid: admission.uid,
-          namespace: admission.namespace,
-          pod: admission.name || metadata['name'] || metadata['generateName'],
-          operation: admission.operation,
-          decision: outcome.result,
-          reason: outcome.reason,
-          dryRun: admission.dryRun ?? false,
-          durationMs: seconds * 1000,
-        },
-        outcome.decision.message,
-      );
-    }
+    if (request.log.isLevelEnabled('debug')) logAdmission(request.log, admission, outcome, seconds);
     return reply.send(outcome.review);
   });
+}
 
+/** Labels are only worth a lookup when the decision can reach the namespace rules. */
+function labelsIfNeeded(admission: AdmissionReviewRequest['request'], deps: AppDependencies): Promise<Readonly<Record<string, string>>> | undefined {
+  const { namespace } = admission;
+  return deps.namespaceLabels !== undefined &&
+    namespace !== undefined &&
+    admission.operation === 'CREATE' &&
+    admission.kind.kind === 'Pod' &&
+    !isExcludedNamespace(namespace, deps.decisionOptions)
+    ? deps.namespaceLabels(namespace)
+    : undefined;
+}
+
+/** The admission's one line, at debug (never the Pod spec). */
+function logAdmission(log: FastifyBaseLogger, admission: AdmissionReviewRequest['request'], outcome: ReturnType<typeof reviewAdmission>, seconds: number): void {
+  const metadata = (admission.object?.['metadata'] ?? {}) as Record<string, unknown>;
+  log.debug(
+    {
+      uid: admission.uid,
+      namespace: admission.namespace,
+      pod: admission.name || metadata['name'] || metadata['generateName'],
+      operation: admission.operation,
+      decision: outcome.result,
+      reason: outcome.reason,
+      dryRun: admission.dryRun ?? false,
+      durationMs: seconds * 1000,
+    },
+    outcome.decision.message,
+  );
+}
+
+/** Liveness, readiness and the metrics. */
+function addProbeRoutes(app: App, deps: AppDependencies): void {
   app.get('/healthz', async () => ({ status: 'ok' }));
 
   app.get('/readyz', async (_request, reply) => {
@@ -188,8 +218,6 @@ export function buildApp(deps: AppDependencies) {
     const { contentType, body } = await deps.metrics.render();
     return reply.type(contentType).send(body);
   });
-
-  return app;
 }
 
 /** Messages may quote the body (JSON.parse does): escape line breaks and control characters, keep it short. */

@@ -1,0 +1,24 @@
+import type { Logger } from 'pino';
+import type { Backoff } from '../kube/backoff.js';
+import type { CertificateSettings, ClusterConnection } from '../kube/index.js';
+import type { CommandIo } from './io.js';
+
+/** What the steps of startInjector share besides the settings. */
+export interface InjectorContext {
+  io: CommandIo;
+  env: NodeJS.ProcessEnv;
+  log: Logger;
+  /** Tests shorten these; production uses the defaults. */
+  backoff?: Backoff;
+  watchStaleAfterMs?: number;
+  certificateSettings?: Partial<CertificateSettings>;
+  now?: () => Date;
+}
+
+/** The cluster the injector follows: client-node's side of kube/, loaded only then, and how to reach it. */
+export interface Cluster {
+  readonly kube: typeof import('../kube/index.js');
+  readonly connection: ClusterConnection;
+  /** The injector's own namespace: the flag, the context's, else `default`. */
+  readonly namespace: string;
+}
