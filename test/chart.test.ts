@@ -359,6 +359,7 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
       ALLOWED_OVERRIDES: 'proxy-cpu,proxy-memory,proxy-cpu-limit,proxy-memory-limit',
       SHUTDOWN_DELAY: '2s',
       SHUTDOWN_TIMEOUT: '10s',
+      EVENT_QUEUE_SIZE: '1000',
       POD_NAMESPACE: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } },
     };
     const auto = { ...common, CERT_MODE: 'auto', CERT_SECRET: `${FULLNAME}-tls`, WEBHOOK_CONFIG_NAME: CLUSTER_NAME, SERVICE_NAME: FULLNAME, CLUSTER_DOMAIN: 'cluster.local' };
@@ -551,6 +552,12 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     const namespacesRule = { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] };
     // nativeSidecar auto (the default): kubelet versions, read-only.
     const nodesRule = { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch'] };
+    // Warning Events on workloads (events.queueSize > 0, the default): written, never read; the owners they go on, read one by one.
+    const eventRules = [
+      { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create', 'patch'] },
+      { apiGroups: ['apps'], resources: ['replicasets'], verbs: ['get'] },
+      { apiGroups: ['batch'], resources: ['jobs'], verbs: ['get'] },
+    ];
     const expected = {
       auto: {
         role: [
@@ -561,10 +568,11 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
         clusterRole: [
           namespacesRule,
           nodesRule,
+          ...eventRules,
           { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: [CLUSTER_NAME], verbs: ['get', 'list', 'watch', 'update', 'patch'] },
         ],
       },
-      files: { role: [configMapRule], clusterRole: [namespacesRule, nodesRule] },
+      files: { role: [configMapRule], clusterRole: [namespacesRule, nodesRule, ...eventRules] },
     };
     for (const scenario of ['default', 'auto', 'certManager', 'secret', 'customTemplate']) {
       const manifests = manifestsOf(scenario);
@@ -579,7 +587,8 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
       assert.equal(JSON.stringify(clusterRole['rules']).includes('secrets'), false, `${scenario}: cluster-wide Secret access`);
       for (const rule of [...(role['rules'] as Obj[]), ...(clusterRole['rules'] as Obj[])]) {
         const verbs = rule['verbs'] as string[];
-        const nameable = (rule['resources'] as string[]).some((resource) => resource !== 'namespaces' && resource !== 'nodes');
+        // Namespaces and Nodes are read whole; Events and the owners they go on are in any namespace, their names unknown in advance.
+        const nameable = (rule['resources'] as string[]).some((resource) => !['namespaces', 'nodes', 'events', 'replicasets', 'jobs'].includes(resource));
         // create cannot be limited by resourceNames; every other verb on a named object must be.
         if (nameable && !(verbs.length === 1 && verbs[0] === 'create')) assert.ok(Array.isArray(rule['resourceNames']), `${scenario}: ${JSON.stringify(rule)}`);
       }
@@ -589,6 +598,14 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
       assert.deepEqual(only(manifests, 'RoleBinding')['roleRef'], { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: FULLNAME });
       assert.deepEqual(only(manifests, 'ClusterRoleBinding')['roleRef'], { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: CLUSTER_NAME });
     }
+  });
+
+  it('events.queueSize=0: no Events, and no permission for them', async () => {
+    const manifests = await renderChart({ events: { queueSize: 0 } });
+    assert.equal(JSON.stringify(only(manifests, 'ClusterRole')['rules']).includes('events'), false);
+    assert.equal(JSON.stringify(only(manifests, 'ClusterRole')['rules']).includes('replicasets'), false);
+    const env = ((only(manifests, 'Deployment')['spec'] as Obj)['template'] as { spec: { containers: { env: { name: string; value?: string }[] }[] } }).spec.containers[0]?.env ?? [];
+    assert.deepEqual(env.find((variable) => variable.name === 'EVENT_QUEUE_SIZE'), { name: 'EVENT_QUEUE_SIZE', value: '0' });
   });
 
   it('certificates.mode=certManager: a self-signed CA chain, a serving Certificate for the Service, inject-ca-from', () => {

@@ -1,6 +1,6 @@
 import { Annotations, type ManifestReport } from '../injection/index.js';
 
-/** What explain says of the proxy's part in the Pod's life (docs/design.md §12). */
+/** What explain says of the proxy's part in the Pod's life (docs/design.md §13). */
 export interface LifecycleExplanation {
   /** The app waits for the proxy: a startupProbe (native) or the proxy first with a postStart wait (classic). */
   readonly holdApplication: boolean;

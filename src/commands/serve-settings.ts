@@ -59,6 +59,8 @@ Options:
   --shutdown-delay D        SHUTDOWN_DELAY       on SIGTERM, stay up unready this long before closing (default 0s)
   --shutdown-timeout D      SHUTDOWN_TIMEOUT     then cut open connections after this long (default 10s)
   --max-connections N       MAX_CONNECTIONS      bound on open connections (default 1024)
+  --event-queue-size N      EVENT_QUEUE_SIZE     in a cluster: distinct Warning Events on workloads queued at once, beyond
+                                                 which they are dropped and counted (default 1000; 0: post no Events)
   --test-cert-validity D    TEST_CERT_VALIDITY   FOR TESTS ONLY, auto: serving certificates valid this long
                                                  (e.g. 20s) instead of a year, renewed when half is left
   -h, --help
@@ -95,6 +97,7 @@ const OPTIONS = {
   'shutdown-delay': { env: 'SHUTDOWN_DELAY', default: '0s' },
   'shutdown-timeout': { env: 'SHUTDOWN_TIMEOUT', default: '10s' },
   'max-connections': { env: 'MAX_CONNECTIONS', default: '1024' },
+  'event-queue-size': { env: 'EVENT_QUEUE_SIZE', default: '1000' },
   'test-cert-validity': { env: 'TEST_CERT_VALIDITY', default: undefined },
 } as const satisfies Record<string, { env: string; default: string | undefined }>;
 
@@ -135,6 +138,8 @@ export interface ServeSettings {
   readonly shutdownDelayMs: number;
   readonly shutdownTimeoutMs: number;
   readonly maxConnections: number;
+  /** Bound on queued workload Events (distinct notices); 0 posts none. */
+  readonly eventQueueSize: number;
   readonly metricsPort: number | undefined;
   /** Tests only: serving certificates of auto mode valid this long (see shortLivedCertificateSettings). */
   readonly testCertValidityMs: number | undefined;
@@ -208,6 +213,7 @@ export function parseServeArgs(args: readonly string[], env: NodeJS.ProcessEnv):
     shutdownDelayMs: parseDuration(setting('shutdown-delay'), '--shutdown-delay'),
     shutdownTimeoutMs: parseDuration(setting('shutdown-timeout'), '--shutdown-timeout'),
     maxConnections: parseInteger(setting('max-connections'), '--max-connections', 1, 1_000_000),
+    eventQueueSize: parseInteger(setting('event-queue-size'), '--event-queue-size', 0, 100_000),
     // 0 (the chart's "off") and unset both mean no metrics port.
     metricsPort: setting('metrics-port') === undefined || setting('metrics-port') === '0' ? undefined : parseInteger(setting('metrics-port'), '--metrics-port', 1, 65535),
     testCertValidityMs: testCertValidity === undefined ? undefined : parseTestCertValidity(testCertValidity),

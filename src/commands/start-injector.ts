@@ -1,7 +1,8 @@
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_BACKOFF } from '../kube/backoff.js';
 import { clusterRequested } from '../kube/cluster-request.js';
-import type { CertificateManager, ClusterWatches } from '../kube/index.js';
+import type { CertificateManager, ClusterWatches, WorkloadEvents } from '../kube/index.js';
 import type { InjectorMetrics } from '../server/metrics.js';
 import { createServerState, startServer, type RunningServer, type ServeOptions } from '../server/serve.js';
 import type { ServerState } from '../server/server-state.js';
@@ -11,6 +12,9 @@ import { followNativeSidecars, type NativeSidecarFollowers } from './native-side
 import type { ServeSettings } from './serve-settings.js';
 import { StopList } from './stop-list.js';
 import { startTlsSource } from './tls-source.js';
+
+/** On shutdown, how long the last flush of workload Events may take. */
+const EVENTS_SHUTDOWN_FLUSH_MS = 2_000;
 
 export interface RunningInjector {
   readonly server: RunningServer;
@@ -39,7 +43,10 @@ export async function startInjector(settings: ServeSettings, context: InjectorCo
     started.add(() => followers.stop());
     const watches = startClusterState(settings, cluster, state, followers, context);
     if (watches !== undefined) started.add(() => watches.stop());
-    const server = await startWebhookServer(settings, cluster, tlsSource.tls, state, metrics, watches, context);
+    const workloadEvents = startWorkloadEvents(settings, cluster, metrics, context);
+    // Stopped after the server: no request is left to add an Event, and the last flush is bounded.
+    if (workloadEvents !== undefined) started.add(() => workloadEvents.stop(EVENTS_SHUTDOWN_FLUSH_MS));
+    const server = await startWebhookServer(settings, cluster, tlsSource.tls, state, metrics, watches, workloadEvents, context);
     started.add(() => server.shutdown());
     await tlsSource.serveOn(server);
     if (settings.tls === undefined && settings.certificates.mode === 'files') printTryIt(settings.certsDir, server.port, context);
@@ -85,6 +92,15 @@ function startClusterState(settings: ServeSettings, cluster: Cluster | undefined
   return watches;
 }
 
+/** Warning Events on the workloads of Pods that asked for the sidecar and did not get it as asked (none outside a cluster, or at --event-queue-size 0). */
+function startWorkloadEvents(settings: ServeSettings, cluster: Cluster | undefined, metrics: InjectorMetrics, { log }: InjectorContext): WorkloadEvents | undefined {
+  if (cluster === undefined || settings.eventQueueSize === 0) return undefined;
+  // In a Pod the host name is the Pod's name: the Events' reportingInstance.
+  const events = new cluster.kube.WorkloadEvents({ kubeConfig: cluster.connection.kubeConfig, log, recorder: metrics, queueSize: settings.eventQueueSize, reportingInstance: hostname() });
+  events.start();
+  return events;
+}
+
 function startWebhookServer(
   settings: ServeSettings,
   cluster: Cluster | undefined,
@@ -92,6 +108,7 @@ function startWebhookServer(
   state: ServerState,
   metrics: InjectorMetrics,
   watches: ClusterWatches | undefined,
+  workloadEvents: WorkloadEvents | undefined,
   { log }: InjectorContext,
 ): Promise<RunningServer> {
   return startServer({
@@ -108,6 +125,7 @@ function startWebhookServer(
       allowedOverrides: settings.allowedOverrides,
     },
     ...(watches === undefined ? {} : { namespaceLabels: (name: string) => watches.namespaceLabels.labelsOf(name) }),
+    workloadEvents,
     maxConnections: settings.maxConnections,
     metricsPort: settings.metricsPort,
     shutdownDelayMs: settings.shutdownDelayMs,

@@ -3,7 +3,7 @@ import { describeValue, isJsonObject, own, stringAt, type JsonValue } from './js
 
 /**
  * A template's `proxyLifecycle` section: how its proxy takes part in the
- * Pod's life (docs/design.md §12). Without it the injector leaves the proxy's
+ * Pod's life (docs/design.md §13). Without it the injector leaves the proxy's
  * probes and hooks as the template wrote them.
  */
 export interface LifecycleSettings {

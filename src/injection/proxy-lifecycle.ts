@@ -8,7 +8,7 @@ export const DEFAULT_GRACE_SECONDS = 30;
 /** What the grace period keeps for Envoy after the drain: SIGTERM to exit. */
 export const EXIT_MARGIN_SECONDS = 1;
 
-/** What the proxy does in this Pod's life (docs/design.md §12). */
+/** What the proxy does in this Pod's life (docs/design.md §13). */
 export interface LifecycleDecision {
   /** The app waits for the proxy: a native startupProbe, or (classic) first in `containers` with a postStart wait. */
   readonly hold: boolean;

@@ -6,3 +6,4 @@ export { KubeletVersions } from './kubelet-versions.js';
 export { startClusterWatches, type ClusterWatches } from './cluster-watches.js';
 export { PolicySync, POLICY_FIELD_MANAGER } from './policy-sync.js';
 export { watchTemplateConfigMap } from './template-watch.js';
+export { WorkloadEvents, type WorkloadEventsOptions } from './workload-events.js';

@@ -12,7 +12,7 @@ export class KubeRequestError extends Error {
 }
 
 export interface KubeJsonRequest {
-  readonly method: 'GET' | 'PATCH' | 'DELETE';
+  readonly method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
   /** `/apis/group/version/...`, with its query string. */
   readonly path: string;
   readonly body?: unknown;

@@ -17,7 +17,7 @@ import {
 import { celDyn, celMap, celString, celValue, type CelMapEntry } from './cel-literal.js';
 
 /**
- * The proxy's part in the Pod's life in policy mode (docs/design.md §12):
+ * The proxy's part in the Pod's life in policy mode (docs/design.md §13):
  * decideLifecycle, applyLifecycle and the autoscaler annotation of the
  * webhook, in CEL. The hooks are the webhook's own scripts; only the drain's
  * number is an expression, as the Pod's grace period shortens it.

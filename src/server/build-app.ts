@@ -7,10 +7,14 @@ import {
   PatchMemo,
   requestProblem,
   reviewAdmission,
+  type AdmissionRequest,
   type AdmissionReviewRequest,
+  type ReviewOutcome,
 } from '../admission/index.js';
 import { NamespaceLabelsUnknownError } from '../errors.js';
-import { isExcludedNamespace, type AdmitOptions } from '../injection/index.js';
+import type { WorkloadEventSink } from '../events/event-series.js';
+import { workloadNotices } from '../events/workload-notices.js';
+import { isExcludedNamespace, isJsonObject, type AdmitOptions } from '../injection/index.js';
 import { ErrorReason, type InjectorMetrics } from './metrics.js';
 import type { ServerState } from './server-state.js';
 
@@ -48,6 +52,8 @@ export interface AppDependencies {
   readonly timeouts?: ServerTimeouts;
   /** Bound on open connections (a flood must not exhaust memory). */
   readonly maxConnections?: number;
+  /** Where Warning Events on workloads are queued (never awaited); absent outside a cluster. */
+  readonly workloadEvents?: WorkloadEventSink | undefined;
 }
 
 /** Builds the Fastify app; never listens (see serve.ts). */
@@ -161,12 +167,14 @@ function addMutateRoute(app: App, deps: AppDependencies): void {
       namespaceLabels = lookup === undefined ? undefined : await lookup;
     } catch (error) {
       if (!(error instanceof NamespaceLabelsUnknownError)) throw error;
+      recordWorkloadEvents(deps.workloadEvents, admission, undefined);
       // Not an AdmissionResponse: an HTTP error is what lets the webhook's failurePolicy decide.
       deps.metrics.recordAdmission('error', ErrorReason.namespaceLabelsUnknown, Number(process.hrtime.bigint() - started) / 1e9);
       return reply.code(503).send({ kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', reason: 'ServiceUnavailable', code: 503, message: error.message });
     }
     if (options.nativeSidecar !== deps.state.nativeSidecar) options = { ...deps.decisionOptions, nativeSidecar: deps.state.nativeSidecar };
     const outcome = reviewAdmission(admission, { templates, namespaceLabels, options, memo });
+    recordWorkloadEvents(deps.workloadEvents, admission, outcome);
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     deps.metrics.recordAdmission(outcome.result, outcome.reason, seconds);
     if (outcome.warnings.length > 0) deps.metrics.admissionWarnings.labels(outcome.result).inc();
@@ -218,6 +226,12 @@ function addProbeRoutes(app: App, deps: AppDependencies): void {
     const { contentType, body } = await deps.metrics.render();
     return reply.type(contentType).send(body);
   });
+}
+
+/** Hands the review's workload Events to the sink: a few lookups, no I/O, never awaited. */
+function recordWorkloadEvents(sink: WorkloadEventSink | undefined, admission: AdmissionRequest, outcome: ReviewOutcome | undefined): void {
+  if (sink === undefined || admission.namespace === undefined || !isJsonObject(admission.object)) return;
+  for (const notice of workloadNotices({ namespace: admission.namespace, pod: admission.object, dryRun: admission.dryRun === true, admission: outcome })) sink.record(notice);
 }
 
 /** Messages may quote the body (JSON.parse does): escape line breaks and control characters, keep it short. */

@@ -1,4 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { WorkloadEventRecorder } from '../events/event-series.js';
 import type { Reason } from '../injection/index.js';
 import type { TemplateReloadRecorder } from '../state/template-store.js';
 
@@ -25,7 +26,7 @@ export interface MetricSources {
  * The injector's Prometheus metrics, in a registry of their own (no global
  * state, so tests and several apps in one process do not collide).
  */
-export class InjectorMetrics implements TemplateReloadRecorder {
+export class InjectorMetrics implements TemplateReloadRecorder, WorkloadEventRecorder {
   readonly registry = new Registry();
 
   readonly admissionRequests = new Counter({
@@ -76,6 +77,27 @@ export class InjectorMetrics implements TemplateReloadRecorder {
     help: '1 while the latest update of the template source was rejected (invalid) or deleted and the last good set still serves, else 0.',
     registers: [this.registry],
   });
+
+  readonly workloadEventDrops = new Counter({
+    name: 'envoy_injector_workload_events_dropped_total',
+    help: 'Occurrences of a workload Warning Event never written: the Event queue was full (--event-queue-size), or the API server kept failing.',
+    registers: [this.registry],
+  });
+
+  readonly workloadEventWrites = new Counter({
+    name: 'envoy_injector_workload_event_writes_total',
+    help: 'Writes of workload Warning Events to the API server, by result: created, patched (a series count), failed.',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+
+  workloadEventsDropped(occurrences: number): void {
+    if (occurrences > 0) this.workloadEventDrops.inc(occurrences);
+  }
+
+  workloadEventWritten(result: 'created' | 'patched' | 'failed'): void {
+    this.workloadEventWrites.labels(result).inc();
+  }
 
   /** Set by createServerState once the state exists. */
   sources: MetricSources = { staleSeconds: () => 0, certificateNotAfter: () => undefined };

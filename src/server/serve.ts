@@ -33,6 +33,7 @@ export interface ServeOptions {
   readonly shutdownTimeoutMs: number;
   readonly log: Logger;
   readonly namespaceLabels?: NamespaceLabelLookup;
+  readonly workloadEvents?: AppDependencies['workloadEvents'];
   /** A plain-HTTP port serving only /metrics; undefined for none. */
   readonly metricsPort?: number | undefined;
 }
@@ -105,6 +106,7 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
     timeouts: options.timeouts ?? DEFAULT_TIMEOUTS,
     maxConnections: options.maxConnections,
     ...(options.namespaceLabels === undefined ? {} : { namespaceLabels: options.namespaceLabels }),
+    workloadEvents: options.workloadEvents,
   });
 
   const setTls = (material: TlsMaterial): void => {

@@ -41,6 +41,7 @@ const RESOURCES: Readonly<Record<string, Resource>> = {
   mutatingadmissionpolicies: { group: 'admissionregistration.k8s.io', version: 'v1', kind: 'MutatingAdmissionPolicy', namespaced: false },
   mutatingadmissionpolicybindings: { group: 'admissionregistration.k8s.io', version: 'v1', kind: 'MutatingAdmissionPolicyBinding', namespaced: false },
   clusterroles: { group: 'rbac.authorization.k8s.io', version: 'v1', kind: 'ClusterRole', namespaced: false },
+  events: { group: 'events.k8s.io', version: 'v1', kind: 'Event', namespaced: true },
 };
 
 /** Served in whichever admissionregistration.k8s.io versions `servedPolicyVersions` names (one store for all, as in a real API server). */
@@ -204,6 +205,11 @@ export class FakeApiServer {
   get(resource: string, namespace: string | undefined, name: string): KubeObject | undefined {
     const found = this.#objects.get(this.#key(resource, namespace, name));
     return found === undefined ? undefined : structuredClone(found);
+  }
+
+  /** Every stored object of RESOURCE, in key order. */
+  list(resource: string): KubeObject[] {
+    return [...this.#objects.entries()].filter(([key]) => key.startsWith(`${resource}/`)).sort(([a], [b]) => (a < b ? -1 : 1)).map(([, object]) => structuredClone(object));
   }
 
   // ---- faults ----
