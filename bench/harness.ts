@@ -58,7 +58,7 @@ export function startOurs(args: readonly string[] = [], nodeFlags: readonly stri
  * node_modules so that `fastify` and `autocannon` resolve to the very
  * packages our server and package.json use.
  */
-function compileBenchScript(name: string): string {
+export function compileBenchScript(name: string): string {
   const dir = join(ROOT, 'node_modules', '.cache', 'envoy-injector-bench');
   mkdirSync(dir, { recursive: true });
   const source = readFileSync(join(ROOT, 'bench', `${name}.ts`), 'utf8');

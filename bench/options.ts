@@ -10,6 +10,16 @@ export const { values: flags } = parseArgs({
     only: { type: 'string' },
     /** Extra node flags for our server only, e.g. "--max-semi-space-size=4", to try a fix; recorded in the results. */
     'ours-node-flags': { type: 'string', default: '' },
+    /** The cluster parts (apiserver, scale): which real kube-apiserver. */
+    'kube-version': { type: 'string', default: '1.34' },
+    /** apiserver: Pods per path, rounds, concurrent clients, the Deployment's replicas. */
+    'apiserver-pods': { type: 'string' },
+    'apiserver-rounds': { type: 'string' },
+    'apiserver-clients': { type: 'string', default: '8' },
+    'deployment-replicas': { type: 'string' },
+    /** scale: namespaces (half enabled) and Pods. */
+    'scale-namespaces': { type: 'string' },
+    'scale-pods': { type: 'string' },
   },
 });
 export const QUICK = flags.quick;
@@ -20,7 +30,7 @@ export const selected = (part: string): boolean => ONLY === undefined || ONLY.in
 /** The load scenarios (scenarios.ts), then the other parts. */
 export const SCENARIO_NAMES = ['seed', 'skip', 'large', 'burst'] as const;
 export type ScenarioName = (typeof SCENARIO_NAMES)[number];
-const PARTS: readonly string[] = [...SCENARIO_NAMES, 'memory', 'coldstart', 'cluster', 'size'];
+const PARTS: readonly string[] = [...SCENARIO_NAMES, 'memory', 'coldstart', 'cluster', 'size', 'apiserver', 'scale'];
 const unknownParts = (ONLY ?? []).filter((part) => !PARTS.includes(part));
 // Before anything is started: a typo must not leave a work dir or a process behind.
 if (unknownParts.length > 0) throw new Error(`--only: unknown ${unknownParts.join(', ')} (known: ${PARTS.join(', ')})`);
@@ -36,6 +46,34 @@ export const SETTINGS = {
   coldStarts: QUICK ? 3 : 7,
   /** Cluster mode: seconds from ready to the at-rest reading. */
   restSeconds: QUICK ? 5 : 60,
-  /** The whole run is killed past this (a hung child must not hang CI or a terminal). */
-  deadlineMs: 15 * 60_000,
+  /** The real API server parts (bench/cluster-latency.ts, bench/cluster-scale.ts): Pods per path and the rest, see bench/README.md. */
+  apiServer: {
+    kubeVersion: kubeVersion(flags['kube-version']),
+    podsPerPath: count('apiserver-pods', QUICK ? 80 : 900),
+    rounds: count('apiserver-rounds', QUICK ? 2 : 6),
+    clients: count('apiserver-clients', 8),
+    replicas: count('deployment-replicas', QUICK ? 50 : 500),
+  },
+  scale: {
+    kubeVersion: kubeVersion(flags['kube-version']),
+    namespaces: count('scale-namespaces', QUICK ? 200 : 5000),
+    baselineNamespaces: 20,
+    pods: count('scale-pods', QUICK ? 200 : 5000),
+    restSeconds: QUICK ? 5 : 60,
+  },
+  /** The whole run is killed past this (a hung child must not hang CI or a terminal); the real API server parts add theirs. */
+  deadlineMs: (15 + (selected('apiserver') ? 30 : 0) + (selected('scale') ? 30 : 0)) * 60_000,
 } as const;
+
+function count(flag: 'apiserver-pods' | 'apiserver-rounds' | 'apiserver-clients' | 'deployment-replicas' | 'scale-namespaces' | 'scale-pods', fallback: number): number {
+  const text = flags[flag];
+  if (text === undefined) return fallback;
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < 0) throw new Error(`--${flag}: not a count: ${text}`);
+  return value;
+}
+
+function kubeVersion(text: string): '1.34' | '1.36' {
+  if (text !== '1.34' && text !== '1.36') throw new Error(`--kube-version: 1.34 or 1.36 (MutatingAdmissionPolicy is needed), not ${text}`);
+  return text;
+}

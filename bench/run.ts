@@ -19,6 +19,9 @@ import { ROOT } from './processes.js';
 import { clusterText, coldStartText, header, machineInfo, markdownSummary, memoryFlatnessText, scenarioTable, shippedText, updateReadme, type MachineInfo } from './report.js';
 import { precomputeResponses, runScenario, SCENARIOS } from './scenarios.js';
 import { evaluateTargets, type Target } from './targets.js';
+import { missingAssets } from '../test/e2e/kube-binaries.js';
+import { scaleFigures, scaleTargets, scaleText, type ScaleFigures } from './cluster-scale.js';
+import { apiServerFigures, apiServerMarkdown, apiServerTargets, apiServerText, type ApiServerFigures } from './cluster-latency.js';
 
 /** What one run measured: only the parts selected. */
 interface Measured {
@@ -27,6 +30,8 @@ interface Measured {
   readonly cold: ColdStart | undefined;
   readonly cluster: ClusterFigures | undefined;
   readonly shipped: ShippedSize | undefined;
+  readonly apiServer: ApiServerFigures | undefined;
+  readonly scale: ScaleFigures | undefined;
 }
 
 async function measure(): Promise<Measured> {
@@ -53,11 +58,24 @@ async function measure(): Promise<Measured> {
     cluster = await clusterFigures();
   }
   const shipped = selected('size') ? shippedSize() : undefined;
-  return { scenarios, memory, cold, cluster, shipped };
+  // The real API server parts need the tier's binaries (test/e2e/kube-binaries.ts); without them they are skipped, saying why.
+  const missing = selected('apiserver') || selected('scale') ? missingAssets() : undefined;
+  if (missing !== undefined) log(`bench: skipping the real API server parts (apiserver, scale): ${missing}`);
+  let apiServer: ApiServerFigures | undefined;
+  if (selected('apiserver') && missing === undefined) {
+    log(`bench: Pod CREATE through a real kube-apiserver ${SETTINGS.apiServer.kubeVersion}, four paths`);
+    apiServer = await apiServerFigures(SETTINGS.apiServer);
+  }
+  let scale: ScaleFigures | undefined;
+  if (selected('scale') && missing === undefined) {
+    log(`bench: scale, ${SETTINGS.scale.namespaces} namespaces and ${SETTINGS.scale.pods} Pods on a real kube-apiserver ${SETTINGS.scale.kubeVersion}`);
+    scale = await scaleFigures(SETTINGS.scale);
+  }
+  return { scenarios, memory, cold, cluster, shipped, apiServer, scale };
 }
 
 /** The console report: the header, the scenario table and its note, the other parts, the targets. */
-function consoleReport(startedAt: Date, machine: MachineInfo, { scenarios, memory, cold, cluster, shipped }: Measured, targets: readonly Target[]): string {
+function consoleReport(startedAt: Date, machine: MachineInfo, { scenarios, memory, cold, cluster, shipped, apiServer, scale }: Measured, targets: readonly Target[]): string {
   const out: string[] = [header(startedAt, machine), ''];
   if (scenarios.length > 0) {
     out.push(scenarioTable(scenarios), '');
@@ -72,14 +90,16 @@ function consoleReport(startedAt: Date, machine: MachineInfo, { scenarios, memor
   if (cold !== undefined) out.push(`cold start, local: ${coldStartText(cold)}`);
   if (cluster !== undefined) out.push(...clusterText(cluster));
   if (shipped !== undefined) out.push(`shipped: ${shippedText(shipped)}`);
+  if (apiServer !== undefined) out.push('', ...apiServerText(apiServer));
+  if (scale !== undefined) out.push('', ...scaleText(scale));
   out.push('', table([['target', 'value', 'limit', ''], ...targets.map((target) => [target.name, target.value, target.limit, target.pass ? 'PASS' : 'FAIL'])]), '');
   return `${out.join('\n')}\n`;
 }
 
 /** The results file (a dated one; a quick or partial run's ignored), and for a full run latest.json and the README block. */
 function writeResults(startedAt: Date, machine: MachineInfo, measured: Measured, targets: readonly Target[]): void {
-  const { scenarios, memory, cold, cluster, shipped } = measured;
-  const results = { date: startedAt.toISOString(), quick: QUICK, only: ONLY ?? null, machine, settings: SETTINGS, scenarios, memory: memory ?? null, coldStart: cold ?? null, cluster: cluster ?? null, shippedSize: shipped ?? null, targets };
+  const { scenarios, memory, cold, cluster, shipped, apiServer, scale } = measured;
+  const results = { date: startedAt.toISOString(), quick: QUICK, only: ONLY ?? null, machine, settings: SETTINGS, scenarios, memory: memory ?? null, coldStart: cold ?? null, cluster: cluster ?? null, shippedSize: shipped ?? null, apiServer: apiServer ?? null, scale: scale ?? null, targets };
   const dir = join(ROOT, 'bench', 'results');
   mkdirSync(dir, { recursive: true });
   const text = `${JSON.stringify(results, null, 2)}\n`;
@@ -90,7 +110,7 @@ function writeResults(startedAt: Date, machine: MachineInfo, measured: Measured,
   writeFileSync(join(dir, name), text);
   if (complete) {
     writeFileSync(join(dir, 'latest.json'), text);
-    updateReadme(markdownSummary(startedAt, machine, scenarios, memory, cold, cluster, shipped, targets));
+    updateReadme([markdownSummary(startedAt, machine, scenarios, memory, cold, cluster, shipped, targets), ...(apiServer === undefined ? [] : ['', apiServerMarkdown(apiServer)]), ...(scale === undefined ? [] : ['', ...scaleText(scale).map((line) => `- ${line}.`)])].join('\n'));
   }
   log(`bench: results in bench/results/${name}${complete ? ', bench/results/latest.json and the table in bench/README.md' : ''}`);
 }
@@ -99,7 +119,7 @@ async function main(): Promise<void> {
   const startedAt = new Date();
   log(`bench: work dir ${work}`);
   const measured = await measure();
-  const targets = evaluateTargets(measured.scenarios, measured.memory, measured.cold, measured.cluster);
+  const targets = [...evaluateTargets(measured.scenarios, measured.memory, measured.cold, measured.cluster), ...(measured.apiServer === undefined ? [] : apiServerTargets(measured.apiServer)), ...(measured.scale === undefined ? [] : scaleTargets(measured.scale))];
   const machine = machineInfo();
   process.stdout.write(consoleReport(startedAt, machine, measured, targets));
   if (!flags['no-write']) writeResults(startedAt, machine, measured, targets);

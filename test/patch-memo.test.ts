@@ -4,7 +4,7 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import fc from 'fast-check';
 import { PatchMemo, reviewAdmission, type AdmissionRequest, type ReviewContext } from '../src/admission/index.js';
-import { ALL_OVERRIDES, OVERRIDE_ANNOTATION_PREFIX, parseTemplateData, type JsonObject, type JsonValue, type OverrideName } from '../src/injection/index.js';
+import { admitPod, ALL_OVERRIDES, OVERRIDE_ANNOTATION_PREFIX, parseTemplateData, type JsonObject, type JsonValue, type OverrideName } from '../src/injection/index.js';
 
 /** Templates whose names Pods often share: every clash (kept entries, warnings) is reached. */
 const TEMPLATES = parseTemplateData({
@@ -48,6 +48,8 @@ const pod: fc.Arbitrary<JsonObject> = fc
     ephemeralContainers: list,
     volumes: list,
     imagePullSecrets: list,
+    // The ServiceAccount plugin's volume and mounts, with the random suffix the API server gives them.
+    token: fc.constantFrom(undefined, 'abcde', 'zz9x1', 'q7'),
   })
   .map((shape) => {
     const pod: JsonObject = { apiVersion: 'v1', kind: 'Pod' };
@@ -77,10 +79,26 @@ const pod: fc.Arbitrary<JsonObject> = fc
         const value = shape[key];
         if (value !== undefined) spec[key] = value;
       }
+      if (shape.token !== undefined) addTokenVolume(spec, `kube-api-access-${shape.token}`);
       pod['spec'] = spec;
     }
     return pod;
   });
+
+/** As the ServiceAccount admission plugin leaves a Pod: the volume, and its mount in every container. */
+function addTokenVolume(spec: JsonObject, name: string): void {
+  const volumes = Array.isArray(spec['volumes']) ? spec['volumes'] : [];
+  spec['volumes'] = [{ name, projected: { sources: [] } }, ...volumes];
+  for (const key of ['containers', 'initContainers']) {
+    const entries = spec[key];
+    if (!Array.isArray(entries)) continue;
+    spec[key] = entries.map((entry) =>
+      typeof entry === 'object' && entry !== null && !Array.isArray(entry)
+        ? { ...entry, volumeMounts: [{ name, readOnly: true, mountPath: '/var/run/secrets/kubernetes.io/serviceaccount' }] }
+        : entry,
+    );
+  }
+}
 
 function request(object: JsonObject, uid: string): AdmissionRequest {
   return {
@@ -122,6 +140,11 @@ describe('the patch memo', () => {
           assert.deepEqual(memoized.warnings, expected.warnings);
           assert.deepEqual(memoized.injection, expected.injection);
           assert.deepEqual(memoized.overrides, expected.overrides);
+          if (memoized.review.response.patch !== undefined) {
+            // The operations themselves, as the merge makes them for this very Pod (its own token volume's name included).
+            const merged = admitPod({ kind: { group: '', kind: 'Pod' }, operation: 'CREATE', namespace: 'shop', pod: structuredClone(object), namespaceLabels: labels, templates: TEMPLATES, options: context(native, allowed).options });
+            assert.deepEqual(JSON.parse(Buffer.from(memoized.review.response.patch, 'base64').toString('utf8')), JSON.parse(JSON.stringify(merged.injection?.patch)));
+          }
         }
       }),
       { numRuns: 1000 },

@@ -24,8 +24,13 @@ export interface MemoizedInjection {
   readonly overrides: Admission['overrides'];
   /** The overrides' and the merge's warnings (the decision's come first, per request). */
   readonly warnings: readonly string[];
-  /** base64 of the encoded JSON Patch, as the response carries it. */
-  readonly patch: string;
+  /**
+   * base64 of the encoded JSON Patch, as the response carries it, in pieces
+   * between which the Pod's ServiceAccount token volume name goes
+   * (`fillPatch`); one piece when the patch names none. The `injection`'s
+   * patch holds TOKEN_MOUNT_PLACEHOLDER there.
+   */
+  readonly patch: readonly string[];
 }
 
 export interface PatchMemoLimits {
@@ -105,8 +110,9 @@ export class PatchMemo {
  * 4/3 of it); the template's entries they share are the template set's.
  */
 function entryBytes(key: string, value: MemoizedInjection): number {
-  const strings = key.length + value.patch.length + value.warnings.reduce((sum, warning) => sum + warning.length, 0);
-  return 2 * strings + 2 * value.patch.length + 256;
+  const patchLength = value.patch.reduce((sum, piece) => sum + piece.length, 0);
+  const strings = key.length + patchLength + value.warnings.reduce((sum, warning) => sum + warning.length, 0);
+  return 2 * strings + 2 * patchLength + 256;
 }
 
 /**
@@ -115,10 +121,20 @@ function entryBytes(key: string, value: MemoizedInjection): number {
  * Which lists are arrays, which of the template's names each already has,
  * whether metadata and annotations are objects, the override annotations'
  * values, the sidecar mode, the allowed overrides and the capture's outcome
- * (`captureKey`: "" when off, else its exclusions), and what the proxy's
- * lifecycle reads (hold-application, the autoscaler annotation, the grace period).
+ * (`captureKey`: "" when off, else its exclusions), whether the added
+ * containers get the ServiceAccount token mount (its volume's name, random
+ * per Pod, is not part of the shape: the answer leaves a gap for it), and what
+ * the proxy's lifecycle reads (hold-application, the autoscaler annotation,
+ * the grace period).
  */
-export function podShape(pod: JsonObject, template: SidecarTemplate, nativeSidecar: boolean, allowedOverrides: readonly OverrideName[], captureKey = ''): string {
+export function podShape(
+  pod: JsonObject,
+  template: SidecarTemplate,
+  nativeSidecar: boolean,
+  allowedOverrides: readonly OverrideName[],
+  captureKey = '',
+  tokenMount = false,
+): string {
   const spec = objectAt(pod, 'spec');
   const metadata = objectAt(pod, 'metadata');
   const annotations = objectAt(metadata, 'annotations');
@@ -147,6 +163,7 @@ export function podShape(pod: JsonObject, template: SidecarTemplate, nativeSidec
     listShape('imagePullSecrets', names.imagePullSecrets),
     overrides.map((value) => (value === undefined ? 0 : [value])),
     captureKey,
+    tokenMount,
     lifecycle,
     spec === undefined ? null : (own(spec, 'terminationGracePeriodSeconds') ?? null),
   ]);

@@ -5,13 +5,15 @@ import {
   injectDecided,
   isJsonObject,
   OVERRIDE_ANNOTATION_PREFIX,
+  serviceAccountTokenVolume,
+  TOKEN_MOUNT_PLACEHOLDER,
   type AdmitOptions,
   type Admission,
   type Reason,
   type TemplateSet,
 } from '../injection/index.js';
 import { podShape, type MemoizedInjection, type PatchMemo } from './patch-memo.js';
-import { allowed, encodePatchBase64, patched, toReview, type AdmissionReviewResponse } from './responses.js';
+import { allowed, encodePatchPieces, fillPatch, patched, toReview, type AdmissionReviewResponse } from './responses.js';
 import type { AdmissionRequest } from './review-schema.js';
 
 /** Everything one review is decided on, read once at its start so it sees one consistent state. */
@@ -68,17 +70,19 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
   }
   // Per request, as the decision (it reads the namespace's labels); the patch depends only on its outcome.
   const capture = decideCapture({ ...input, template: decision.template });
+  // The ServiceAccount token volume, per Pod (its name has a random suffix): the patch leaves a gap for its name.
+  const tokenVolume = serviceAccountTokenVolume(pod);
   const compute = (): MemoizedInjection => {
-    const { injection, overrides, warnings } = injectDecided(input, decision, capture);
+    const { injection, overrides, warnings } = injectDecided(input, decision, capture, tokenVolume === undefined ? undefined : TOKEN_MOUNT_PLACEHOLDER);
     // Its warnings start with the decision's and the capture's, which are per request.
-    return { injection, overrides, warnings: warnings.slice(decision.warnings.length + capture.warnings.length), patch: encodePatchBase64(injection.patch) };
+    return { injection, overrides, warnings: warnings.slice(decision.warnings.length + capture.warnings.length), patch: encodePatchPieces(injection.patch) };
   };
   const { memo, templates } = context;
   const captureKey = capture.capture ? JSON.stringify(capture.exclusions) : '';
-  const { injection, overrides, warnings: injectionWarnings, patch } =
-    memo === undefined || templates === undefined
-      ? compute()
-      : memo.answer(templates, podShape(pod, decision.template, decision.nativeSidecar, context.options.allowedOverrides ?? DEFAULT_ALLOWED_OVERRIDES, captureKey), compute);
+  const shape = (): string =>
+    podShape(pod, decision.template, decision.nativeSidecar, context.options.allowedOverrides ?? DEFAULT_ALLOWED_OVERRIDES, captureKey, tokenVolume !== undefined);
+  const { injection, overrides, warnings: injectionWarnings, patch: pieces } = memo === undefined || templates === undefined ? compute() : memo.answer(templates, shape(), compute);
+  const patch = fillPatch(pieces, tokenVolume);
   const warnings = [...decision.warnings, ...capture.warnings, ...injectionWarnings];
   audit['template'] = `${decision.template.name}@${decision.template.hash}`;
   if (overrides.length > 0) audit['overrides'] = overrides.map((override) => override.annotation.slice(OVERRIDE_ANNOTATION_PREFIX.length)).join(',');

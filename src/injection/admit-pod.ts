@@ -3,6 +3,7 @@ import { decideInjection, type Decision, type DecisionInput, type DecisionOption
 import { injectPod, type InjectionResult } from './inject-pod.js';
 import { entryName, objectAt, type JsonObject } from './json.js';
 import { applyLifecycle, decideLifecycle, lifecycleIgnoredWarnings, type LifecycleDecision } from './proxy-lifecycle.js';
+import { serviceAccountTokenMount, serviceAccountTokenVolume } from './token-mount.js';
 import { DEFAULT_ALLOWED_OVERRIDES, resolveOverrides, type AppliedOverride, type OverrideName } from './overrides.js';
 
 export interface AdmitOptions extends DecisionOptions {
@@ -37,6 +38,7 @@ export function injectDecided(
   input: InjectInput,
   decision: Extract<Decision, { inject: true }>,
   capture: CaptureDecision = decideCapture({ ...input, template: decision.template }),
+  tokenMount: JsonObject | undefined = defaultTokenMount(input.pod),
 ): Admission & { readonly injection: InjectionResult; readonly capture: CaptureDecision } {
   const annotations = objectAt(objectAt(input.pod, 'metadata'), 'annotations');
   const overrides = resolveOverrides(annotations, decision.template.containers[0], input.options.allowedOverrides ?? DEFAULT_ALLOWED_OVERRIDES);
@@ -51,6 +53,7 @@ export function injectDecided(
     customizeProxy,
     proxyFirst: lifecycle?.hold === true && !decision.nativeSidecar,
     capture: capture.capture ? { initContainer: captureInitContainer(capture.settings, capture.exclusions), volume: captureLockVolume() } : undefined,
+    tokenMount,
   });
   // The proxy is the template's first container; the Pod may already have its own by that name.
   const proxyName = entryName(decision.template.containers[0]);
@@ -74,4 +77,10 @@ export function injectDecided(
       ...injection.warnings,
     ],
   };
+}
+
+/** The ServiceAccount token mount the API server would give the added containers, of the Pod's own volume. */
+function defaultTokenMount(pod: JsonObject): JsonObject | undefined {
+  const volume = serviceAccountTokenVolume(pod);
+  return volume === undefined ? undefined : serviceAccountTokenMount(volume);
 }

@@ -17,3 +17,4 @@ export * from './capture-template.js';
 export * from './capture.js';
 export * from './lifecycle-template.js';
 export * from './proxy-lifecycle.js';
+export * from './token-mount.js';

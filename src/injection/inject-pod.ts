@@ -3,6 +3,7 @@ import { jsonPointer } from './json-pointer.js';
 import { Annotations } from './names.js';
 import type { SidecarTemplate } from './parse-template.js';
 import { localVolumeNames, safeToEvictValue } from './proxy-lifecycle.js';
+import { withTokenMount } from './token-mount.js';
 
 /** RFC 6902 operations; we only ever add. */
 export interface PatchOperation {
@@ -57,6 +58,11 @@ export interface InjectOptions {
   readonly capture?: { readonly initContainer: JsonObject; readonly volume: JsonObject } | undefined;
   /** Classic sidecars holding the app: the proxy goes first in `containers`, so the kubelet starts it first. */
   readonly proxyFirst?: boolean;
+  /**
+   * The ServiceAccount token mount to give every container added, as the API
+   * server's ServiceAccount plugin would in its rerun (`token-mount.ts`).
+   */
+  readonly tokenMount?: JsonObject | undefined;
 }
 
 /**
@@ -105,10 +111,12 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
   const pullSecrets = pickNew('imagePullSecrets', template.imagePullSecrets, namesIn('imagePullSecrets'));
 
   const nativeSidecars = options.nativeSidecar ? sidecars.map((container) => ({ ...container, restartPolicy: 'Always' })) : [];
-  const classicSidecars = options.nativeSidecar ? [] : sidecars;
+  const { tokenMount } = options;
+  const mounted = (containers: JsonObject[]): JsonObject[] => (tokenMount === undefined ? containers : containers.map((container) => withTokenMount(container, tokenMount)));
+  const classicSidecars = mounted(options.nativeSidecar ? [] : sidecars);
+  const firstInits = mounted(options.nativeSidecar ? [...captureInits, ...nativeSidecars] : []);
+  const lastInits = mounted(options.nativeSidecar ? templateInits : [...templateInits, ...captureInits]);
   const proxyFirst = options.proxyFirst === true && entryName(classicSidecars[0]) === proxyName ? classicSidecars.slice(0, 1) : [];
-  const firstInits = options.nativeSidecar ? [...captureInits, ...nativeSidecars] : [];
-  const lastInits = options.nativeSidecar ? templateInits : [...templateInits, ...captureInits];
 
   // The lists the Pod lacks, created whole; for a Pod without `spec`, they are its new spec.
   const createdLists: JsonObject = {};

@@ -75,6 +75,8 @@ interface StartOptions {
    * cluster out of the box). 1.28 has none.
    */
   readonly betaPolicyApi?: boolean;
+  /** More kube-controller-manager flags (the bench lifts its client's rate limit: --kube-api-qps, --kube-api-burst). */
+  readonly controllerManagerArgs?: readonly string[];
 }
 
 /**
@@ -223,6 +225,7 @@ export async function startControlPlane(version: KubeVersion, options: StartOpti
         '--use-service-account-credentials=false',
         '--leader-elect=false',
         '--controllers=serviceaccount,serviceaccount-token,namespace,garbagecollector,root-ca-cert-publisher,deployment,replicaset,statefulset',
+        ...(options.controllerManagerArgs ?? []),
       ], join(dir, 'kube-controller-manager.log'));
       processes.push(controllerManager);
       // Its serviceaccount controller gives `default` its ServiceAccount: the sign that it runs.

@@ -1,0 +1,171 @@
+/**
+ * The four admission paths of the cluster figures, side by side in one real
+ * API server (with its controller manager): a namespace each, and what acts
+ * on it.
+ *
+ * - none: labeled `envoy-injector.io/inject=disabled`, excluded by every
+ *   webhook and policy: no injection at all.
+ * - floor: the floor webhook only (floor-webhook.ts), registered like the
+ *   chart's (reinvocationPolicy IfNeeded), by `url`.
+ * - webhook: our injector as the chart installs and registers it (mode
+ *   webhook, certificates auto), run as the chart's ServiceAccount and reached
+ *   through the chart's Service (test/e2e/injector-process.ts).
+ * - policy: the chart in mode policy, its controller applying the
+ *   MutatingAdmissionPolicy.
+ *
+ * Both releases exclude the other paths' namespaces (`excludedNamespaces`),
+ * so each namespace sees its own path only.
+ */
+import { writeFileSync } from 'node:fs';
+import { request } from 'node:https';
+import { join } from 'node:path';
+import { AdmissionregistrationV1Api, CoreV1Api } from '@kubernetes/client-node';
+import { makeCa, makeServingCertificate } from '../src/tls/certificates.js';
+import { createNamespace, eventually, helmInstall, sidecar } from '../test/e2e/cluster.js';
+import { startControlPlane, type KubeVersion, type OwnedControlPlane } from '../test/e2e/control-plane.js';
+import { startChartInjector, type ChartInjector } from '../test/e2e/injector-process.js';
+import { startPolicyController, type PolicyController } from '../test/e2e/policy-controller-process.js';
+import { compileBenchScript, log, work } from './harness.js';
+import { startServer, type ServerProcess } from './processes.js';
+
+export const PATHS = ['none', 'floor', 'webhook', 'policy'] as const;
+export type PathName = (typeof PATHS)[number];
+
+export const PATH_DESCRIPTIONS: Record<PathName, string> = {
+  none: 'no injection',
+  floor: 'a no-work webhook answering our answer',
+  webhook: 'envoy-injector (webhook, the chart\'s registration)',
+  policy: 'envoy-injector (policy mode)',
+};
+
+/** The webhooks each path's Pods reach, by the names the API server's metric uses. */
+export const PATH_WEBHOOKS: Record<PathName, readonly string[]> = {
+  none: [],
+  floor: ['floor.bench.envoy-injector.io'],
+  webhook: ['enabled-namespaces.envoy-injector.io', 'opted-in-pods.envoy-injector.io'],
+  policy: [],
+};
+
+export interface BenchPaths {
+  readonly plane: OwnedControlPlane;
+  readonly namespaces: Record<PathName, string>;
+  /** The Pod every path creates: the seed's (examples/myapp-pod.yaml), named by generateName. */
+  readonly pod: Record<string, unknown>;
+  readonly processes: { readonly injector: ChartInjector; readonly policy: PolicyController; readonly floor: ServerProcess };
+  stop(): Promise<void>;
+}
+
+/** The seed's Pod as JSON, with generateName instead of its name. */
+export function seedPodBody(): Record<string, unknown> {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { generateName: 'myapp-', labels: { app: 'myapp' } },
+    spec: { containers: [{ name: 'myapp-container', image: 'busybox', command: ['sh', '-c', 'echo Hello Kubernetes! && sleep 3600'] }] },
+  };
+}
+
+/** Starts the control plane and the four paths; every path injects (or not) a probe Pod before this resolves. */
+export async function startBenchPaths(version: KubeVersion): Promise<BenchPaths> {
+  // The controller manager's client is rate limited (20/s) by default: a Deployment's scale-up would measure that limit.
+  const plane = await startControlPlane(version, { controllerManagerArgs: ['--kube-api-qps=2000', '--kube-api-burst=2000'] });
+  const stops: (() => Promise<unknown>)[] = [() => plane.stop()];
+  const stop = async (): Promise<void> => {
+    for (const step of stops.reverse()) await step().catch(() => undefined);
+  };
+  try {
+    const namespaces: Record<PathName, string> = { none: 'bench-none', floor: 'bench-floor', webhook: 'bench-webhook', policy: 'bench-policy' };
+    await Promise.all([
+      createNamespace(plane, namespaces.none, { 'envoy-injector.io/inject': 'disabled' }),
+      createNamespace(plane, namespaces.floor, { 'bench-path': 'floor' }),
+      createNamespace(plane, namespaces.webhook, { 'envoy-injector.io/inject': 'enabled' }),
+      createNamespace(plane, namespaces.policy, { 'envoy-injector.io/inject': 'enabled' }),
+    ]);
+    const others = (path: PathName): string[] => PATHS.filter((other) => other !== path).map((other) => namespaces[other]);
+    log('bench: installing the chart (webhook) and starting the injector');
+    const webhookRelease = await helmInstall(plane, { name: 'bench', namespace: 'bench-system' }, { excludedNamespaces: others('webhook') });
+    const injector = await startChartInjector(plane, webhookRelease);
+    stops.push(() => injector.stop());
+    log('bench: installing the chart (policy mode) and starting its controller');
+    const policyRelease = await helmInstall(plane, { name: 'bench-policy', namespace: 'bench-policy-system' }, { mode: 'policy', excludedNamespaces: others('policy') });
+    const policy = await startPolicyController(plane, policyRelease);
+    stops.push(() => policy.stop());
+    const pod = seedPodBody();
+    const core = plane.kubeConfig.makeApiClient(CoreV1Api);
+    const dryRun = async (namespace: string) => core.createNamespacedPod({ namespace, body: pod as never, dryRun: 'All' });
+    for (const path of ['webhook', 'policy'] as const) {
+      await eventually(`a Pod injected on the ${path} path`, async () => (sidecar(await dryRun(namespaces[path])) === 'none' ? undefined : true), 60_000, 200);
+    }
+    const floor = await startFloorWebhook(plane, injector, webhookRelease.namespace, await dryRun(namespaces.none), namespaces.webhook);
+    stops.push(() => floor.stop());
+    await eventually('a Pod patched by the floor webhook', async () => (sidecar(await dryRun(namespaces.floor)) === 'none' ? undefined : true), 30_000, 200);
+    if (sidecar(await dryRun(namespaces.none)) !== 'none') throw new Error('the none path injected a Pod');
+    return { plane, namespaces, pod, processes: { injector, policy, floor }, stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+/**
+ * Asks our injector (as the API server would, through its Service's address,
+ * its certificate checked for the Service's name) for its answer to PROBE,
+ * an uninjected Pod as the API server hands it to webhooks, in the webhook
+ * path's namespace; starts the floor webhook with that answer and registers it.
+ */
+async function startFloorWebhook(plane: OwnedControlPlane, injector: ChartInjector, releaseNamespace: string, probe: unknown, namespace: string): Promise<ServerProcess> {
+  const core = plane.kubeConfig.makeApiClient(CoreV1Api);
+  const secret = await core.readNamespacedSecret({ name: injector.env['CERT_SECRET'] ?? '', namespace: releaseNamespace });
+  const ca = Buffer.from(secret.data?.['ca.crt'] ?? '', 'base64').toString('utf8');
+  const service = injector.env['SERVICE_NAME'];
+  const review = {
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request: { uid: 'bench-floor', kind: { group: '', version: 'v1', kind: 'Pod' }, resource: { group: '', version: 'v1', resource: 'pods' }, namespace, operation: 'CREATE', userInfo: { username: 'admin' }, object: probe },
+  };
+  const answer = await postJson(`https://${injector.host}:${injector.port}/mutate`, review, ca, service === undefined ? undefined : `${service}.${releaseNamespace}.svc`);
+  const volume = (probe as { spec?: { volumes?: { name: string }[] } }).spec?.volumes?.find((entry) => entry.name.startsWith('kube-api-access-'))?.name ?? 'kube-api-access-none';
+  const answerFile = join(work, 'floor-webhook-answer.json');
+  writeFileSync(answerFile, answer);
+  const floorCa = await makeCa({ commonName: 'bench-floor-ca', validDays: 1 });
+  const serving = await makeServingCertificate({ ca: floorCa, hosts: ['127.0.0.1'], validDays: 1 });
+  const [certFile, keyFile] = [join(work, 'floor-webhook.crt'), join(work, 'floor-webhook.key')];
+  writeFileSync(certFile, serving.cert);
+  writeFileSync(keyFile, serving.key, { mode: 0o600 });
+  const floor = await startServer([compileBenchScript('floor-webhook'), certFile, keyFile, answerFile, volume], 'floor webhook serving https');
+  await plane.kubeConfig.makeApiClient(AdmissionregistrationV1Api).createMutatingWebhookConfiguration({
+    body: {
+      metadata: { name: 'bench-floor' },
+      webhooks: [
+        {
+          name: PATH_WEBHOOKS.floor[0] ?? '',
+          admissionReviewVersions: ['v1'],
+          sideEffects: 'None',
+          reinvocationPolicy: 'IfNeeded',
+          matchPolicy: 'Equivalent',
+          failurePolicy: 'Fail',
+          timeoutSeconds: 5,
+          clientConfig: { url: `https://127.0.0.1:${floor.port}/mutate`, caBundle: Buffer.from(floorCa.cert).toString('base64') },
+          rules: [{ apiGroups: [''], apiVersions: ['v1'], resources: ['pods'], operations: ['CREATE'], scope: 'Namespaced' }],
+          namespaceSelector: { matchLabels: { 'bench-path': 'floor' } },
+        },
+      ],
+    },
+  });
+  return floor;
+}
+
+function postJson(url: string, body: unknown, ca: string, servername: string | undefined): Promise<string> {
+  const payload = Buffer.from(JSON.stringify(body));
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method: 'POST', ca, servername, headers: { 'content-type': 'application/json', 'content-length': payload.length }, timeout: 10_000 }, (response) => {
+      let text = '';
+      response.setEncoding('utf8');
+      response.on('data', (chunk: string) => (text += chunk));
+      response.on('end', () => (response.statusCode === 200 ? resolve(text) : reject(new Error(`POST ${url}: ${response.statusCode}: ${text.slice(0, 300)}`))));
+    });
+    req.once('timeout', () => req.destroy(new Error(`POST ${url}: no answer in 10 s`)));
+    req.once('error', reject);
+    req.end(payload);
+  });
+}

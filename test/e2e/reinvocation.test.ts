@@ -1,0 +1,102 @@
+import assert from 'node:assert/strict';
+import { after, before, it } from 'node:test';
+import { AppsV1Api, CoreV1Api, type V1Container, type V1Pod } from '@kubernetes/client-node';
+import { SERVICE_ACCOUNT_TOKEN_PATH } from '../../src/injection/index.js';
+import { callsBetween, webhookCalls, type WebhookCalls } from './apiserver-metrics.js';
+import { createNamespace, deleteNamespaces, eventually, helmInstall, helmUninstall, plainPod, sidecar, uniqueName, type Release } from './cluster.js';
+import { forEachKubeVersion } from './control-plane.js';
+import { startChartInjector, type ChartInjector } from './injector-process.js';
+import { OPT_IN_ANNOTATION, startOptInWebhook, type OptInWebhook } from './opt-in-webhook.js';
+
+const ENABLED_WEBHOOK = 'enabled-namespaces.envoy-injector.io';
+const OPTED_IN_WEBHOOK = 'opted-in-pods.envoy-injector.io';
+
+/** Every container the injector added, with where it mounts the ServiceAccount token. */
+function addedTokenMounts(pod: V1Pod): string[] {
+  const containers: V1Container[] = [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])];
+  const ours = new Set(['envoy', 'envoy-init']);
+  return containers
+    .filter((container) => ours.has(container.name))
+    .map((container) => `${container.name}: ${container.volumeMounts?.filter((mount) => mount.mountPath === SERVICE_ACCOUNT_TOKEN_PATH).map((mount) => `${mount.name} readOnly=${String(mount.readOnly)}`).join(', ') ?? 'none'}`);
+}
+
+const countOf = (calls: ReadonlyMap<string, WebhookCalls>, name: string): number => calls.get(name)?.count ?? 0;
+
+forEachKubeVersion('reinvocation: what a Pod CREATE costs in webhook calls, by the API server\'s own metric', (plane) => {
+  let release: Release | undefined;
+  let injector: ChartInjector | undefined;
+  let optIn: OptInWebhook | undefined;
+  const label = uniqueName('reinvoke');
+  const ns = { enabled: uniqueName('enabled'), plain: uniqueName('plain') };
+  const core = () => plane().kubeConfig.makeApiClient(CoreV1Api);
+  const create = (namespace: string, pod: V1Pod, dryRun?: 'All') => core().createNamespacedPod({ namespace, body: pod, ...(dryRun === undefined ? {} : { dryRun }) });
+  let probes = 0;
+
+  before(async () => {
+    release = await helmInstall(plane(), { name: uniqueName('mesh'), namespace: uniqueName('mesh-system') });
+    await Promise.all([
+      createNamespace(plane(), ns.enabled, { 'envoy-injector.io/inject': 'enabled' }),
+      createNamespace(plane(), ns.plain, { 'reinvocation-test': label }),
+    ]);
+    injector = await startChartInjector(plane(), release);
+    await eventually('a first Pod injected through the API server', async () => (sidecar(await create(ns.enabled, plainPod(`warmup-${++probes}`), 'All')) === 'none' ? undefined : true), 30_000, 200);
+  });
+  after(async () => {
+    await optIn?.stop();
+    await injector?.stop().catch(() => undefined);
+    if (release !== undefined) await helmUninstall(plane(), release).catch(() => undefined);
+    await deleteNamespaces(plane(), Object.values(ns));
+  });
+
+  it('with the chart\'s defaults, one call per injected Pod (Pods and a Deployment\'s replicas); the stored sidecar mounts the Pod\'s token volume as the API server would', async () => {
+    const before = await webhookCalls(plane());
+    const pods = 10;
+    for (let i = 0; i < pods; i++) assert.notEqual(sidecar(await create(ns.enabled, plainPod(`pod-${i}`))), 'none');
+    const optedIn = await create(ns.plain, plainPod('opted-in', { annotations: { [OPT_IN_ANNOTATION]: 'true' } }));
+    assert.notEqual(sidecar(optedIn), 'none');
+    const labels = { app: 'web' };
+    await plane().kubeConfig.makeApiClient(AppsV1Api).createNamespacedDeployment({
+      namespace: ns.enabled,
+      body: { metadata: { name: 'web' }, spec: { replicas: 5, selector: { matchLabels: labels }, template: { metadata: { labels }, spec: { containers: [{ name: 'web', image: 'registry.example/web:1' }] } } } },
+    });
+    const replicas = await eventually('5 Pods of Deployment web', async () => {
+      const list = await core().listNamespacedPod({ namespace: ns.enabled, labelSelector: 'app=web' });
+      return list.items.length === 5 ? list.items : undefined;
+    }, 30_000);
+    const calls = callsBetween(before, await webhookCalls(plane()));
+    assert.equal(countOf(calls, ENABLED_WEBHOOK), pods + replicas.length, `calls of ${ENABLED_WEBHOOK} for ${pods + replicas.length} Pods`);
+    assert.equal(countOf(calls, OPTED_IN_WEBHOOK), 1, `calls of ${OPTED_IN_WEBHOOK} for 1 Pod`);
+    for (const pod of [...replicas, optedIn]) {
+      const volume = pod.spec?.volumes?.find((entry) => entry.name.startsWith('kube-api-access-'))?.name;
+      assert.ok(volume !== undefined, 'the ServiceAccount plugin gave the Pod its token volume');
+      for (const line of addedTokenMounts(pod)) assert.match(line, new RegExp(`: ${volume} readOnly=true$`), pod.metadata?.name);
+    }
+  });
+
+  it('a second webhook after ours opts a Pod in: with matchConditions (the default) it is not injected, the API server never calls a webhook first in a reinvocation', async () => {
+    optIn = await startOptInWebhook(plane(), uniqueName('zz-opt-in'), { 'reinvocation-test': label });
+    await eventually('the second webhook annotating Pods', async () => ((await create(ns.plain, plainPod(`probe-${++probes}`), 'All')).metadata?.annotations?.[OPT_IN_ANNOTATION] === 'true' ? true : undefined), 20_000, 200);
+    const before = await webhookCalls(plane());
+    const pod = await create(ns.plain, plainPod('opted-in-later-default'));
+    assert.equal(pod.metadata?.annotations?.[OPT_IN_ANNOTATION], 'true', 'the second webhook annotated it');
+    assert.equal(sidecar(pod), 'none');
+    const calls = callsBetween(before, await webhookCalls(plane()));
+    assert.equal(countOf(calls, OPTED_IN_WEBHOOK), 0);
+    assert.equal(countOf(calls, optIn.webhookName), 1);
+  });
+
+  it('with webhook.matchConditions=false the injector sees every Pod first, is reinvoked (IfNeeded) after the opt-in and injects: two calls for that Pod', async () => {
+    assert.ok(release !== undefined && optIn !== undefined);
+    await helmInstall(plane(), release, { webhook: { matchConditions: false } }, { upgrade: true });
+    await eventually('the upgraded webhook to inject a Pod opted in by the second webhook', async () => (sidecar(await create(ns.plain, plainPod(`probe-${++probes}`), 'All')) === 'none' ? undefined : true), 20_000, 200);
+    const before = await webhookCalls(plane());
+    const pod = await create(ns.plain, plainPod('opted-in-later'));
+    assert.equal(pod.metadata?.annotations?.[OPT_IN_ANNOTATION], 'true');
+    assert.notEqual(sidecar(pod), 'none', 'injected after the second webhook opted it in');
+    const calls = callsBetween(before, await webhookCalls(plane()));
+    assert.equal(countOf(calls, OPTED_IN_WEBHOOK), 2, 'skipped first (not opted in), injected when reinvoked');
+    assert.equal(countOf(calls, optIn.webhookName), 1, 'the second webhook (reinvocationPolicy Never) once');
+    const plain = await create(ns.enabled, plainPod('plain-after-upgrade'));
+    assert.notEqual(sidecar(plain), 'none');
+  });
+});
