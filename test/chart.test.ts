@@ -4,6 +4,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { before, describe, it } from 'node:test';
 import { generate } from 'selfsigned';
 import {
+  admitPod,
   applyPodPatch,
   decideInjection,
   parseLabelSelectors,
@@ -696,7 +697,9 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     const args = envoy['args'] as string[];
     // One argument per word: the seed's "--concurrency 4" in one string is what not to do.
     for (const arg of args.filter((entry) => entry.startsWith('--'))) assert.doesNotMatch(arg, /\s/);
-    assert.deepEqual(args.slice(2), ['--disable-hot-restart', '--concurrency', '2', '--log-level', 'warning']);
+    assert.deepEqual(args.slice(2), ['--disable-hot-restart', '--concurrency', '2', '--log-level', 'warning', '--drain-time-s', '5', '--drain-strategy', 'immediate']);
+    assert.deepEqual(template.proxyLifecycle, { holdApplication: true, adminPort: 9901, readyPort: 9902, readyPath: '/ready', drainSeconds: 5, startupSeconds: 60 });
+    assert.equal(template.safeToEvictLocalVolumes, true);
     assert.equal(args[0], '--config-yaml');
     const bootstrap = parseYaml(args[1] as string) as Obj;
     assert.deepEqual(at(bootstrap, 'admin', 'address', 'socket_address'), { address: '127.0.0.1', port_value: 9901 });
@@ -728,6 +731,20 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     assert.deepEqual(((injected['spec'] as Obj)['containers'] as Obj[]).map((container) => container['name']), ['myapp-container', 'envoy']);
     const pod = injected as unknown as Manifest;
     assert.deepEqual(schemaProblems(pod), []);
+    // Through admitPod, as the webhook injects it: classic first with its hooks, native with its startupProbe; both valid 1.28 Pods.
+    const admit = (nativeSidecar: boolean): Obj => {
+      const admission = admitPod({ operation: 'CREATE', kind: { group: '', kind: 'Pod' }, namespace: 'shop', namespaceLabels: {}, pod: seedPod(), templates, options: { nativeSidecar, offline: true } });
+      return applyPodPatch(seedPod(), admission.injection?.patch ?? []) as Obj;
+    };
+    const classic = admit(false);
+    const classicEnvoy = ((classic['spec'] as Obj)['containers'] as Obj[])[0] as Obj;
+    assert.equal(classicEnvoy['name'], 'envoy');
+    assert.deepEqual(Object.keys(classicEnvoy['lifecycle'] as Obj), ['postStart', 'preStop']);
+    assert.deepEqual(schemaProblems(classic as unknown as Manifest), []);
+    const native = admit(true);
+    const nativeEnvoy = ((native['spec'] as Obj)['initContainers'] as Obj[])[0] as Obj;
+    assert.deepEqual(nativeEnvoy['startupProbe'], { httpGet: { path: '/ready', port: 9902 }, periodSeconds: 1, failureThreshold: 60 });
+    assert.deepEqual(schemaProblems(native as unknown as Manifest), []);
   });
 
   it('the health listener answers the probe on IPv4 and IPv6 ("::" with ipv4_compat) by default, IPv4 only with 0.0.0.0; probe, containerPort and listener agree', () => {
@@ -751,8 +768,14 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
   it('the bootstrap passes the bootstrap check: capture listeners on the rules\' ports, every cluster defined and used, no port twice', () => {
     for (const scenario of ['default', 'capture', 'proxyIpv4Only', 'options']) {
       const { envoy, bootstrap } = defaultEnvoy(manifestsOf(scenario));
-      const { capture } = templatesOf(manifestsOf(scenario)).defaultTemplate;
-      assert.deepEqual(bootstrapProblems({ bootstrap, container: envoy, capture }), [], scenario);
+      const { capture, proxyLifecycle } = templatesOf(manifestsOf(scenario)).defaultTemplate;
+      assert.ok(proxyLifecycle !== undefined, scenario);
+      assert.deepEqual(bootstrapProblems({ bootstrap, container: envoy, capture, lifecycle: proxyLifecycle }), [], scenario);
+      // The check has teeth here too: a startupProbe or hook aimed elsewhere is found.
+      assert.deepEqual(bootstrapProblems({ bootstrap, container: envoy, capture, lifecycle: { ...proxyLifecycle, adminPort: 1, readyPath: '/healthz' } }), [
+        `proxyLifecycle.adminPort 1 is not the admin port ${proxyLifecycle.adminPort}`,
+        'the health listener does not route /healthz to the admin cluster',
+      ], scenario);
     }
     // The check has teeth: a listener moved off the rules' port, and a cluster misspelt, are found.
     const { envoy, bootstrap } = defaultEnvoy(manifestsOf('capture'));

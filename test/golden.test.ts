@@ -42,6 +42,7 @@ const CASES: readonly GoldenCase[] = [
   { input: 'test/golden/mixed-kinds.yaml', golden: 'mixed-kinds.golden.yaml' },
   { input: 'test/golden/named-template.yaml', golden: 'named-template.golden.yaml', templateFile: 'test/golden/templates.yaml' },
   { input: 'test/golden/capture.yaml', golden: 'capture.golden.yaml', templateFile: 'test/golden/capture-templates.yaml' },
+  { input: 'test/golden/lifecycle.yaml', golden: 'lifecycle.golden.yaml', templateFile: 'test/golden/lifecycle-templates.yaml' },
 ];
 
 /** `policy`: the compiled MutatingAdmissionPolicy and binding, for the seed template (v1) and for named templates with every setting (v1beta1). */
@@ -62,8 +63,11 @@ const EXPLAIN_GOLDEN = { text: 'explain-pods.golden.txt', json: 'explain-pods.go
 /** explain with a namespace's template and proxy defaults and central selectors: where each value came from. */
 const EXPLAIN_NAMESPACE = { input: 'explain-namespace.yaml', templateFile: 'templates.yaml', golden: 'explain-namespace.golden.txt' } as const;
 
-/** explain over the capture cases: the decision and the rules' exclusions of each Pod. */
-const EXPLAIN_CAPTURE = { input: 'capture.yaml', templateFile: 'capture-templates.yaml', golden: 'explain-capture.golden.txt' } as const;
+/** explain over the capture cases (the decision and the rules' exclusions of each Pod) and the lifecycle cases (holding, the drain). */
+const EXPLAIN_TEMPLATE_CASES = [
+  { input: 'capture.yaml', templateFile: 'capture-templates.yaml', golden: 'explain-capture.golden.txt' },
+  { input: 'lifecycle.yaml', templateFile: 'lifecycle-templates.yaml', golden: 'explain-lifecycle.golden.txt' },
+] as const;
 
 /** status over the fleet of helpers/fleet-fixture.ts, served by the fake API server. */
 const STATUS_GOLDEN = { table: 'status.golden.txt', json: 'status.golden.json' } as const;
@@ -130,15 +134,17 @@ describe('golden files: inject output for each input manifest', () => {
     });
   }
 
-  it(`explain ${EXPLAIN_CAPTURE.input} --template-file ${EXPLAIN_CAPTURE.templateFile} → ${EXPLAIN_CAPTURE.golden}`, async () => {
-    let stdout = '';
-    const args = ['explain', '-f', join(GOLDEN_DIR, EXPLAIN_CAPTURE.input), '--template-file', join(GOLDEN_DIR, EXPLAIN_CAPTURE.templateFile), '--namespace-labels', 'envoy-injector.io/inject=enabled'];
-    const code = await runCli(args, { stdin: process.stdin, stdout: { write: (chunk: string) => (stdout += chunk) }, stderr: { write: () => true } });
-    assert.equal(code, 0);
-    const goldenPath = join(GOLDEN_DIR, EXPLAIN_CAPTURE.golden);
-    if (UPDATE) writeFileSync(goldenPath, stdout);
-    assert.equal(stdout, readFileSync(goldenPath, 'utf8'), `${EXPLAIN_CAPTURE.golden} is stale: run UPDATE_GOLDEN=1 npm test and review the diff`);
-  });
+  for (const explainCase of EXPLAIN_TEMPLATE_CASES) {
+    it(`explain ${explainCase.input} --template-file ${explainCase.templateFile} → ${explainCase.golden}`, async () => {
+      let stdout = '';
+      const args = ['explain', '-f', join(GOLDEN_DIR, explainCase.input), '--template-file', join(GOLDEN_DIR, explainCase.templateFile), '--namespace-labels', 'envoy-injector.io/inject=enabled'];
+      const code = await runCli(args, { stdin: process.stdin, stdout: { write: (chunk: string) => (stdout += chunk) }, stderr: { write: () => true } });
+      assert.equal(code, 0);
+      const goldenPath = join(GOLDEN_DIR, explainCase.golden);
+      if (UPDATE) writeFileSync(goldenPath, stdout);
+      assert.equal(stdout, readFileSync(goldenPath, 'utf8'), `${explainCase.golden} is stale: run UPDATE_GOLDEN=1 npm test and review the diff`);
+    });
+  }
 
   it(`explain ${EXPLAIN_NAMESPACE.input} --template-file ${EXPLAIN_NAMESPACE.templateFile} (namespace template, defaults, selectors) → ${EXPLAIN_NAMESPACE.golden}`, async () => {
     let stdout = '';
@@ -193,7 +199,7 @@ describe('golden files: inject output for each input manifest', () => {
   }
 
   it('has no golden or input file that no case uses', () => {
-    const explainFiles = [EXPLAIN_INPUT, ...Object.values(EXPLAIN_GOLDEN), ...Object.values(EXPLAIN_CAPTURE), ...Object.values(EXPLAIN_NAMESPACE), ...POLICY_CASES.map((c) => c.golden), ...Object.values(STATUS_GOLDEN)];
+    const explainFiles = [EXPLAIN_INPUT, ...Object.values(EXPLAIN_GOLDEN), ...EXPLAIN_TEMPLATE_CASES.flatMap((c) => [c.input, c.templateFile, c.golden]), ...Object.values(EXPLAIN_NAMESPACE), ...POLICY_CASES.map((c) => c.golden), ...Object.values(STATUS_GOLDEN)];
     const used = new Set([...explainFiles, ...CASES.flatMap((c) => [c.golden, c.input, c.templateFile].filter((f) => f !== undefined).map((f) => f.replace('test/golden/', '')))]);
     const unused = readdirSync(GOLDEN_DIR).filter((file) => !used.has(file));
     assert.deepEqual(unused, [], 'remove these files or add a case for them');

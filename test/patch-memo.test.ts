@@ -19,6 +19,8 @@ const TEMPLATES = parseTemplateData({
   alt: 'containers: [{name: proxy, image: "proxy:2"}]\nvolumes: [{name: data, emptyDir: {}}]',
   // Traffic capture: the answer also depends on the namespace's Pod Security level and the capture annotations.
   capture: 'containers: [{name: envoy, image: "envoy:1", securityContext: {runAsUser: 101}}]\ncapture: {image: "init:1", outboundPort: 15001, inboundPort: 15006, excludeOutboundPorts: "5432"}',
+  // The proxy's lifecycle: the answer also depends on hold-application, the grace period and the autoscaler annotation.
+  lifecycle: 'containers: [{name: envoy, image: "envoy:1"}]\nvolumes: [{name: data, emptyDir: {}}]\nproxyLifecycle: {adminPort: 9901, readyPort: 9902}',
 });
 const ENABLED = { 'envoy-injector.io/inject': 'enabled' };
 const BASELINE = { ...ENABLED, 'pod-security.kubernetes.io/enforce': 'baseline' };
@@ -32,7 +34,10 @@ const overrideValue = fc.constantFrom<JsonValue | undefined>(undefined, undefine
 const pod: fc.Arbitrary<JsonObject> = fc
   .record({
     metadata: fc.constantFrom('object', 'absent', 'no-annotations'),
-    template: fc.constantFrom(undefined, 'alt', 'missing', 'capture', 'capture'),
+    template: fc.constantFrom(undefined, 'alt', 'missing', 'capture', 'capture', 'lifecycle', 'lifecycle'),
+    hold: fc.constantFrom(undefined, 'false', 'true', 'maybe'),
+    safeToEvict: fc.constantFrom(undefined, '', 'data', 'cache'),
+    grace: fc.constantFrom<JsonValue | undefined>(undefined, 0, 3, 30, 'junk'),
     capture: fc.constantFrom(undefined, 'true', 'true', 'false', 'yes'),
     captureExclusion: fc.constantFrom(undefined, '80,443', '', 'bad value'),
     overrides: fc.tuple(...ALL_OVERRIDES.map(() => overrideValue)),
@@ -56,6 +61,8 @@ const pod: fc.Arbitrary<JsonObject> = fc
         if (shape.inject !== undefined) annotations['envoy-injector.io/inject'] = shape.inject;
         if (shape.capture !== undefined) annotations['envoy-injector.io/capture'] = shape.capture;
         if (shape.captureExclusion !== undefined) annotations['envoy-injector.io/capture-exclude-outbound-ports'] = shape.captureExclusion;
+        if (shape.hold !== undefined) annotations['envoy-injector.io/hold-application'] = shape.hold;
+        if (shape.safeToEvict !== undefined) annotations['cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes'] = shape.safeToEvict;
         ALL_OVERRIDES.forEach((override, index) => {
           const value = shape.overrides[index];
           if (value !== undefined) annotations[OVERRIDE_ANNOTATION_PREFIX + override] = value;
@@ -67,6 +74,7 @@ const pod: fc.Arbitrary<JsonObject> = fc
     if (shape.spec === 'not an object') pod['spec'] = 'junk';
     else if (shape.spec === 'object') {
       const spec: JsonObject = {};
+      if (shape.grace !== undefined) spec['terminationGracePeriodSeconds'] = shape.grace;
       for (const key of ['containers', 'initContainers', 'ephemeralContainers', 'volumes', 'imagePullSecrets'] as const) {
         const value = shape[key];
         if (value !== undefined) spec[key] = value;
@@ -153,6 +161,23 @@ describe('the patch memo', () => {
     assert.notEqual(first.review.response.patch, second.review.response.patch);
     assert.equal(memo.size, 2);
     assert.deepEqual(second.injection?.kept, [{ list: 'containers', name: 'log' }]);
+  });
+
+  it('Pods that differ only in what the proxy lifecycle reads get their own patch (hold-application, grace period, autoscaler list)', () => {
+    const memo = new PatchMemo();
+    const lifecyclePod = (annotations: Record<string, string>, spec: JsonObject = {}): JsonObject => ({
+      metadata: { annotations: { 'envoy-injector.io/template': 'lifecycle', ...annotations } },
+      spec: { containers: [{ name: 'app' }], ...spec },
+    });
+    const variants = [
+      lifecyclePod({}),
+      lifecyclePod({ 'envoy-injector.io/hold-application': 'false' }),
+      lifecyclePod({}, { terminationGracePeriodSeconds: 3 }),
+      lifecyclePod({ 'cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes': 'cache' }),
+    ];
+    const patches = variants.map((object, index) => reviewAdmission(request(object, `u${index}`), context(false, [], memo)).review.response.patch);
+    assert.equal(new Set(patches).size, variants.length);
+    assert.equal(memo.size, variants.length);
   });
 
   it('forgets every answer when the template set changes', () => {

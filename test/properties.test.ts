@@ -20,7 +20,8 @@ const LISTS = ['containers', 'initContainers', 'volumes', 'imagePullSecrets'] as
 const name = fc.constantFrom('envoy', 'app', 'web', 'proxy', 'log', 'data', 'conf', 'a', 'b', 'c');
 const reserved = new Set(['containers', 'initContainers', 'volumes', 'imagePullSecrets', 'ephemeralContainers', '__proto__']);
 const extraFields = fc.dictionary(fc.string({ minLength: 1, maxLength: 8 }).filter((key) => !reserved.has(key)), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 3 });
-const annotationKey = fc.string({ unit: fc.constantFrom('a', 'b', '/', '~', '0', '1', '.', '-'), minLength: 1, maxLength: 10 });
+const SAFE_TO_EVICT = 'cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes';
+const annotationKey = fc.oneof(fc.string({ unit: fc.constantFrom('a', 'b', '/', '~', '0', '1', '.', '-'), minLength: 1, maxLength: 10 }), fc.constant(SAFE_TO_EVICT));
 
 const container = fc.record({ name, image: fc.constantFrom('app:1', 'busybox', 'e:1'), extra: extraFields }).map(({ name, image, extra }) => ({ ...extra, name, image }));
 const volume = fc.record({ name, source: fc.constantFrom<JsonObject>({ emptyDir: {} }, { configMap: { name: 'cm' } }, { secret: { secretName: 's' } }) }).map(({ name, source }) => ({ name, ...source }));
@@ -79,6 +80,8 @@ function withoutMerged(received: JsonObject): JsonObject {
   for (const list of LISTS) delete spec[list];
   const annotations = (copy['metadata'] as JsonObject)['annotations'] as JsonObject | undefined;
   if (annotations !== undefined) delete annotations['envoy-injector.io/status'];
+  // Extended, never replaced: checked in (c) on its own.
+  if (annotations !== undefined) delete annotations[SAFE_TO_EVICT];
   if (annotations !== undefined && Object.keys(annotations).length === 0) delete (copy['metadata'] as JsonObject)['annotations'];
   return copy;
 }
@@ -119,7 +122,7 @@ describe('properties of injection over generated Pods and templates', () => {
         assert.equal(again.inject, false);
         // Even with the status annotation lost, the merge adds no entry twice.
         const remerged = injectPod(built, template, { nativeSidecar });
-        assert.deepEqual(remerged.patch.map((op) => op.path), ['/metadata/annotations/envoy-injector.io~1status']);
+        assert.deepEqual(remerged.patch.map((op) => op.path), ['/metadata/annotations/envoy-injector.io~1status'], 'the autoscaler annotation names each volume once');
       }),
       RUNS,
     );
@@ -134,7 +137,8 @@ describe('properties of injection over generated Pods and templates', () => {
         const receivedAnnotations = ((received['metadata'] as JsonObject)['annotations'] ?? {}) as JsonObject;
         const builtAnnotations = (built['metadata'] as JsonObject)['annotations'] as JsonObject;
         for (const [key, value] of Object.entries(receivedAnnotations)) {
-          if (key !== 'envoy-injector.io/status') assert.equal(builtAnnotations[key], value);
+          if (key === SAFE_TO_EVICT) assert.ok(String(builtAnnotations[key]).startsWith(String(value).replace(/[\s,]+$/, '')), 'the Pod\'s own safe-to-evict list is kept, at its head');
+          else if (key !== 'envoy-injector.io/status') assert.equal(builtAnnotations[key], value);
         }
         for (const list of LISTS) {
           const before = ((received['spec'] as JsonObject)[list] ?? []) as JsonObject[];

@@ -1,5 +1,6 @@
 import {
   ALL_OVERRIDES,
+  Annotations,
   arrayAt,
   CAPTURE_INIT_NAME,
   CAPTURE_LOCK_VOLUME,
@@ -120,9 +121,11 @@ function entryBytes(key: string, value: MemoizedInjection): number {
  * Which lists are arrays, which of the template's names each already has,
  * whether metadata and annotations are objects, the override annotations'
  * values, the sidecar mode, the allowed overrides and the capture's outcome
- * (`captureKey`: "" when off, else its exclusions), and whether the added
+ * (`captureKey`: "" when off, else its exclusions), whether the added
  * containers get the ServiceAccount token mount (its volume's name, random
- * per Pod, is not part of the shape: the answer leaves a gap for it).
+ * per Pod, is not part of the shape: the answer leaves a gap for it), and what
+ * the proxy's lifecycle reads (hold-application, the autoscaler annotation,
+ * the grace period).
  */
 export function podShape(
   pod: JsonObject,
@@ -142,6 +145,8 @@ export function podShape(
     const present = new Set(entries.map(entryName));
     return candidates.map((candidate, index) => (candidate !== undefined && present.has(candidate) ? index : '')).join(',');
   };
+  // What the proxy's lifecycle and the autoscaler annotation read (proxy-lifecycle.ts).
+  const lifecycle = [Annotations.holdApplication, Annotations.safeToEvictLocalVolumes].map((key) => (annotations === undefined ? 0 : [own(annotations, key) ?? null]));
   const overrides = ALL_OVERRIDES.map((name) => (annotations === undefined ? undefined : own(annotations, OVERRIDE_ANNOTATION_PREFIX + name)));
   return JSON.stringify([
     template.name,
@@ -159,6 +164,8 @@ export function podShape(
     overrides.map((value) => (value === undefined ? 0 : [value])),
     captureKey,
     tokenMount,
+    lifecycle,
+    spec === undefined ? null : (own(spec, 'terminationGracePeriodSeconds') ?? null),
   ]);
 }
 

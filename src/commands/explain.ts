@@ -2,8 +2,8 @@ import { parseArgs } from 'node:util';
 import { UsageError } from '../errors.js';
 import { captureLines, explainCapture, type CaptureExplanation } from './capture-text.js';
 import { describeSource, proxyValues, type ProxyValue } from './explain-proxy.js';
+import { explainLifecycle, type LifecycleExplanation } from './lifecycle-text.js';
 import {
-  Annotations,
   arrayAt,
   describeTemplateSource,
   entryName,
@@ -68,6 +68,8 @@ export interface Explanation {
   readonly nativeSidecar?: boolean;
   /** When injected: whether the Pod's traffic goes through the proxy, and the rules' exclusions. */
   readonly capture?: CaptureExplanation;
+  /** When injected with a template that has proxyLifecycle: holding the app, the drain. */
+  readonly lifecycle?: LifecycleExplanation;
   /** `where`, in policy mode: the part of the compiled policy that holds the rule. */
   readonly trace: readonly { rule: string; outcome: string; detail: string; where?: string }[];
   readonly changes: {
@@ -152,13 +154,14 @@ export function toExplanation(report: ManifestReport, mode: 'webhook' | 'policy'
     message: decision.message,
     ...(decision.inject ? { template: `${decision.template.name}@${decision.template.hash}`, templateSource: decision.templateSource, proxy: proxyValues(report), nativeSidecar: decision.nativeSidecar } : {}),
     ...(report.capture === undefined ? {} : { capture: explainCapture(report.capture) }),
+    ...lifecycleOf(report),
     trace: mode === 'policy' ? decision.trace.map((step) => ({ ...step, where: POLICY_RULE_PLACES[step.rule] })) : decision.trace,
     changes: {
       containers: addedContainers(report, 'containers'),
       initContainers: addedContainers(report, 'initContainers'),
       volumes: injection?.status.volumes ?? [],
       imagePullSecrets: injection?.status.imagePullSecrets ?? [],
-      annotations: injection === undefined ? [] : [Annotations.status],
+      annotations: injection?.annotations ?? [],
     },
     kept: injection?.kept ?? [],
     overrides: report.overrides,
@@ -205,6 +208,7 @@ export function formatExplanation(explanation: Explanation): string {
     const width = Math.max(...explanation.proxy.map((entry) => entry.field.length));
     for (const { field, value, source } of explanation.proxy) lines.push(`    ${field.padEnd(width)}  ${value}  (${describeSource(source, explanation.namespace)})`);
   }
+  if (explanation.lifecycle !== undefined) lines.push(`  proxy lifecycle: ${explanation.lifecycle.message}`);
   if (explanation.overrides.length > 0) {
     lines.push('  overrides:');
     for (const { annotation, value, field, source } of explanation.overrides) lines.push(`    ${annotation}: ${value} -> proxy ${field}${source === 'namespace' ? ` (namespace "${explanation.namespace}"'s default)` : ''}`);
@@ -214,6 +218,11 @@ export function formatExplanation(explanation: Explanation): string {
     for (const warning of explanation.warnings) lines.push(`    ! ${warning}`);
   }
   return lines.join('\n') + '\n';
+}
+
+function lifecycleOf(report: ManifestReport): { lifecycle?: LifecycleExplanation } {
+  const lifecycle = explainLifecycle(report);
+  return lifecycle === undefined ? {} : { lifecycle };
 }
 
 /** The containers injection added to a list, with their images (after overrides). */

@@ -2,6 +2,7 @@ import { captureInitContainer, captureLockVolume, decideCapture, type CaptureDec
 import { decideInjection, type Decision, type DecisionInput, type DecisionOptions } from './decide-injection.js';
 import { injectPod, type InjectionResult } from './inject-pod.js';
 import { entryName, objectAt, type JsonObject } from './json.js';
+import { applyLifecycle, decideLifecycle, lifecycleIgnoredWarnings, type LifecycleDecision } from './proxy-lifecycle.js';
 import { serviceAccountTokenMount, serviceAccountTokenVolume } from './token-mount.js';
 import { DEFAULT_ALLOWED_OVERRIDES, resolveOverrides, type AppliedOverride, type OverrideName } from './overrides.js';
 
@@ -17,6 +18,8 @@ export interface Admission {
   readonly overrides: readonly AppliedOverride[];
   /** Present when the Pod is injected: whether its traffic goes through the proxy, and why. */
   readonly capture: CaptureDecision | undefined;
+  /** Present when the injected template has a proxyLifecycle section: holding the app, the drain. */
+  readonly lifecycle?: LifecycleDecision | undefined;
   /** Everything a user should hear: the decision's, the overrides', the merge's. */
   readonly warnings: readonly string[];
 }
@@ -42,9 +45,16 @@ export function injectDecided(
     name: input.namespace,
     annotations: input.namespaceAnnotations,
   });
+  const settings = decision.template.proxyLifecycle;
+  const lifecycle = settings === undefined ? undefined : decideLifecycle(input.pod, settings, decision.nativeSidecar);
+  const customizeProxy =
+    settings === undefined || lifecycle === undefined
+      ? overrides.apply
+      : (container: JsonObject): JsonObject => applyLifecycle(overrides.apply(container), settings, lifecycle, decision.nativeSidecar);
   const injection = injectPod(input.pod, decision.template, {
     nativeSidecar: decision.nativeSidecar,
-    customizeProxy: overrides.apply,
+    customizeProxy,
+    proxyFirst: lifecycle?.hold === true && !decision.nativeSidecar,
     capture: capture.capture ? { initContainer: captureInitContainer(capture.settings, capture.exclusions), volume: captureLockVolume() } : undefined,
     tokenMount,
   });
@@ -60,7 +70,15 @@ export function injectDecided(
     injection,
     overrides: proxyInjected ? overrides.applied : [],
     capture,
-    warnings: [...decision.warnings, ...capture.warnings, ...overrides.warnings, ...overrideWarnings, ...injection.warnings],
+    lifecycle,
+    warnings: [
+      ...decision.warnings,
+      ...capture.warnings,
+      ...(lifecycle?.warnings ?? lifecycleIgnoredWarnings(input.pod)),
+      ...overrides.warnings,
+      ...overrideWarnings,
+      ...injection.warnings,
+    ],
   };
 }
 

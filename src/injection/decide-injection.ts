@@ -347,7 +347,7 @@ export function isExcludedNamespace(namespace: string, options: DecisionOptions)
 }
 
 /** `"true"`/`"false"` as a boolean; anything else is ignored with a warning. */
-function readBooleanAnnotation(annotations: JsonObject | undefined, key: string, warnings: string[]): boolean | undefined {
+export function readBooleanAnnotation(annotations: JsonObject | undefined, key: string, warnings: string[]): boolean | undefined {
   if (annotations === undefined) return undefined;
   const value = own(annotations, key);
   if (value === undefined) return undefined;

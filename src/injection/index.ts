@@ -17,4 +17,6 @@ export * from './capture-template.js';
 export * from './capture.js';
 export * from './label-selector.js';
 export * from './namespace-metadata.js';
+export * from './lifecycle-template.js';
+export * from './proxy-lifecycle.js';
 export * from './token-mount.js';

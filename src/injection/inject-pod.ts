@@ -2,6 +2,7 @@ import { arrayAt, entryName, isJsonObject, objectAt, type JsonObject, type JsonV
 import { jsonPointer } from './json-pointer.js';
 import { Annotations } from './names.js';
 import type { SidecarTemplate } from './parse-template.js';
+import { localVolumeNames, safeToEvictValue } from './proxy-lifecycle.js';
 import { withTokenMount } from './token-mount.js';
 
 /** RFC 6902 operations; we only ever add. */
@@ -39,6 +40,8 @@ export interface InjectionResult {
   readonly status: InjectionStatus;
   readonly kept: readonly KeptEntry[];
   readonly warnings: readonly string[];
+  /** The annotations the patch writes: the status, and the autoscaler's when it names volumes. */
+  readonly annotations: readonly string[];
 }
 
 export interface InjectOptions {
@@ -53,6 +56,8 @@ export interface InjectOptions {
    * proxy, with native ones.
    */
   readonly capture?: { readonly initContainer: JsonObject; readonly volume: JsonObject } | undefined;
+  /** Classic sidecars holding the app: the proxy goes first in `containers`, so the kubelet starts it first. */
+  readonly proxyFirst?: boolean;
   /**
    * The ServiceAccount token mount to give every container added, as the API
    * server's ServiceAccount plugin would in its rerun (`token-mount.ts`).
@@ -111,11 +116,12 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
   const classicSidecars = mounted(options.nativeSidecar ? [] : sidecars);
   const firstInits = mounted(options.nativeSidecar ? [...captureInits, ...nativeSidecars] : []);
   const lastInits = mounted(options.nativeSidecar ? templateInits : [...templateInits, ...captureInits]);
+  const proxyFirst = options.proxyFirst === true && entryName(classicSidecars[0]) === proxyName ? classicSidecars.slice(0, 1) : [];
 
   // The lists the Pod lacks, created whole; for a Pod without `spec`, they are its new spec.
   const createdLists: JsonObject = {};
   const specPatch: PatchOperation[] = [];
-  addToList(spec, createdLists, 'containers', [], classicSidecars, specPatch);
+  addToList(spec, createdLists, 'containers', proxyFirst, classicSidecars.slice(proxyFirst.length), specPatch);
   // Native sidecars first, so the proxy is up before the app's own init containers run.
   addToList(spec, createdLists, 'initContainers', firstInits, lastInits, specPatch);
   addToList(spec, createdLists, 'volumes', [], volumes, specPatch);
@@ -132,12 +138,15 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
     volumes: volumes.map(nameOf),
     imagePullSecrets: pullSecrets.map(nameOf),
   };
-  addAnnotation(objectAt(pod, 'metadata'), Annotations.status, JSON.stringify(status), patch);
+  const annotations: Record<string, string> = { [Annotations.status]: JSON.stringify(status) };
+  const safeToEvict = template.safeToEvictLocalVolumes ? safeToEvictValue(pod, localVolumeNames(volumes)) : undefined;
+  if (safeToEvict !== undefined) annotations[Annotations.safeToEvictLocalVolumes] = safeToEvict;
+  addAnnotations(objectAt(pod, 'metadata'), annotations, patch);
 
   const warnings = kept.map(
     ({ list, name }) => `${list} "${name}" from template "${template.name}" is already in the Pod; kept the Pod's own`,
   );
-  return { patch, status, kept, warnings };
+  return { patch, status, kept, warnings, annotations: Object.keys(annotations) };
 }
 
 /**
@@ -164,14 +173,14 @@ function addToList(
   for (const entry of append) patch.push({ op: 'add', path: jsonPointer('spec', key, '-'), value: entry });
 }
 
-/** Adds one annotation without replacing the map (which would wipe the others). */
-function addAnnotation(metadata: JsonObject | undefined, key: string, value: string, patch: PatchOperation[]): void {
+/** Adds annotations without replacing the map (which would wipe the others); `add` of a key the map has replaces its value. */
+function addAnnotations(metadata: JsonObject | undefined, entries: Readonly<Record<string, string>>, patch: PatchOperation[]): void {
   if (metadata === undefined) {
-    patch.push({ op: 'add', path: jsonPointer('metadata'), value: { annotations: { [key]: value } } });
+    patch.push({ op: 'add', path: jsonPointer('metadata'), value: { annotations: { ...entries } } });
   } else if (objectAt(metadata, 'annotations') === undefined) {
-    patch.push({ op: 'add', path: jsonPointer('metadata', 'annotations'), value: { [key]: value } });
+    patch.push({ op: 'add', path: jsonPointer('metadata', 'annotations'), value: { ...entries } });
   } else {
-    patch.push({ op: 'add', path: jsonPointer('metadata', 'annotations', key), value });
+    for (const [key, value] of Object.entries(entries)) patch.push({ op: 'add', path: jsonPointer('metadata', 'annotations', key), value });
   }
 }
 

@@ -10,6 +10,10 @@ export const Annotations = {
   captureExcludeOutboundPorts: 'envoy-injector.io/capture-exclude-outbound-ports',
   captureExcludeInboundPorts: 'envoy-injector.io/capture-exclude-inbound-ports',
   captureIncludeInboundPorts: 'envoy-injector.io/capture-include-inbound-ports',
+  /** The proxy's part in the Pod's life (docs/design.md §13): `"false"` starts the app without waiting for the proxy. */
+  holdApplication: 'envoy-injector.io/hold-application',
+  /** cluster-autoscaler (1.27+): the local volumes it may lose when it evicts the Pod, comma-separated. */
+  safeToEvictLocalVolumes: 'cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes',
   /** The seed's Initializer annotation; `"true"` still means inject. */
   legacyInject: 'initializer.kubernetes.io/envoy',
 } as const;

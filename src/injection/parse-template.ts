@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { TemplateError } from '../errors.js';
 import { CAPTURE_INIT_NAME, CAPTURE_LOCK_VOLUME, parseCaptureSettings, type CaptureSettings } from './capture-template.js';
+import { parseLifecycleSettings, type LifecycleSettings } from './lifecycle-template.js';
 import { entryName, isJsonObject, own, stringAt, type JsonObject, type JsonValue } from './json.js';
 import { DEFAULT_TEMPLATE_NAME } from './names.js';
 import { findTemplateProblems } from './validate-template.js';
@@ -19,6 +20,10 @@ export interface SidecarTemplate {
   readonly nativeSidecar: boolean | undefined;
   /** How the proxy takes over the Pod's traffic; undefined: this template cannot capture. */
   readonly capture: CaptureSettings | undefined;
+  /** Holding the app and draining the proxy; undefined: the proxy's probes and hooks stay as written. */
+  readonly proxyLifecycle: LifecycleSettings | undefined;
+  /** Name the template's local volumes in cluster-autoscaler's safe-to-evict annotation (default true). */
+  readonly safeToEvictLocalVolumes: boolean;
 }
 
 /** Every template of one ConfigMap; swapped as a whole, never piecemeal. */
@@ -96,15 +101,20 @@ function buildTemplate(name: string, content: JsonObject): SidecarTemplate | str
     return Array.isArray(value) ? value.filter(isJsonObject) : [];
   };
   const capture = parseCaptureSettings(own(content, 'capture'), list('containers')[0]);
-  const problems = [...findTemplateProblems(content), ...(Array.isArray(capture) ? capture : [])];
+  const proxyLifecycle = parseLifecycleSettings(own(content, 'proxyLifecycle'));
+  const problems = [...findTemplateProblems(content), ...(Array.isArray(capture) ? capture : []), ...(Array.isArray(proxyLifecycle) ? proxyLifecycle : [])];
   // Capture adds these two by name: a template's own of the same name would take their place.
   if (capture !== undefined && !Array.isArray(capture)) {
     for (const [field, taken] of [['containers', CAPTURE_INIT_NAME], ['initContainers', CAPTURE_INIT_NAME], ['volumes', CAPTURE_LOCK_VOLUME]] as const) {
       if (list(field).some((entry) => entryName(entry) === taken)) problems.push(`${field}: "${taken}" is the name traffic capture adds; rename it, or remove the capture section`);
     }
   }
-  if (problems.length > 0 || Array.isArray(capture)) return problems.map((problem) => `${name}: ${problem}`);
+  if (proxyLifecycle !== undefined && !Array.isArray(proxyLifecycle) && list('containers').length === 0) {
+    problems.push("proxyLifecycle: needs a proxy, the template's first entry of containers");
+  }
+  if (problems.length > 0 || Array.isArray(capture) || Array.isArray(proxyLifecycle)) return problems.map((problem) => `${name}: ${problem}`);
   const nativeSidecar = own(content, 'nativeSidecar');
+  const safeToEvict = own(content, 'safeToEvictLocalVolumes');
   return deepFreeze({
     name,
     hash: hashTemplate(content),
@@ -114,6 +124,8 @@ function buildTemplate(name: string, content: JsonObject): SidecarTemplate | str
     imagePullSecrets: list('imagePullSecrets'),
     nativeSidecar: typeof nativeSidecar === 'boolean' ? nativeSidecar : undefined,
     capture,
+    proxyLifecycle,
+    safeToEvictLocalVolumes: safeToEvict !== false,
   });
 }
 

@@ -23,6 +23,8 @@ export function findTemplateProblems(template: JsonObject): string[] {
   }
   const nativeSidecar = own(template, 'nativeSidecar');
   if (nativeSidecar !== undefined && typeof nativeSidecar !== 'boolean') problems.add('nativeSidecar', 'must be true or false');
+  const safeToEvict = own(template, 'safeToEvictLocalVolumes');
+  if (safeToEvict !== undefined && typeof safeToEvict !== 'boolean') problems.add('safeToEvictLocalVolumes', 'must be true or false');
 
   const volumeNames = new Map<string, string>();
   forEachEntry(template, 'volumes', problems, (volume, path) => {
@@ -57,8 +59,8 @@ export function findTemplateProblems(template: JsonObject): string[] {
   return problems.list();
 }
 
-// `capture` is read and checked by capture-template.ts.
-const TEMPLATE_FIELDS = new Set(['containers', 'initContainers', 'volumes', 'imagePullSecrets', 'nativeSidecar', 'capture']);
+// `capture` is read and checked by capture-template.ts, `proxyLifecycle` by lifecycle-template.ts.
+const TEMPLATE_FIELDS = new Set(['containers', 'initContainers', 'volumes', 'imagePullSecrets', 'nativeSidecar', 'capture', 'proxyLifecycle', 'safeToEvictLocalVolumes']);
 
 function checkContainer(
   container: JsonObject,

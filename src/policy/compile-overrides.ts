@@ -142,18 +142,23 @@ function resourceConflict(resource: 'cpu' | 'memory', allowed: readonly Override
 
 /**
  * A template container as a CEL map. The proxy (`overrides` given) gets the
- * accepted overrides; `native` adds `restartPolicy: Always` when it holds.
+ * accepted overrides; `native` adds `restartPolicy: Always` when it holds;
+ * `replaced` entries (the proxy's lifecycle) take the place of the
+ * container's of the same key, or join it.
  */
 export function containerLiteral(
   container: JsonObject,
   overrides: { readonly prefix: string; readonly allowed: readonly OverrideName[] } | undefined,
   native: string,
+  replaced: readonly CelMapEntry[] = [],
 ): string {
   const entries: CelMapEntry[] = [];
   const allowed = overrides?.allowed ?? [];
   const resourceOverrides = ResourceOverrides.filter((name) => allowed.includes(name));
   for (const [key, value] of Object.entries(container)) {
-    if (key === 'image' && allowed.includes(OverrideName.image)) {
+    const replacement = replaced.find((entry) => entry.key === key);
+    if (replacement !== undefined) entries.push(replacement);
+    else if (key === 'image' && allowed.includes(OverrideName.image)) {
       entries.push({ key, expression: celDyn(`variables.${PROXY_IMAGE} != "" ? variables.${PROXY_IMAGE} : ${celValue(value)}`) });
     } else if (key === 'resources' && overrides !== undefined && resourceOverrides.length > 0) {
       entries.push(resourcesEntry(objectAt(container, 'resources'), overrides.prefix, resourceOverrides));
@@ -162,6 +167,7 @@ export function containerLiteral(
   if (overrides !== undefined && resourceOverrides.length > 0 && own(container, 'resources') === undefined) {
     entries.push(resourcesEntry(undefined, overrides.prefix, resourceOverrides));
   }
+  entries.push(...replaced.filter((entry) => own(container, entry.key) === undefined));
   entries.push({ key: 'restartPolicy', expression: `${native} ? optional.of(dyn("Always")) : optional.none()`, optional: true });
   return celMap(entries);
 }

@@ -1,5 +1,6 @@
 import { Annotations, CAPTURE_INIT_NAME, CAPTURE_LOCK_VOLUME, type SidecarTemplate } from '../injection/index.js';
 import { captureLists, type CaptureLists } from './compile-capture.js';
+import { classicContainerLists, safeToEvictCandidates } from './compile-lifecycle.js';
 import { celMap, celString } from './cel-literal.js';
 
 /**
@@ -13,16 +14,20 @@ import { celMap, celString } from './cel-literal.js';
  * annotation. With capture, envoy-init goes first (native) or last (classic)
  * among the init containers, and its volume after the template's.
  */
-function templatePatch(index: number, capture: CaptureLists | undefined): string {
+function templatePatch(template: SidecarTemplate, index: number, capture: CaptureLists | undefined): string {
   const v = (name: string): string => `variables.t${index}${name}`;
   const native = v('Native');
   const { leading, leadingReversed, trailing, volumes } = patchLists(v, capture);
+  // Holding the app with classic sidecars: the proxy first (at most one entry, so its reverse is itself).
+  const classic = classicContainerLists(template, `t${index}`);
+  const containers = classic === undefined ? listOps('containers', undefined, v('Containers')) : listOps('containers', { list: classic.lead, reversed: classic.lead }, classic.rest);
+  const evict = safeToEvictCandidates(template).length > 0 ? v('Evict') : undefined;
   const parts = [
-    `(${native} ? [] : ${listOps('containers', undefined, v('Containers'))})`,
+    `(${native} ? [] : ${containers})`,
     `(${native} ? ${listOps('initContainers', { list: leading, reversed: leadingReversed }, v('InitContainers'))} : ${listOps('initContainers', undefined, trailing)})`,
     listOps('volumes', undefined, volumes),
     listOps('imagePullSecrets', undefined, v('PullSecrets')),
-    `[${statusOp(v('Status'))}]`,
+    annotationOps(v('Status'), evict),
   ];
   return parts.join(' + ');
 }
@@ -79,14 +84,18 @@ export function statusText(template: SidecarTemplate, prefix: string): string {
   ].join(' + ');
 }
 
-/** Adds the status annotation without replacing the map (which would wipe the others). */
-function statusOp(status: string): string {
+/**
+ * Adds the status annotation, and the autoscaler's when `evict` (its value,
+ * "" for none) is given, without replacing the map (which would wipe the others).
+ */
+function annotationOps(status: string, evict: string | undefined): string {
   const key = celString(Annotations.status);
-  return (
-    `has(object.metadata.annotations) ? ` +
-    `JSONPatch{op: "add", path: "/metadata/annotations/" + jsonpatch.escapeKey(${key}), value: ${status}} : ` +
-    `JSONPatch{op: "add", path: "/metadata/annotations", value: {${key}: ${status}}}`
-  );
+  const evictKey = celString(Annotations.safeToEvictLocalVolumes);
+  const add = (name: string, value: string): string => `JSONPatch{op: "add", path: "/metadata/annotations/" + jsonpatch.escapeKey(${name}), value: ${value}}`;
+  if (evict === undefined) return `[has(object.metadata.annotations) ? ${add(key, status)} : JSONPatch{op: "add", path: "/metadata/annotations", value: {${key}: ${status}}}]`;
+  const whole = `{${key}: ${status}, ?${evictKey}: ${evict} != "" ? optional.of(${evict}) : optional.none()}`;
+  const existing = `[${add(key, status)}] + (${evict} != "" ? [${add(evictKey, evict)}] : [])`;
+  return `(has(object.metadata.annotations) ? ${existing} : [JSONPatch{op: "add", path: "/metadata/annotations", value: ${whole}}])`;
 }
 
 /** The patch of the template the Pod names; none when the Pod is not to be injected. */
@@ -95,7 +104,7 @@ export function patchExpression(entries: readonly SidecarTemplate[]): string {
   for (let index = entries.length - 1; index >= 0; index -= 1) {
     const template = entries[index];
     if (template === undefined) continue;
-    expression = `variables.template == ${celString(template.name)} ? ${templatePatch(index, captureLists(template, `t${index}`))} : ${expression}`;
+    expression = `variables.template == ${celString(template.name)} ? ${templatePatch(template, index, captureLists(template, `t${index}`))} : ${expression}`;
   }
   return `!variables.inject ? [] : ${expression}`;
 }

@@ -1,5 +1,6 @@
 import { Annotations, NamespaceLabel, type JsonObject, type LabelSelector, type OverrideName, type SidecarTemplate } from '../injection/index.js';
-import { captureSharedVariables, captureTemplateVariables } from './compile-capture.js';
+import { captureLists, captureSharedVariables, captureTemplateVariables } from './compile-capture.js';
+import { lifecycleProxyEntries, lifecycleSharedVariables, lifecycleTemplateVariables, safeToEvictVariables } from './compile-lifecycle.js';
 import { celString, celValue } from './cel-literal.js';
 import { annotation, explicitRequest } from './cel-pod.js';
 import { conflictVariables, containerLiteral, overrideVariables } from './compile-overrides.js';
@@ -17,6 +18,7 @@ export function policyVariables(
   return [
     ...podVariables(defaultName, alwaysInject),
     ...captureSharedVariables(entries),
+    ...lifecycleSharedVariables(entries),
     ...overrideVariables(allowed),
     ...entries.flatMap((template, index) => templateVariables(template, `t${index}`, allowed, nativeDefault)),
   ];
@@ -61,8 +63,10 @@ function templateVariables(template: SidecarTemplate, prefix: string, allowed: r
   const list: JsonObject[] = [...conflictVariables(template.containers[0], prefix, allowed)];
   const add = (name: string, expression: string): void => void list.push({ name, expression });
   add(`${prefix}Native`, template.nativeSidecar ?? nativeDefault ? 'variables.nativeAnnotation != "false"' : 'variables.nativeAnnotation == "true"');
+  list.push(...lifecycleTemplateVariables(template, prefix));
+  const native = `variables.${prefix}Native`;
   const sidecars = template.containers.map((container, position) =>
-    containerLiteral(container, position === 0 ? { prefix, allowed } : undefined, `variables.${prefix}Native`),
+    position === 0 ? containerLiteral(container, { prefix, allowed }, native, lifecycleProxyEntries(template, prefix, native)) : containerLiteral(container, undefined, native),
   );
   add(`${prefix}Containers`, filterNew(sidecars, 'variables.containerNames'));
   // Prepended one by one at index 0: the last first, so they keep the template's order.
@@ -71,6 +75,8 @@ function templateVariables(template: SidecarTemplate, prefix: string, allowed: r
   add(`${prefix}Volumes`, filterNew(template.volumes.map((entry) => celValue(entry)), 'variables.volumeNames'));
   add(`${prefix}PullSecrets`, filterNew(template.imagePullSecrets.map((entry) => celValue(entry)), 'variables.pullSecretNames'));
   list.push(...captureTemplateVariables(template, prefix));
+  const captureVolume = captureLists(template, prefix)?.volume;
+  list.push(...safeToEvictVariables(template, prefix, captureVolume === undefined ? `variables.${prefix}Volumes` : `(variables.${prefix}Volumes + ${captureVolume})`));
   add(`${prefix}Status`, statusText(template, prefix));
   return list;
 }

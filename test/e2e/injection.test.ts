@@ -64,7 +64,8 @@ forEachKubeVersion('the injector as the chart\'s ServiceAccount, called by the A
     const stored = await core().readNamespacedPod({ name: 'injected', namespace: ns.enabled });
     assert.equal(sidecar(stored), expectedPlacement(version));
     assert.match(envoyImage(stored) ?? '', /^envoyproxy\/envoy:v\d/);
-    assert.equal(stored.spec?.containers[0]?.name, 'app', 'the application container stays first');
+    // Classic sidecars hold the app: the proxy goes first (issue 25); native ones leave containers to the app.
+    assert.deepEqual(stored.spec?.containers.map((container) => container.name), expectedPlacement(version) === 'classic' ? ['envoy', 'app'] : ['app']);
   });
 
   it('the stored Envoy\'s health listener is "::" with ipv4_compat, on the port of its probe and containerPort (issue 15)', async () => {
@@ -79,6 +80,38 @@ forEachKubeVersion('the injector as the chart\'s ServiceAccount, called by the A
     assert.deepEqual(bootstrap.static_resources.listeners[0]?.address.socket_address, { address: '::', port_value: 9902, ipv4_compat: true });
     assert.equal(envoy.readinessProbe?.httpGet?.port, 9902);
     assert.deepEqual(envoy.ports?.map((port) => port.containerPort), [9902]);
+  });
+
+  it(`the proxy in the Pod's life as stored (issue 25): ${expectedPlacement(version) === 'native' ? 'a startupProbe, no hooks' : 'envoy first, postStart and preStop, the drain fitted to the grace period'}; the autoscaler list extended`, async () => {
+    const evict = 'cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes';
+    // Capture adds the envoy-init-xtables-lock emptyDir: a local volume cluster-autoscaler must be told about.
+    const pod = plainPod('lifecycle', { annotations: { 'envoy-injector.io/capture': 'true', [evict]: 'cache' } });
+    pod.spec = { ...pod.spec, containers: pod.spec?.containers ?? [], terminationGracePeriodSeconds: 3, volumes: [{ name: 'cache', emptyDir: {} }] };
+    await create(ns.enabled, pod);
+    const stored = await core().readNamespacedPod({ name: 'lifecycle', namespace: ns.enabled });
+    assert.equal(stored.metadata?.annotations?.[evict], 'cache,envoy-init-xtables-lock');
+    assert.equal(stored.spec?.terminationGracePeriodSeconds, 3, 'the grace period is the Pod\'s own');
+    if (expectedPlacement(version) === 'native') {
+      const envoy = stored.spec?.initContainers?.find((container) => container.name === 'envoy');
+      assert.deepEqual(JSON.parse(JSON.stringify(envoy?.startupProbe ?? null)), { httpGet: { path: '/ready', port: 9902, scheme: 'HTTP' }, periodSeconds: 1, failureThreshold: 60, timeoutSeconds: 1, successThreshold: 1 });
+      assert.equal(envoy?.lifecycle, undefined, 'the kubelet stops a native sidecar after the app');
+    } else {
+      assert.deepEqual(stored.spec?.containers.map((container) => container.name), ['envoy', 'app']);
+      const envoy = stored.spec?.containers[0];
+      assert.equal(envoy?.startupProbe, undefined);
+      assert.deepEqual(envoy?.lifecycle?.postStart?.exec?.command?.slice(0, 2), ['/bin/bash', '-c']);
+      assert.match(envoy?.lifecycle?.postStart?.exec?.command?.[2] ?? '', /GET \/ready HTTP\/1\.1/);
+      const preStop = envoy?.lifecycle?.preStop?.exec?.command?.[2] ?? '';
+      assert.match(preStop, /POST \/drain_listeners\?graceful HTTP\/1\.1/);
+      assert.match(preStop, /\nsleep 2$/, 'the 5 s drain shortened to fit the 3 s grace period');
+    }
+    // Opted out of holding: no startupProbe (native); envoy after the app and no postStart (classic).
+    const optedOut = await create(ns.enabled, plainPod('no-hold', { annotations: { 'envoy-injector.io/hold-application': 'false' } }));
+    if (expectedPlacement(version) === 'native') assert.equal(optedOut.spec?.initContainers?.find((container) => container.name === 'envoy')?.startupProbe, undefined);
+    else {
+      assert.deepEqual(optedOut.spec?.containers.map((container) => container.name), ['app', 'envoy']);
+      assert.deepEqual(Object.keys(optedOut.spec?.containers[1]?.lifecycle ?? {}), ['preStop']);
+    }
   });
 
   it('opted out by annotation, in a disabled namespace, kube-system or the release namespace: stored untouched', async () => {

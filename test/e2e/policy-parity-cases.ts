@@ -399,8 +399,40 @@ function namespaceCases(): ParityCase[] {
   ];
 }
 
+/** The proxy in the Pod's life (issue 25): holding each way, the drain fitted to the grace period, the autoscaler list kept and extended. */
+function lifecycleCases(): ParityCase[] {
+  const HOLD = 'envoy-injector.io/hold-application';
+  const EVICT = 'cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes';
+  const c = (title: string, annotations: Record<string, string>, spec: JsonObject = {}): ParityCase => ({
+    title: `lifecycle: ${title}`,
+    namespace: 'enabled',
+    pod: pod({ annotations: { [TEMPLATE]: 'lifecycle', ...annotations }, spec }),
+  });
+  return [
+    c('classic, holding: first, postStart and preStop', {}),
+    c('native, holding: a startupProbe', { [NATIVE]: 'true' }),
+    c('classic, hold-application "false"', { [HOLD]: 'false' }),
+    c('native, hold-application "false"', { [HOLD]: 'false', [NATIVE]: 'true' }),
+    c('hold-application "nope" is ignored', { [HOLD]: 'nope' }),
+    c('a grace period of 4 s: the drain shortened to 3', {}, { terminationGracePeriodSeconds: 4 }),
+    c('a grace period of 0: no preStop', {}, { terminationGracePeriodSeconds: 0 }),
+    c('a grace period of 60: the whole drain', {}, { terminationGracePeriodSeconds: 60 }),
+    c("the Pod's own autoscaler list: kept and extended", { [EVICT]: 'cache' }, { volumes: [{ name: 'cache', emptyDir: {} }] }),
+    c("the Pod's own autoscaler list naming ours, with a space", { [EVICT]: 'node-logs, cache' }),
+    c("the Pod's own autoscaler list ending in a comma", { [EVICT]: 'cache,' }),
+    c("the Pod's own autoscaler list, empty", { [EVICT]: '' }),
+    c("the Pod's own envoy-scratch volume: not named", {}, { volumes: [{ name: 'envoy-scratch', configMap: { name: 'x' } }] }),
+    c("the Pod's own envoy: kept, nothing added to it", {}, { containers: [{ name: 'app', image: 'registry.example/app:1.0' }, { name: 'envoy', image: 'registry.example/my-envoy:2' }] }),
+    c('a Pod without annotations otherwise', {}),
+    { title: 'lifecycle: a Pod without annotations (the default template is not the lifecycle one)', namespace: 'enabled', pod: pod({}) },
+    c('own hooks and probe, classic', { [TEMPLATE]: 'lifecycle-own' }),
+    c('own hooks and probe, native, hold "true"', { [TEMPLATE]: 'lifecycle-own', [NATIVE]: 'true', [HOLD]: 'true' }),
+    c('own hooks, classic, hold "true", a 2 s grace period', { [TEMPLATE]: 'lifecycle-own', [HOLD]: 'true' }, { terminationGracePeriodSeconds: 2 }),
+  ];
+}
+
 export const RANDOM_SEED = 12;
 
 export function parityCases(randomCount = 40): ParityCase[] {
-  return [...goldenCorpus(), ...handWritten(), ...captureCases(), ...namespaceCases(), ...combinations(), ...randomPods(randomCount, RANDOM_SEED)];
+  return [...goldenCorpus(), ...handWritten(), ...captureCases(), ...namespaceCases(), ...lifecycleCases(), ...combinations(), ...randomPods(randomCount, RANDOM_SEED)];
 }

@@ -1,4 +1,4 @@
-import type { CaptureSettings } from '../../src/injection/index.js';
+import type { CaptureSettings, LifecycleSettings } from '../../src/injection/index.js';
 
 /**
  * The project's bootstrap check: an Envoy bootstrap (as the chart's default
@@ -42,9 +42,11 @@ export interface BootstrapSubject {
   /** The container that runs Envoy (its probe, ports and user). */
   readonly container: Obj;
   readonly capture: CaptureSettings | undefined;
+  /** The template's proxyLifecycle: its hooks reach the admin port, its startupProbe the health listener. */
+  readonly lifecycle?: LifecycleSettings | undefined;
 }
 
-export function bootstrapProblems({ bootstrap, container, capture }: BootstrapSubject): string[] {
+export function bootstrapProblems({ bootstrap, container, capture, lifecycle }: BootstrapSubject): string[] {
   const problems: string[] = [];
   const fields = (what: string, value: unknown, path: string): void => {
     if (!isObj(value)) return void problems.push(`${path}: must be a mapping`);
@@ -104,6 +106,23 @@ export function bootstrapProblems({ bootstrap, container, capture }: BootstrapSu
   const probe = ((container['readinessProbe'] as Obj | undefined)?.['httpGet'] as Obj | undefined)?.['port'];
   if (health === undefined || probe !== health) problems.push(`the readiness probe's port ${String(probe)} is not the health listener's ${String(health)}`);
   problems.push(...captureProblems(listeners, portsOf, adminPort, container, capture));
+  if (lifecycle !== undefined) problems.push(...lifecycleProblems(listeners, health, adminPort, container, lifecycle));
+  return problems;
+}
+
+/** The hooks call the admin API, the startupProbe asks the health listener's ready path, the drain lasts what Envoy is told. */
+function lifecycleProblems(listeners: Obj[], health: number | undefined, adminPort: number | undefined, container: Obj, lifecycle: LifecycleSettings): string[] {
+  const problems: string[] = [];
+  if (lifecycle.adminPort !== adminPort) problems.push(`proxyLifecycle.adminPort ${lifecycle.adminPort} is not the admin port ${String(adminPort)}`);
+  if (lifecycle.readyPort !== health) problems.push(`proxyLifecycle.readyPort ${lifecycle.readyPort} is not the health listener's ${String(health)}`);
+  const listener = listeners.find((candidate) => candidate['name'] === 'health');
+  const manager = list(list(listener?.['filter_chains'])[0]?.['filters'])[0]?.['typed_config'] as Obj | undefined;
+  const routes = list((manager?.['route_config'] as Obj | undefined)?.['virtual_hosts']).flatMap((host) => list(host['routes']));
+  const ready = routes.find((route) => (route['match'] as Obj | undefined)?.['path'] === lifecycle.readyPath);
+  if ((ready?.['route'] as Obj | undefined)?.['cluster'] !== 'admin') problems.push(`the health listener does not route ${lifecycle.readyPath} to the admin cluster`);
+  const args = Array.isArray(container['args']) ? container['args'].map(String) : [];
+  const drain = args[args.indexOf('--drain-time-s') + 1];
+  if (drain !== String(lifecycle.drainSeconds)) problems.push(`--drain-time-s ${String(drain)} is not proxyLifecycle.drainSeconds ${lifecycle.drainSeconds}`);
   return problems;
 }
 

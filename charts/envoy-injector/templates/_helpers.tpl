@@ -165,7 +165,9 @@ Where the TLS Secret is mounted in files mode (certManager, secret).
 The chart's default sidecar template: a pinned Envoy whose bootstrap is given
 inline, so it needs no object in the injected namespace. Admin listens on
 127.0.0.1 only; a one-route listener on healthPort forwards GET /ready to it
-for the kubelet's readiness probe and answers 404 to anything else.
+for the kubelet's readiness and startup probes and answers 404 to anything
+else. proxyLifecycle tells the injector how to hold the app until Envoy is
+ready and how to drain it (README "The proxy in the Pod's life").
 */}}
 {{- define "envoy-injector.defaultTemplate" -}}
 {{- $p := .Values.proxy -}}
@@ -183,6 +185,11 @@ containers:
       - {{ $p.concurrency | quote }}
       - --log-level
       - {{ $p.logLevel | quote }}
+      {{- /* A drain (preStop, classic sidecars) discourages every new request at once, for the time the hook waits. */}}
+      - --drain-time-s
+      - {{ $p.drainSeconds | quote }}
+      - --drain-strategy
+      - immediate
     ports:
       - name: envoy-health
         containerPort: {{ $p.healthPort }}
@@ -207,6 +214,15 @@ containers:
         drop: ["ALL"]
       seccompProfile:
         type: RuntimeDefault
+{{- /* The injector adds the startupProbe (native) or the hooks (classic) from this. */}}
+proxyLifecycle:
+  holdApplication: {{ $p.holdApplication }}
+  adminPort: {{ $p.adminPort }}
+  readyPort: {{ $p.healthPort }}
+  readyPath: /ready
+  drainSeconds: {{ $p.drainSeconds }}
+  startupSeconds: {{ $p.startupSeconds }}
+safeToEvictLocalVolumes: {{ $p.safeToEvictLocalVolumes }}
 {{- if not (kindIs "invalid" $p.runAsUser) }}
 {{- /* The rules let the proxy's user through: without a known uid the template cannot capture. */}}
 capture:
