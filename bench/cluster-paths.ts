@@ -17,7 +17,6 @@
  * so each namespace sees its own path only.
  */
 import { writeFileSync } from 'node:fs';
-import { request } from 'node:https';
 import { join } from 'node:path';
 import { AdmissionregistrationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { makeCa, makeServingCertificate } from '../src/tls/certificates.js';
@@ -26,6 +25,7 @@ import { startControlPlane, type KubeVersion, type OwnedControlPlane } from '../
 import { startChartInjector, type ChartInjector } from '../test/e2e/injector-process.js';
 import { startPolicyController, type PolicyController } from '../test/e2e/policy-controller-process.js';
 import { compileBenchScript, log, work } from './harness.js';
+import { httpsRequest } from './https-client.js';
 import { startServer, type ServerProcess } from './processes.js';
 
 export const PATHS = ['none', 'floor', 'webhook', 'policy'] as const;
@@ -155,17 +155,9 @@ async function startFloorWebhook(plane: OwnedControlPlane, injector: ChartInject
   return floor;
 }
 
-function postJson(url: string, body: unknown, ca: string, servername: string | undefined): Promise<string> {
-  const payload = Buffer.from(JSON.stringify(body));
-  return new Promise((resolve, reject) => {
-    const req = request(url, { method: 'POST', ca, servername, headers: { 'content-type': 'application/json', 'content-length': payload.length }, timeout: 10_000 }, (response) => {
-      let text = '';
-      response.setEncoding('utf8');
-      response.on('data', (chunk: string) => (text += chunk));
-      response.on('end', () => (response.statusCode === 200 ? resolve(text) : reject(new Error(`POST ${url}: ${response.statusCode}: ${text.slice(0, 300)}`))));
-    });
-    req.once('timeout', () => req.destroy(new Error(`POST ${url}: no answer in 10 s`)));
-    req.once('error', reject);
-    req.end(payload);
-  });
+async function postJson(url: string, body: unknown, ca: string, servername: string | undefined): Promise<string> {
+  const answer = await httpsRequest(url, { method: 'POST', ca, servername, body: Buffer.from(JSON.stringify(body)) });
+  const text = answer.body.toString('utf8');
+  if (answer.status !== 200) throw new Error(`POST ${url}: ${answer.status}: ${text.slice(0, 300)}`);
+  return text;
 }

@@ -8,7 +8,7 @@ export interface HttpsResponse {
 
 export function httpsRequest(
   url: string,
-  options: { readonly ca: string; readonly method?: string; readonly body?: Buffer; readonly timeoutMs?: number },
+  options: { readonly ca: string; readonly method?: string; readonly body?: Buffer; readonly timeoutMs?: number; readonly servername?: string | undefined },
 ): Promise<HttpsResponse> {
   return new Promise((resolve, reject) => {
     const req = request(
@@ -16,6 +16,7 @@ export function httpsRequest(
       {
         method: options.method ?? 'GET',
         ca: options.ca,
+        servername: options.servername,
         agent: false,
         timeout: options.timeoutMs ?? 10_000,
         headers: options.body === undefined ? {} : { 'content-type': 'application/json', 'content-length': options.body.length },
