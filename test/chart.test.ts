@@ -402,6 +402,17 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
       rules: [{ apiGroups: [''], apiVersions: ['v1'], resources: ['pods'], operations: ['CREATE'], scope: 'Namespaced' }],
       objectSelector: { matchExpressions: [{ key: 'envoy-injector.io/injector', operator: 'DoesNotExist' }] },
     };
+    // opted-in-pods and other-pods: every namespace neither enabled nor disabled.
+    const ordinaryNamespaces = {
+      matchExpressions: [
+        { key: 'envoy-injector.io/inject', operator: 'NotIn', values: ['enabled', 'disabled'] },
+        { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: excluded },
+      ],
+    };
+    const notOptedOut = {
+      name: 'not-opted-out',
+      expression: "!has(object.metadata.annotations) || !('envoy-injector.io/inject' in object.metadata.annotations) || object.metadata.annotations['envoy-injector.io/inject'] != 'false'",
+    };
     assert.deepEqual(webhooks, [
       {
         name: 'enabled-namespaces.envoy-injector.io',
@@ -413,21 +424,13 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
           ],
         },
         matchConditions: [
-          {
-            name: 'not-opted-out',
-            expression: "!has(object.metadata.annotations) || !('envoy-injector.io/inject' in object.metadata.annotations) || object.metadata.annotations['envoy-injector.io/inject'] != 'false'",
-          },
+          notOptedOut,
         ],
       },
       {
         name: 'opted-in-pods.envoy-injector.io',
         ...common,
-        namespaceSelector: {
-          matchExpressions: [
-            { key: 'envoy-injector.io/inject', operator: 'NotIn', values: ['enabled', 'disabled'] },
-            { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: excluded },
-          ],
-        },
+        namespaceSelector: ordinaryNamespaces,
         matchConditions: [
           {
             name: 'opted-in',
@@ -440,17 +443,9 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
         name: 'other-pods.envoy-injector.io',
         ...common,
         failurePolicy: 'Ignore',
-        namespaceSelector: {
-          matchExpressions: [
-            { key: 'envoy-injector.io/inject', operator: 'NotIn', values: ['enabled', 'disabled'] },
-            { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: excluded },
-          ],
-        },
+        namespaceSelector: ordinaryNamespaces,
         matchConditions: [
-          {
-            name: 'not-opted-out',
-            expression: "!has(object.metadata.annotations) || !('envoy-injector.io/inject' in object.metadata.annotations) || object.metadata.annotations['envoy-injector.io/inject'] != 'false'",
-          },
+          notOptedOut,
           { name: 'not-injected', expression: "!has(object.metadata.annotations) || !('envoy-injector.io/status' in object.metadata.annotations)" },
         ],
       },
