@@ -42,7 +42,7 @@ export const PATH_DESCRIPTIONS: Record<PathName, string> = {
 export const PATH_WEBHOOKS: Record<PathName, readonly string[]> = {
   none: [],
   floor: ['floor.bench.envoy-injector.io'],
-  webhook: ['enabled-namespaces.envoy-injector.io', 'opted-in-pods.envoy-injector.io'],
+  webhook: ['enabled-namespaces.envoy-injector.io', 'opted-in-pods.envoy-injector.io', 'other-pods.envoy-injector.io'],
   policy: [],
 };
 

@@ -58,6 +58,8 @@ const scenarios = (): Record<string, Scenario> => ({
   secret: { values: { certificates: { mode: 'secret', secretName: 'my-webhook-tls', caBundle: caPem } } },
   secretBase64: { values: { certificates: { mode: 'secret', secretName: 'my-webhook-tls', caBundle: Buffer.from(caPem).toString('base64') } } },
   noMatchConditions: { values: { webhook: { matchConditions: false } } },
+  noLaterOptIn: { values: { webhook: { laterOptIn: false } } },
+  failOpen: { values: { webhook: { failurePolicy: 'Ignore' } } },
   hpa: { values: { autoscaling: { enabled: true, minReplicas: 3, maxReplicas: 7 } } },
   excluded: { values: { excludedNamespaces: ['legacy', 'batch-jobs'] } },
   selectors: { values: { neverInjectSelector: CHART_SELECTORS.never, alwaysInjectSelector: CHART_SELECTORS.always } },
@@ -386,7 +388,7 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     assert.equal(envOf(manifestsOf('excluded')).get('EXCLUDED_NAMESPACES'), 'legacy,batch-jobs');
   });
 
-  it('MutatingWebhookConfiguration: two webhooks with the selectors and matchConditions of issue 5', () => {
+  it('MutatingWebhookConfiguration: three webhooks with the selectors and matchConditions of issues 5 and 27', () => {
     const webhooks = webhooksOf(manifestsOf('default'));
     const excluded = ['kube-system', 'kube-public', 'kube-node-lease', NAMESPACE];
     const common = {
@@ -400,6 +402,17 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
       rules: [{ apiGroups: [''], apiVersions: ['v1'], resources: ['pods'], operations: ['CREATE'], scope: 'Namespaced' }],
       objectSelector: { matchExpressions: [{ key: 'envoy-injector.io/injector', operator: 'DoesNotExist' }] },
     };
+    // opted-in-pods and other-pods: every namespace neither enabled nor disabled.
+    const ordinaryNamespaces = {
+      matchExpressions: [
+        { key: 'envoy-injector.io/inject', operator: 'NotIn', values: ['enabled', 'disabled'] },
+        { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: excluded },
+      ],
+    };
+    const notOptedOut = {
+      name: 'not-opted-out',
+      expression: "!has(object.metadata.annotations) || !('envoy-injector.io/inject' in object.metadata.annotations) || object.metadata.annotations['envoy-injector.io/inject'] != 'false'",
+    };
     assert.deepEqual(webhooks, [
       {
         name: 'enabled-namespaces.envoy-injector.io',
@@ -411,27 +424,29 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
           ],
         },
         matchConditions: [
-          {
-            name: 'not-opted-out',
-            expression: "!has(object.metadata.annotations) || !('envoy-injector.io/inject' in object.metadata.annotations) || object.metadata.annotations['envoy-injector.io/inject'] != 'false'",
-          },
+          notOptedOut,
         ],
       },
       {
         name: 'opted-in-pods.envoy-injector.io',
         ...common,
-        namespaceSelector: {
-          matchExpressions: [
-            { key: 'envoy-injector.io/inject', operator: 'NotIn', values: ['enabled', 'disabled'] },
-            { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: excluded },
-          ],
-        },
+        namespaceSelector: ordinaryNamespaces,
         matchConditions: [
           {
             name: 'opted-in',
             expression:
               "has(object.metadata.annotations) && (('envoy-injector.io/inject' in object.metadata.annotations && object.metadata.annotations['envoy-injector.io/inject'] == 'true') || ('initializer.kubernetes.io/envoy' in object.metadata.annotations && object.metadata.annotations['initializer.kubernetes.io/envoy'] == 'true'))",
           },
+        ],
+      },
+      {
+        name: 'other-pods.envoy-injector.io',
+        ...common,
+        failurePolicy: 'Ignore',
+        namespaceSelector: ordinaryNamespaces,
+        matchConditions: [
+          notOptedOut,
+          { name: 'not-injected', expression: "!has(object.metadata.annotations) || !('envoy-injector.io/status' in object.metadata.annotations)" },
         ],
       },
     ]);
@@ -455,35 +470,39 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
   });
 
   it('the CEL matchConditions give the intended answer on sample Pods', () => {
-    const [enabled, optedIn] = webhooksOf(manifestsOf('default')).map((webhook) => webhook.matchConditions?.[0]?.expression ?? '');
+    const [enabled, optedIn, other] = webhooksOf(manifestsOf('default')).map((webhook) => webhook.matchConditions?.map((condition) => condition.expression) ?? []);
     const pod = (annotations?: Record<string, string>) => ({
       apiVersion: 'v1',
       kind: 'Pod',
       metadata: { name: 'p', ...(annotations === undefined ? {} : { annotations }) },
       spec: { containers: [{ name: 'app', image: 'nginx' }] },
     });
-    const cases: [string, ReturnType<typeof pod>, boolean, boolean][] = [
-      ['annotated "true"', pod({ 'envoy-injector.io/inject': 'true' }), true, true],
-      ['annotated "false"', pod({ 'envoy-injector.io/inject': 'false' }), false, false],
-      ['the seed annotation', pod({ 'initializer.kubernetes.io/envoy': 'true' }), true, true],
-      ['the seed annotation "false"', pod({ 'initializer.kubernetes.io/envoy': 'false' }), true, false],
-      ['no annotations key at all', pod(), true, false],
-      ['other annotations only', pod({ 'prometheus.io/scrape': 'true' }), true, false],
-      ['an unusable value', pod({ 'envoy-injector.io/inject': 'yes' }), true, false],
+    const status = { 'envoy-injector.io/status': '{"template":"default"}' };
+    // Whether each webhook is called: enabled-namespaces, opted-in-pods, other-pods.
+    const cases: [string, ReturnType<typeof pod>, [boolean, boolean, boolean]][] = [
+      ['annotated "true"', pod({ 'envoy-injector.io/inject': 'true' }), [true, true, true]],
+      ['annotated "false"', pod({ 'envoy-injector.io/inject': 'false' }), [false, false, false]],
+      ['the seed annotation', pod({ 'initializer.kubernetes.io/envoy': 'true' }), [true, true, true]],
+      ['the seed annotation "false"', pod({ 'initializer.kubernetes.io/envoy': 'false' }), [true, false, true]],
+      ['no annotations key at all', pod(), [true, false, true]],
+      ['other annotations only', pod({ 'prometheus.io/scrape': 'true' }), [true, false, true]],
+      ['an unusable value', pod({ 'envoy-injector.io/inject': 'yes' }), [true, false, true]],
+      ['injected already (our status annotation)', pod({ 'envoy-injector.io/inject': 'true', ...status }), [true, true, false]],
+      ['injected already, not annotated', pod(status), [true, false, false]],
     ];
-    for (const [what, sample, inEnabledNamespace, elsewhere] of cases) {
-      assert.equal(evaluateCondition(enabled ?? '', sample), inEnabledNamespace, `enabled-namespaces, ${what}`);
-      assert.equal(evaluateCondition(optedIn ?? '', sample), elsewhere, `opted-in-pods, ${what}`);
+    const all = (expressions: readonly string[] | undefined, sample: unknown): boolean => (expressions ?? []).every((expression) => evaluateCondition(expression, sample));
+    for (const [what, sample, expected] of cases) {
+      assert.deepEqual([all(enabled, sample), all(optedIn, sample), all(other, sample)], expected, what);
     }
   });
 
-  it('the webhooks never filter out a Pod the injector would inject, never overlap, and never see an injector Pod', async () => {
+  it('the webhooks never filter out a Pod the injector would inject, inject it in one call (the status annotation keeps the later webhooks off), and never see an injector Pod', async () => {
     const templates = templatesOf(manifestsOf('default'));
     const selectorOptions = {
       neverInjectSelectors: parseLabelSelectors(CHART_SELECTORS.never).selectors,
       alwaysInjectSelectors: parseLabelSelectors(CHART_SELECTORS.always).selectors,
     };
-    for (const scenario of ['default', 'noMatchConditions', 'excluded', 'selectors']) {
+    for (const scenario of ['default', 'noMatchConditions', 'noLaterOptIn', 'excluded', 'selectors']) {
       const webhooks = webhooksOf(manifestsOf(scenario));
       const namespaces: [string, Record<string, string>][] = [
         ['apps', { 'envoy-injector.io/inject': 'enabled' }],
@@ -521,13 +540,6 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
               },
               spec: { containers: [{ name: 'app', image: 'nginx' }] },
             } as JsonObject;
-            const called = webhooksCalled(webhooks, namespaceLabels, pod);
-            const where = `${scenario}: namespace ${namespace} ${JSON.stringify(labels)}, annotations ${JSON.stringify(annotations)}, labels ${JSON.stringify(podLabels)}`;
-            assert.ok(called.length <= 1, `${where}: called ${called.join(', ')}`);
-            if (injectorPod) {
-              assert.deepEqual(called, [], where);
-              continue;
-            }
             const decision = decideInjection({
               operation: 'CREATE',
               kind: { group: '', kind: 'Pod' },
@@ -537,6 +549,19 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
               templates,
               options: { excludedNamespaces: scenario === 'excluded' ? ['legacy', 'batch-jobs'] : [], injectorNamespace: NAMESPACE, ...(scenario === 'selectors' ? selectorOptions : {}) },
             });
+            // The first call that injects leaves the status annotation, which the webhooks after it see.
+            const injected = (candidate: JsonObject): JsonObject => {
+              const metadata = candidate['metadata'] as JsonObject;
+              return { ...candidate, metadata: { ...metadata, annotations: { ...(metadata['annotations'] as JsonObject | undefined), 'envoy-injector.io/status': '{}' } } };
+            };
+            const called = webhooksCalled(webhooks, namespaceLabels, pod, (_name, seen) => (decision.inject && !injectorPod ? injected(seen) : seen));
+            const where = `${scenario}: namespace ${namespace} ${JSON.stringify(labels)}, annotations ${JSON.stringify(annotations)}, labels ${JSON.stringify(podLabels)}`;
+            // At most opted-in-pods then other-pods, for a Pod opted in and skipped; an injected Pod costs one call.
+            assert.ok(called.length <= (decision.inject ? 1 : 2), `${where}: called ${called.join(', ')}`);
+            if (injectorPod) {
+              assert.deepEqual(called, [], where);
+              continue;
+            }
             if (decision.inject) assert.equal(called.length, 1, `${where}: the injector would inject, but no webhook is called`);
             if (['kube-system', NAMESPACE].includes(namespace) || (scenario === 'excluded' && namespace === 'legacy')) assert.deepEqual(called, [], where);
             if (namespace === 'off') assert.deepEqual(called, [], where);
@@ -583,11 +608,31 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
       [
         ['enabled-namespaces.envoy-injector.io', 'Fail', undefined],
         ['opted-in-pods.envoy-injector.io', 'Ignore', undefined],
+        ['other-pods.envoy-injector.io', 'Ignore', undefined],
       ],
     );
     // It then sees every Pod of an ordinary namespace, and the injector decides.
     assert.deepEqual(webhooksCalled(webhooks, { 'kubernetes.io/metadata.name': 'plain' }, { metadata: {} }), ['opted-in-pods.envoy-injector.io']);
   });
+
+  it('other-pods (issue 27): failurePolicy Ignore whatever webhook.failurePolicy says; with laterOptIn or matchConditions off it is kept but matches no Pod', () => {
+    const policies = (scenario: string) => webhooksOf(manifestsOf(scenario)).map((webhook) => [webhook.name, webhook.failurePolicy]);
+    const names = ['enabled-namespaces.envoy-injector.io', 'opted-in-pods.envoy-injector.io', 'other-pods.envoy-injector.io'];
+    assert.deepEqual(policies('default'), [[names[0], 'Fail'], [names[1], 'Fail'], [names[2], 'Ignore']]);
+    assert.deepEqual(policies('failOpen'), [[names[0], 'Ignore'], [names[1], 'Ignore'], [names[2], 'Ignore']]);
+    // Kept, so that an upgrade turning it off removes no webhook whose caBundle the injector co-owns (server-side apply).
+    for (const scenario of ['noLaterOptIn', 'noMatchConditions']) assert.deepEqual(policies(scenario).map(([name]) => name), names, scenario);
+    const plain = { 'kubernetes.io/metadata.name': 'plain' };
+    const samples = [{ metadata: {} }, { metadata: { labels: { 'envoy-injector.io/injector': 'x' } } }, { metadata: { annotations: { 'envoy-injector.io/inject': 'true' } } }];
+    // An ordinary Pod reaches other-pods alone; turned off, it matches no Pod (its objectSelector asks for the marker label both absent and present).
+    assert.deepEqual(webhooksCalled(webhooksOf(manifestsOf('default')), plain, { metadata: {} }), [names[2]]);
+    for (const scenario of ['noLaterOptIn', 'noMatchConditions']) {
+      const other = webhooksOf(manifestsOf(scenario)).filter((webhook) => webhook.name === names[2]);
+      for (const sample of samples) assert.deepEqual(webhooksCalled(other, plain, sample), [], `${scenario}: ${JSON.stringify(sample)}`);
+    }
+    assert.deepEqual(webhooksCalled(webhooksOf(manifestsOf('noLaterOptIn')), plain, { metadata: {} }), []);
+  });
+
 
   it('RBAC grants exactly what the injector needs, per certificate mode', () => {
     const configMapRule = { apiGroups: [''], resources: ['configmaps'], resourceNames: ['envoy-initializer'], verbs: ['get', 'list', 'watch'] };

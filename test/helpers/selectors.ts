@@ -60,18 +60,28 @@ export interface Webhook {
   readonly [field: string]: unknown;
 }
 
-/** Names of the webhooks the API server would call for POD created in a namespace with NAMESPACE_LABELS. */
-export function webhooksCalled(
+/**
+ * Names of the webhooks the API server would call for POD created in a
+ * namespace with NAMESPACE_LABELS, in their order. Each one's selectors and
+ * matchConditions see the Pod as the webhooks before it left it: MUTATE(name,
+ * pod) gives the Pod after the call of webhook NAME (unchanged by default).
+ */
+export function webhooksCalled<P extends { metadata?: { labels?: Record<string, string> } }>(
   webhooks: readonly Webhook[],
   namespaceLabels: Readonly<Record<string, string>>,
-  pod: { metadata?: { labels?: Record<string, string> } },
+  pod: P,
+  mutate: (name: string, pod: P) => P = (_name, same) => same,
 ): string[] {
-  return webhooks
-    .filter(
-      (webhook) =>
-        selectorMatches(webhook.namespaceSelector, namespaceLabels) &&
-        selectorMatches(webhook.objectSelector, pod.metadata?.labels ?? {}) &&
-        (webhook.matchConditions ?? []).every((condition) => evaluateCondition(condition.expression, pod)),
-    )
-    .map((webhook) => webhook.name);
+  const called: string[] = [];
+  let current = pod;
+  for (const webhook of webhooks) {
+    const matches =
+      selectorMatches(webhook.namespaceSelector, namespaceLabels) &&
+      selectorMatches(webhook.objectSelector, current.metadata?.labels ?? {}) &&
+      (webhook.matchConditions ?? []).every((condition) => evaluateCondition(condition.expression, current));
+    if (!matches) continue;
+    called.push(webhook.name);
+    current = mutate(webhook.name, current);
+  }
+  return called;
 }

@@ -24,7 +24,7 @@ The API server's name for our webhooks, as a PromQL regex (its metrics label
 `name`); webhook names are the same in every release.
 */}}
 {{- define "envoy-injector.webhookNamesRegex" -}}
-(enabled-namespaces|opted-in-pods)\\.envoy-injector\\.io
+(enabled-namespaces|opted-in-pods|other-pods)\\.envoy-injector\\.io
 {{- end }}
 
 {{/*
