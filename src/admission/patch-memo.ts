@@ -139,35 +139,45 @@ export function podShape(
   const metadata = objectAt(pod, 'metadata');
   const annotations = objectAt(metadata, 'annotations');
   const names = templateNames(template);
-  const listShape = (list: string, candidates: readonly (string | undefined)[]): string => {
-    const entries = arrayAt(spec, list);
-    if (entries === undefined) return '-';
-    const present = new Set(entries.map(entryName));
-    return candidates.map((candidate, index) => (candidate !== undefined && present.has(candidate) ? index : '')).join(',');
-  };
+  // The JSON of one array, written piece by piece (per request: no array of parts, no JSON.stringify of the constant ones).
+  let shape = `${shapePrefix(template, nativeSidecar, allowedOverrides)},${spec !== undefined},${metadata !== undefined},${annotations !== undefined}`;
+  shape += `,"${listShape(spec, 'containers', names.containers)}","${listShape(spec, 'initContainers', names.containers)}","${listShape(spec, 'ephemeralContainers', names.containers)}"`;
+  shape += `,"${listShape(spec, 'volumes', names.volumes)}","${listShape(spec, 'imagePullSecrets', names.imagePullSecrets)}",[`;
+  for (let index = 0; index < OVERRIDE_ANNOTATIONS.length; index++) {
+    const value = annotations === undefined ? undefined : own(annotations, OVERRIDE_ANNOTATIONS[index] ?? '');
+    shape += `${index === 0 ? '' : ','}${value === undefined ? '0' : `[${JSON.stringify(value)}]`}`;
+  }
   // What the proxy's lifecycle and the autoscaler annotation read (proxy-lifecycle.ts).
-  const lifecycle = [Annotations.holdApplication, Annotations.safeToEvictLocalVolumes].map((key) => (annotations === undefined ? 0 : [own(annotations, key) ?? null]));
-  const overrides = ALL_OVERRIDES.map((name) => (annotations === undefined ? undefined : own(annotations, OVERRIDE_ANNOTATION_PREFIX + name)));
-  return JSON.stringify([
-    template.name,
-    template.hash,
-    nativeSidecar,
-    allowedOverrides,
-    spec !== undefined,
-    metadata !== undefined,
-    annotations !== undefined,
-    listShape('containers', names.containers),
-    listShape('initContainers', names.containers),
-    listShape('ephemeralContainers', names.containers),
-    listShape('volumes', names.volumes),
-    listShape('imagePullSecrets', names.imagePullSecrets),
-    overrides.map((value) => (value === undefined ? 0 : [value])),
-    captureKey,
-    tokenMount,
-    lifecycle,
-    spec === undefined ? null : (own(spec, 'terminationGracePeriodSeconds') ?? null),
-  ]);
+  const lifecycle = (key: string): string => (annotations === undefined ? '0' : `[${JSON.stringify(own(annotations, key) ?? null)}]`);
+  shape += `],${JSON.stringify(captureKey)},${tokenMount},[${lifecycle(Annotations.holdApplication)},${lifecycle(Annotations.safeToEvictLocalVolumes)}]`;
+  return `${shape},${JSON.stringify(spec === undefined ? null : (own(spec, 'terminationGracePeriodSeconds') ?? null))}]`;
 }
+
+const OVERRIDE_ANNOTATIONS: readonly string[] = ALL_OVERRIDES.map((name) => OVERRIDE_ANNOTATION_PREFIX + name);
+
+/** Which of CANDIDATES the list at spec[LIST] holds, by index ("0,,2"); "-" when it is no list. */
+function listShape(spec: JsonObject | undefined, list: string, candidates: readonly (string | undefined)[]): string {
+  const entries = arrayAt(spec, list);
+  if (entries === undefined) return '-';
+  let shape = '';
+  for (let index = 0; index < candidates.length; index++) {
+    const candidate = candidates[index];
+    const present = candidate !== undefined && entries.some((entry) => entryName(entry) === candidate);
+    shape += `${index === 0 ? '' : ','}${present ? index : ''}`;
+  }
+  return shape;
+}
+
+/** The shape's constant start for a template, as JSON without the closing bracket; kept per template for its last settings. */
+function shapePrefix(template: SidecarTemplate, nativeSidecar: boolean, allowedOverrides: readonly OverrideName[]): string {
+  const held = prefixOfTemplates.get(template);
+  if (held !== undefined && held.nativeSidecar === nativeSidecar && held.allowedOverrides === allowedOverrides) return held.prefix;
+  const prefix = JSON.stringify([template.name, template.hash, nativeSidecar, allowedOverrides]).slice(0, -1);
+  prefixOfTemplates.set(template, { nativeSidecar, allowedOverrides, prefix });
+  return prefix;
+}
+
+const prefixOfTemplates = new WeakMap<SidecarTemplate, { readonly nativeSidecar: boolean; readonly allowedOverrides: readonly OverrideName[]; readonly prefix: string }>();
 
 interface TemplateNames {
   /** The template's containers and init containers: a Pod's container of either name clashes in every list. */

@@ -73,7 +73,7 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
     };
   }
   // Per request, as the decision (it reads the namespace's labels); the patch depends only on its outcome.
-  const capture = decideCapture({ ...input, template: decision.template });
+  const capture = decideCapture({ pod, template: decision.template, namespace: input.namespace, namespaceLabels: input.namespaceLabels });
   // The ServiceAccount token volume, per Pod (its name has a random suffix): the patch leaves a gap for its name.
   const tokenVolume = serviceAccountTokenVolume(pod);
   const compute = (): MemoizedInjection => {

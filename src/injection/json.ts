@@ -31,7 +31,9 @@ export function stringAt(object: JsonObject | undefined, key: string): string | 
  * must never resolve to something inherited from Object.prototype.
  */
 export function own(object: JsonObject, key: string): JsonValue | undefined {
-  return Object.hasOwn(object, key) ? object[key] : undefined;
+  // Most keys looked up are absent: one lookup then (nothing inherited is undefined), the own check only for a hit.
+  const value = object[key];
+  return value !== undefined && Object.hasOwn(object, key) ? value : undefined;
 }
 
 /** The `name` field of a list entry, when it is a string. */

@@ -1,4 +1,4 @@
-import { arrayAt, entryName, isJsonObject, objectAt, own, type JsonObject } from './json.js';
+import { arrayAt, entryName, isJsonObject, objectAt, own, type JsonObject, type JsonValue } from './json.js';
 
 /**
  * The ServiceAccount token mount, as kube-apiserver's ServiceAccount
@@ -35,16 +35,26 @@ export function serviceAccountTokenVolume(pod: JsonObject): string | undefined {
   if (annotations !== undefined && own(annotations, MIRROR_POD_ANNOTATION) !== undefined) return undefined;
   const spec = objectAt(pod, 'spec');
   if (spec === undefined || spec['automountServiceAccountToken'] === false) return undefined;
-  const volume = (arrayAt(spec, 'volumes') ?? []).map(entryName).find((name) => name?.startsWith(SERVICE_ACCOUNT_VOLUME_PREFIX) === true);
+  const volume = firstTokenVolume(arrayAt(spec, 'volumes'));
   if (volume === undefined) return undefined;
-  const containers = [...(arrayAt(spec, 'containers') ?? []), ...(arrayAt(spec, 'initContainers') ?? [])];
+  // Per review: loops, no copies of the lists.
   let mountsVolume = false;
-  for (const container of containers) {
-    const mount = tokenPathMount(container);
-    if (mount === undefined) return undefined;
-    if (own(mount, 'name') === volume) mountsVolume = true;
+  for (const list of ['containers', 'initContainers']) {
+    for (const container of arrayAt(spec, list) ?? []) {
+      const mount = tokenPathMount(container);
+      if (mount === undefined) return undefined;
+      if (own(mount, 'name') === volume) mountsVolume = true;
+    }
   }
   return mountsVolume ? volume : undefined;
+}
+
+function firstTokenVolume(volumes: readonly JsonValue[] | undefined): string | undefined {
+  for (const entry of volumes ?? []) {
+    const name = entryName(entry);
+    if (name?.startsWith(SERVICE_ACCOUNT_VOLUME_PREFIX) === true) return name;
+  }
+  return undefined;
 }
 
 /** The mount the plugin adds, of VOLUMENAME. */

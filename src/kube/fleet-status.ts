@@ -1,8 +1,9 @@
-import { AppsV1Api, BatchV1Api, CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions, type V1ObjectMeta, type V1Pod } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { ClusterError, TemplateError } from '../errors.js';
 import { isIntermediateOwner, isRestartable, ownerKey, type OwnerRef, type PodRecord } from '../fleet/fleet-report.js';
-import { Annotations, parseTemplateData, type TemplateSet } from '../injection/index.js';
+import { Annotations, arrayAt, isJsonObject, objectAt, own, parseTemplateData, stringAt, type JsonObject, type TemplateSet } from '../injection/index.js';
 import { describeKubeError, kubeErrorStatus, kubeErrorStatusBody } from './kube-errors.js';
+import { kubeJsonList } from './kube-json.js';
 import type { Labels } from './namespace-labels.js';
 
 /** ReplicaSets, Jobs and Namespaces are read for their metadata only: owners and labels are all we need. */
@@ -46,56 +47,49 @@ export interface FleetSnapshot {
  */
 export async function readFleet(kubeConfig: KubeConfig, query: FleetQuery): Promise<FleetSnapshot> {
   const core = kubeConfig.makeApiClient(CoreV1Api);
-  const apps = kubeConfig.makeApiClient(AppsV1Api);
-  const batch = kubeConfig.makeApiClient(BatchV1Api);
-  const { namespace, pageSize } = query;
+  const { namespace } = query;
   const scope = namespace === undefined ? 'all namespaces' : `namespace ${namespace}`;
   const { templates, templateSource } = await readTemplates(core, query);
 
   const inconsistentLists: string[] = [];
-  const listPaged = <T>(what: string, list: (page: Page) => Promise<{ metadata?: Page; items: T[] }>, each: (item: T) => void) =>
-    listAllPages(what, list, each, () => inconsistentLists.push(what));
+  const listPaged = (what: string, collection: Collection, each: (item: JsonObject) => void, options: { accept?: string; labelSelector?: string | undefined } = {}) =>
+    listAllPages(kubeConfig, what, { ...collection, namespace, pageSize: query.pageSize, ...options }, each, () => inconsistentLists.push(what));
   const pods: PodRecord[] = [];
   // `apps/ReplicaSet`, `batch/Job`: the intermediate owners some Pod has.
   const ownerKinds = new Set<string>();
-  await listPaged(`listing Pods in ${scope}`, (page) => {
-    const request = { limit: pageSize, ...page, ...(query.labelSelector === undefined ? {} : { labelSelector: query.labelSelector }) };
-    return namespace === undefined ? core.listPodForAllNamespaces(request) : core.listNamespacedPod({ ...request, namespace });
-  }, (pod) => {
+  // Each Pod is cut down to its record as it arrives; the rest of it, and of its page, is let go at once.
+  await listPaged(`listing Pods in ${scope}`, { prefix: '/api/v1', resource: 'pods' }, (pod) => {
     const record = toPodRecord(pod);
     if (record === undefined) return;
     pods.push(record);
     if (record.owner !== undefined && isIntermediateOwner(record.owner)) ownerKinds.add(record.owner.kind);
-  });
+  }, { labelSelector: query.labelSelector });
 
   const owners = new Map<string, OwnerRef>();
-  const addOwners = (apiVersion: string, kind: string) => (object: { metadata?: V1ObjectMeta }): void => {
-    const meta = object.metadata;
+  const addOwners = (apiVersion: string, kind: string) => (object: JsonObject): void => {
+    const meta = objectAt(object, 'metadata');
+    const name = stringAt(meta, 'name');
     const owner = controllerOf(meta);
-    if (meta?.name !== undefined && owner !== undefined) owners.set(ownerKey(meta.namespace ?? '', { apiVersion, kind, name: meta.name }), owner);
+    if (name !== undefined && owner !== undefined) owners.set(ownerKey(stringAt(meta, 'namespace') ?? '', { apiVersion, kind, name }), owner);
   };
-  const metadataOnly = setHeaderOptions('Accept', METADATA_LIST);
   // Listed only when some Pod is owned by one.
-  const ownerLists: [string, string, (page: Page) => Promise<{ items: { metadata?: V1ObjectMeta }[]; metadata?: Page }>][] = [
-    ['apps/v1', 'ReplicaSet', (page) => namespace === undefined
-      ? apps.listReplicaSetForAllNamespaces({ limit: pageSize, ...page }, metadataOnly)
-      : apps.listNamespacedReplicaSet({ namespace, limit: pageSize, ...page }, metadataOnly)],
-    ['batch/v1', 'Job', (page) => namespace === undefined
-      ? batch.listJobForAllNamespaces({ limit: pageSize, ...page }, metadataOnly)
-      : batch.listNamespacedJob({ namespace, limit: pageSize, ...page }, metadataOnly)],
+  const ownerLists: [string, string, Collection][] = [
+    ['apps/v1', 'ReplicaSet', { prefix: '/apis/apps/v1', resource: 'replicasets' }],
+    ['batch/v1', 'Job', { prefix: '/apis/batch/v1', resource: 'jobs' }],
   ];
-  for (const [apiVersion, kind, list] of ownerLists) {
-    if (ownerKinds.has(kind)) await listPaged(`listing ${kind}s in ${scope}`, list, addOwners(apiVersion, kind));
+  for (const [apiVersion, kind, collection] of ownerLists) {
+    if (ownerKinds.has(kind)) await listPaged(`listing ${kind}s in ${scope}`, collection, addOwners(apiVersion, kind), { accept: METADATA_LIST });
   }
 
   const namespaceLabels = new Map<string, Labels>();
-  const addLabels = (object: { metadata?: V1ObjectMeta }): void => {
-    if (object.metadata?.name !== undefined) namespaceLabels.set(object.metadata.name, object.metadata.labels ?? {});
+  const addLabels = (meta: JsonObject | undefined): void => {
+    const name = stringAt(meta, 'name');
+    if (name !== undefined) namespaceLabels.set(name, stringsAt(meta, 'labels') ?? {});
   };
   let namespaceLabelsForbidden: FleetSnapshot['namespaceLabelsForbidden'];
   try {
-    if (namespace === undefined) await listPaged('listing Namespaces', (page) => core.listNamespace({ limit: pageSize, ...page }, metadataOnly), addLabels);
-    else addLabels(await core.readNamespace({ name: namespace }, setHeaderOptions('Accept', METADATA_OBJECT)));
+    if (namespace === undefined) await listPaged('listing Namespaces', { prefix: '/api/v1', resource: 'namespaces' }, (object) => addLabels(objectAt(object, 'metadata')), { accept: METADATA_LIST });
+    else addLabels(asJsonObject((await core.readNamespace({ name: namespace }, setHeaderOptions('Accept', METADATA_OBJECT))).metadata));
   } catch (error) {
     const cause = error instanceof ClusterError && error.cause !== undefined ? error.cause : error;
     const status = kubeErrorStatus(cause);
@@ -159,28 +153,54 @@ async function readTemplates(core: CoreV1Api, query: FleetQuery): Promise<{ temp
   }
 }
 
-type Page = { _continue?: string };
+/** A collection of objects: `/api/v1` and `pods`, `/apis/apps/v1` and `replicasets`. */
+interface Collection {
+  readonly prefix: string;
+  readonly resource: string;
+}
+
+interface ListScope extends Collection {
+  /** One namespace, or undefined for all. */
+  readonly namespace: string | undefined;
+  readonly pageSize: number;
+  readonly labelSelector?: string | undefined;
+  /** The Accept header: a metadata-only list, or the objects whole. */
+  readonly accept?: string | undefined;
+}
+
+/** The path of one page: `limit`, the `continue` token, the label selector. */
+function pagePath(scope: ListScope, token: string | undefined): string {
+  const where = scope.namespace === undefined ? '' : `/namespaces/${encodeURIComponent(scope.namespace)}`;
+  const query = new URLSearchParams({ limit: String(scope.pageSize) });
+  if (token !== undefined) query.set('continue', token);
+  if (scope.labelSelector !== undefined) query.set('labelSelector', scope.labelSelector);
+  return `${scope.prefix}${where}/${scope.resource}?${query.toString()}`;
+}
 
 /**
  * Follows `continue` tokens until the list is whole, handing each item to
- * `each` (pages are not kept). A list slower than the API server's history
+ * `each` as it arrives (kubeJsonList: neither pages nor whole objects are
+ * kept). A list slower than the API server's history
  * (etcd compacts every 5 minutes) gets 410 Gone for its next page; the Status
  * then carries a token that goes on from where it stopped, without the
  * snapshot: objects changed meanwhile may be missed or seen in their new
  * state, but none twice. Better than starting 50,000 Pods over, which could
  * expire again; `onInconsistent` lets the caller say so.
  */
-async function listAllPages<T>(
+async function listAllPages(
+  kubeConfig: KubeConfig,
   what: string,
-  list: (page: Page) => Promise<{ metadata?: Page; items: T[] }>,
-  each: (item: T) => void,
+  scope: ListScope,
+  each: (item: JsonObject) => void,
   onInconsistent: () => void,
 ): Promise<void> {
   let token: string | undefined;
   do {
-    let page: { metadata?: Page; items: T[] };
+    let rest: JsonObject | undefined;
     try {
-      page = await list(token === undefined ? {} : { _continue: token });
+      rest = asJsonObject(await kubeJsonList(kubeConfig, { path: pagePath(scope, token), ...(scope.accept === undefined ? {} : { accept: scope.accept }) }, (item) => {
+        if (isJsonObject(item)) each(item);
+      }));
     } catch (error) {
       const resume = kubeErrorStatusBody(error)?.metadata?.continue;
       if (token !== undefined && kubeErrorStatus(error) === 410 && typeof resume === 'string' && resume !== '') {
@@ -191,8 +211,7 @@ async function listAllPages<T>(
       }
       throw new ClusterError(`${what}: ${describeKubeError(error)}`, { cause: error });
     }
-    for (const item of page.items) each(item);
-    token = page.metadata?._continue || undefined;
+    token = stringAt(objectAt(rest, 'metadata'), 'continue') || undefined;
   } while (token !== undefined);
 }
 
@@ -201,19 +220,34 @@ async function listAllPages<T>(
  * are being deleted run no sidecar worth reporting, and a rollout in progress
  * would otherwise count its terminating Pods as outdated.
  */
-function toPodRecord(pod: V1Pod): PodRecord | undefined {
-  const meta = pod.metadata;
-  const phase = pod.status?.phase;
-  if (meta?.name === undefined || meta.deletionTimestamp !== undefined || phase === 'Succeeded' || phase === 'Failed') return undefined;
+function toPodRecord(pod: JsonObject): PodRecord | undefined {
+  const meta = objectAt(pod, 'metadata');
+  const name = stringAt(meta, 'name');
+  const phase = stringAt(objectAt(pod, 'status'), 'phase');
+  if (meta === undefined || name === undefined || own(meta, 'deletionTimestamp') !== undefined || phase === 'Succeeded' || phase === 'Failed') return undefined;
   const annotations: Record<string, string> = {};
-  for (const [key, value] of Object.entries(meta.annotations ?? {})) {
+  for (const [key, value] of Object.entries(objectAt(meta, 'annotations') ?? {})) {
     // Only what the injector reads: other annotations (last-applied-configuration...) can be large.
-    if (key.startsWith('envoy-injector.io/') || key === Annotations.legacyInject) annotations[key] = value;
+    if (typeof value === 'string' && (key.startsWith('envoy-injector.io/') || key === Annotations.legacyInject)) annotations[key] = value;
   }
-  return { namespace: meta.namespace ?? '', name: meta.name, owner: controllerOf(meta), annotations, hostNetwork: pod.spec?.hostNetwork === true };
+  return { namespace: stringAt(meta, 'namespace') ?? '', name, owner: controllerOf(meta), annotations, hostNetwork: objectAt(pod, 'spec')?.['hostNetwork'] === true };
 }
 
-function controllerOf(meta: V1ObjectMeta | undefined): OwnerRef | undefined {
-  const owner = meta?.ownerReferences?.find((reference) => reference.controller === true);
-  return owner === undefined ? undefined : { apiVersion: owner.apiVersion, kind: owner.kind, name: owner.name };
+function controllerOf(meta: JsonObject | undefined): OwnerRef | undefined {
+  const owner = arrayAt(meta, 'ownerReferences')?.find((reference) => isJsonObject(reference) && reference['controller'] === true);
+  if (!isJsonObject(owner)) return undefined;
+  return { apiVersion: stringAt(owner, 'apiVersion') ?? '', kind: stringAt(owner, 'kind') ?? '', name: stringAt(owner, 'name') ?? '' };
+}
+
+/** The string values of the map at `object[key]` (labels), or undefined when it has none. */
+function stringsAt(object: JsonObject | undefined, key: string): Record<string, string> | undefined {
+  const map = objectAt(object, key);
+  if (map === undefined) return undefined;
+  const strings: Record<string, string> = {};
+  for (const [name, value] of Object.entries(map)) if (typeof value === 'string') strings[name] = value;
+  return strings;
+}
+
+function asJsonObject(value: unknown): JsonObject | undefined {
+  return isJsonObject(value) ? value : undefined;
 }

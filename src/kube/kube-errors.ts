@@ -1,4 +1,5 @@
 import { ApiException } from '@kubernetes/client-node';
+import { KubeRequestError } from './kube-json.js';
 
 /** The HTTP status of a failed API call, when there was one. */
 export function kubeErrorStatus(error: unknown): number | undefined {
@@ -34,6 +35,7 @@ export function kubeErrorForLog(error: unknown): Error {
 
 /** The `Status` object a failed API call answered with, when there was one. */
 export function kubeErrorStatusBody(error: unknown): { message?: unknown; metadata?: { continue?: unknown } } | undefined {
+  if (error instanceof KubeRequestError) return typeof error.body === 'object' && error.body !== null ? error.body : undefined;
   if (!(error instanceof ApiException)) return undefined;
   try {
     const body: unknown = typeof error.body === 'string' ? JSON.parse(error.body) : error.body;

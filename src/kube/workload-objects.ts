@@ -2,8 +2,8 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { ClusterError } from '../errors.js';
 import { ownerKey } from '../fleet/fleet-report.js';
 import { asWorkloadObject } from '../fleet/restart-plan.js';
-import { arrayAt, objectAt, stringAt, type JsonObject } from '../injection/index.js';
-import { kubeJson } from './kube-json.js';
+import { objectAt, stringAt, type JsonObject } from '../injection/index.js';
+import { kubeJsonList } from './kube-json.js';
 import { describeKubeError } from './kube-errors.js';
 
 export interface AppsWorkloadRef {
@@ -36,19 +36,19 @@ export async function readWorkloadObjects(
     let token: string | undefined;
     do {
       const query = new URLSearchParams({ limit: String(scope.pageSize), ...(token === undefined ? {} : { continue: token }) });
-      let page: JsonObject | undefined;
+      let rest: JsonObject | undefined;
       try {
-        page = asWorkloadObject(await kubeJson(kubeConfig, { method: 'GET', path: `${base}?${query.toString()}` }));
+        // Each object is looked at as it arrives: only the wanted ones are kept, never the page.
+        rest = asWorkloadObject(await kubeJsonList(kubeConfig, { path: `${base}?${query.toString()}` }, (item) => {
+          const object = asWorkloadObject(item);
+          const meta = objectAt(object, 'metadata');
+          const key = ownerKey(stringAt(meta, 'namespace') ?? '', { apiVersion: 'apps/v1', kind, name: stringAt(meta, 'name') ?? '' });
+          if (object !== undefined && wanted.has(key)) objects.set(key, object);
+        }));
       } catch (error) {
         throw new ClusterError(`listing ${kind}s in ${scope.namespace === undefined ? 'all namespaces' : `namespace ${scope.namespace}`}: ${describeKubeError(error)}`, { cause: error });
       }
-      for (const item of arrayAt(page, 'items') ?? []) {
-        const object = asWorkloadObject(item);
-        const meta = objectAt(object, 'metadata');
-        const key = ownerKey(stringAt(meta, 'namespace') ?? '', { apiVersion: 'apps/v1', kind, name: stringAt(meta, 'name') ?? '' });
-        if (object !== undefined && wanted.has(key)) objects.set(key, object);
-      }
-      token = stringAt(objectAt(page, 'metadata'), 'continue') || undefined;
+      token = stringAt(objectAt(rest, 'metadata'), 'continue') || undefined;
     } while (token !== undefined);
   }
   return objects;
