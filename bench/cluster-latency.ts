@@ -8,6 +8,7 @@
 import { Agent } from 'node:https';
 import { performance } from 'node:perf_hooks';
 import { callsBetween, webhookCalls, type WebhookCalls } from '../test/e2e/apiserver-metrics.js';
+import { addCpu, cpuPerPod, cpuRows, readCpu, zeroCpu, type CpuPerPod, type CpuPids, type CpuSeconds } from './cluster-cpu.js';
 import { PATH_DESCRIPTIONS, PATH_WEBHOOKS, PATHS, startBenchPaths, type BenchPaths, type PathName } from './cluster-paths.js';
 import { fmt, table } from './format.js';
 import { log } from './harness.js';
@@ -37,6 +38,8 @@ export interface PathFigures {
   readonly webhookCalls: { readonly count: number; readonly meanMs: number } | undefined;
   /** Seconds from scaling the Deployment up to its last Pod stored. */
   readonly deploymentSeconds: number | undefined;
+  /** CPU per Pod of each process over this path's rounds (cluster-cpu.ts). */
+  readonly cpu: CpuPerPod;
 }
 
 export interface ApiServerFigures {
@@ -52,6 +55,7 @@ interface Collected {
   refused: string[];
   seconds: number;
   calls: { count: number; sum: number };
+  cpu: CpuSeconds;
   deploymentSeconds?: number;
 }
 
@@ -70,14 +74,30 @@ function addCalls(into: Collected, path: PathName, delta: ReadonlyMap<string, We
   }
 }
 
+/** The PIDs of every process the Pods' CPU is read from. */
+function benchPids(paths: BenchPaths): CpuPids {
+  const pid = (name: string): number | undefined => paths.plane.processes.find((managed) => managed.name === name)?.child.pid;
+  return {
+    'kube-apiserver': pid('kube-apiserver'),
+    etcd: pid('etcd'),
+    'kube-controller-manager': pid('kube-controller-manager'),
+    injector: paths.processes.injector.child.pid,
+    'floor webhook': paths.processes.floor.pid,
+    'policy controller': paths.processes.policy.child.pid,
+  };
+}
+
 async function measurePods(paths: BenchPaths, settings: ApiServerSettings, collected: Record<PathName, Collected>): Promise<void> {
+  const pids = benchPids(paths);
   const perRound = Math.max(1, Math.round(settings.podsPerPath / settings.rounds));
   // A warm-up per path: connections, caches, the memo's first answer.
   for (const path of PATHS) await createPods(paths.plane, paths.namespaces[path], paths.pod, Math.min(20, perRound), settings.clients);
   for (let round = 0; round < settings.rounds; round++) {
     for (const path of roundOrder(round)) {
       const before = await webhookCalls(paths.plane);
+      const cpuBefore = readCpu(pids);
       const run = await createPods(paths.plane, paths.namespaces[path], paths.pod, perRound, settings.clients);
+      addCpu(collected[path].cpu, cpuBefore, readCpu(pids));
       addCalls(collected[path], path, callsBetween(before, await webhookCalls(paths.plane)));
       collected[path].latencies.push(...run.latenciesMs);
       collected[path].refused.push(...run.refused);
@@ -132,13 +152,14 @@ function pathFigures(path: PathName, data: Collected): PathFigures {
     podsPerSecond: sorted.length / data.seconds,
     webhookCalls: PATH_WEBHOOKS[path].length === 0 ? undefined : { count: data.calls.count, meanMs: data.calls.count === 0 ? NaN : (data.calls.sum / data.calls.count) * 1000 },
     deploymentSeconds: data.deploymentSeconds,
+    cpu: cpuPerPod(data.cpu, sorted.length + data.refused.length),
   };
 }
 
 export async function apiServerFigures(settings: ApiServerSettings): Promise<ApiServerFigures> {
   const paths = await startBenchPaths(settings.kubeVersion);
   try {
-    const collected = Object.fromEntries(PATHS.map((path) => [path, { latencies: [], refused: [], seconds: 0, calls: { count: 0, sum: 0 } }])) as unknown as Record<PathName, Collected>;
+    const collected = Object.fromEntries(PATHS.map((path) => [path, { latencies: [], refused: [], seconds: 0, calls: { count: 0, sum: 0 }, cpu: zeroCpu() }])) as unknown as Record<PathName, Collected>;
     await measurePods(paths, settings, collected);
     if (settings.replicas > 0) {
       for (const path of roundOrder(1)) {
@@ -185,8 +206,15 @@ export function apiServerText(figures: ApiServerFigures): string[] {
   return [
     `Pod CREATE through a ${figures.apiServer}: ${settings.podsPerPath} Pods per path in ${settings.rounds} alternating rounds, ${settings.clients} clients, the seed's Pod:`,
     table(apiServerRows(figures)),
+    '',
+    'What a Pod CREATE costs each process, CPU ms (user + system) per Pod over its path\'s rounds:',
+    table(cpuRows(figures.paths)),
     ...figures.refusals.map((message) => `refused: ${message}`),
   ];
+}
+
+function markdownTable([head = [], ...rows]: readonly (readonly string[])[]): string[] {
+  return [`| ${head.join(' | ')} |`, `|---|${head.slice(1).map(() => '--:').join('|')}|`, ...rows.map((row) => `| ${row.join(' | ')} |`)];
 }
 
 /** The table as bench/README.md records it. */
@@ -199,6 +227,8 @@ export function apiServerMarkdown(figures: ApiServerFigures): string {
     `| ${head.join(' | ')} |`,
     `|---|${head.slice(1).map(() => '--:').join('|')}|`,
     ...rows.map((row) => `| ${row.join(' | ')} |`),
+    '',
+    ...markdownTable(cpuRows(figures.paths)),
   ].join('\n');
 }
 
