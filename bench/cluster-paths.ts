@@ -6,7 +6,10 @@
  * - none: labeled `envoy-injector.io/inject=disabled`, excluded by every
  *   webhook and policy: no injection at all.
  * - floor: the floor webhook only (floor-webhook.ts), registered like the
- *   chart's (reinvocationPolicy IfNeeded), by `url`.
+ *   chart's (reinvocationPolicy IfNeeded) and reached like ours, through a
+ *   Service of its own (its ClusterIP, where it listens); one webhook, a
+ *   label namespaceSelector, no objectSelector and no matchConditions: those
+ *   are our choices, counted as ours (bench/README.md, Findings (issue 27)).
  * - webhook: our injector as the chart installs and registers it (mode
  *   webhook, certificates auto), run as the chart's ServiceAccount and reached
  *   through the chart's Service (test/e2e/injector-process.ts).
@@ -66,7 +69,7 @@ export function seedPodBody(): Record<string, unknown> {
 }
 
 /** Starts the control plane and the four paths; every path injects (or not) a probe Pod before this resolves. */
-export async function startBenchPaths(version: KubeVersion): Promise<BenchPaths> {
+export async function startBenchPaths(version: KubeVersion, { excluded = [] as readonly string[] } = {}): Promise<BenchPaths> {
   // The controller manager's client is rate limited (20/s) by default: a Deployment's scale-up would measure that limit.
   const plane = await startControlPlane(version, { controllerManagerArgs: ['--kube-api-qps=2000', '--kube-api-burst=2000'] });
   const stops: (() => Promise<unknown>)[] = [() => plane.stop()];
@@ -81,7 +84,7 @@ export async function startBenchPaths(version: KubeVersion): Promise<BenchPaths>
       createNamespace(plane, namespaces.webhook, { 'envoy-injector.io/inject': 'enabled' }),
       createNamespace(plane, namespaces.policy, { 'envoy-injector.io/inject': 'enabled' }),
     ]);
-    const others = (path: PathName): string[] => PATHS.filter((other) => other !== path).map((other) => namespaces[other]);
+    const others = (path: PathName): string[] => [...PATHS.filter((other) => other !== path).map((other) => namespaces[other]), ...excluded];
     log('bench: installing the chart (webhook) and starting the injector');
     const webhookRelease = await helmInstall(plane, { name: 'bench', namespace: 'bench-system' }, { excludedNamespaces: others('webhook') });
     const injector = await startChartInjector(plane, webhookRelease);
@@ -107,6 +110,9 @@ export async function startBenchPaths(version: KubeVersion): Promise<BenchPaths>
   }
 }
 
+/** The floor's Service: in its own path's namespace, on the chart's Service port. */
+const FLOOR_SERVICE = { name: 'floor-webhook', namespace: 'bench-floor', port: 443 } as const;
+
 /**
  * Asks our injector (as the API server would, through its Service's address,
  * its certificate checked for the Service's name) for its answer to PROBE,
@@ -127,12 +133,20 @@ async function startFloorWebhook(plane: OwnedControlPlane, injector: ChartInject
   const volume = (probe as { spec?: { volumes?: { name: string }[] } }).spec?.volumes?.find((entry) => entry.name.startsWith('kube-api-access-'))?.name ?? 'kube-api-access-none';
   const answerFile = join(work, 'floor-webhook-answer.json');
   writeFileSync(answerFile, answer);
+  // A Service of its own, as every in-cluster webhook has and as the chart's is reached: the API
+  // server resolves it to its ClusterIP (loopback here, see control-plane.ts), where the floor listens.
+  const floorService = await core.createNamespacedService({
+    namespace: FLOOR_SERVICE.namespace,
+    body: { metadata: { name: FLOOR_SERVICE.name }, spec: { type: 'ClusterIP', ports: [{ port: FLOOR_SERVICE.port, protocol: 'TCP' }] } },
+  });
+  const clusterIP = floorService.spec?.clusterIP;
+  if (clusterIP === undefined) throw new Error(`Service ${FLOOR_SERVICE.namespace}/${FLOOR_SERVICE.name} has no clusterIP`);
   const floorCa = await makeCa({ commonName: 'bench-floor-ca', validDays: 1 });
-  const serving = await makeServingCertificate({ ca: floorCa, hosts: ['127.0.0.1'], validDays: 1 });
+  const serving = await makeServingCertificate({ ca: floorCa, hosts: [`${FLOOR_SERVICE.name}.${FLOOR_SERVICE.namespace}.svc`, clusterIP], validDays: 1 });
   const [certFile, keyFile] = [join(work, 'floor-webhook.crt'), join(work, 'floor-webhook.key')];
   writeFileSync(certFile, serving.cert);
   writeFileSync(keyFile, serving.key, { mode: 0o600 });
-  const floor = await startServer([compileBenchScript('floor-webhook'), certFile, keyFile, answerFile, volume], 'floor webhook serving https');
+  const floor = await startServer([compileBenchScript('floor-webhook'), certFile, keyFile, answerFile, volume, clusterIP, String(FLOOR_SERVICE.port)], 'floor webhook serving https');
   await plane.kubeConfig.makeApiClient(AdmissionregistrationV1Api).createMutatingWebhookConfiguration({
     body: {
       metadata: { name: 'bench-floor' },
@@ -145,7 +159,7 @@ async function startFloorWebhook(plane: OwnedControlPlane, injector: ChartInject
           matchPolicy: 'Equivalent',
           failurePolicy: 'Fail',
           timeoutSeconds: 5,
-          clientConfig: { url: `https://127.0.0.1:${floor.port}/mutate`, caBundle: Buffer.from(floorCa.cert).toString('base64') },
+          clientConfig: { service: { ...FLOOR_SERVICE, path: '/mutate' }, caBundle: Buffer.from(floorCa.cert).toString('base64') },
           rules: [{ apiGroups: [''], apiVersions: ['v1'], resources: ['pods'], operations: ['CREATE'], scope: 'Namespaced' }],
           namespaceSelector: { matchLabels: { 'bench-path': 'floor' } },
         },

@@ -8,16 +8,17 @@
  * ServiceAccount token volume's name in the patch (our answer mounts it; a
  * patch naming another Pod's volume would be refused). That is the price of
  * any webhook that patches a Pod.
- *   node floor-webhook.mjs CERT KEY ANSWER.json TOKEN_VOLUME_NAME
+ *   node floor-webhook.mjs CERT KEY ANSWER.json TOKEN_VOLUME_NAME [HOST [PORT]]
+ * (HOST defaults to 127.0.0.1, PORT to any free port.)
  * Prints {"msg":"floor webhook serving https on port N","port":N} once listening.
  */
 import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import Fastify from 'fastify';
 
-const [certFile, keyFile, answerFile, volumeName] = process.argv.slice(2);
+const [certFile, keyFile, answerFile, volumeName, host = '127.0.0.1', listenPort = '0'] = process.argv.slice(2);
 if (certFile === undefined || keyFile === undefined || answerFile === undefined || volumeName === undefined) {
-  process.stderr.write('usage: node floor-webhook.mjs CERT KEY ANSWER.json TOKEN_VOLUME_NAME\n');
+  process.stderr.write('usage: node floor-webhook.mjs CERT KEY ANSWER.json TOKEN_VOLUME_NAME [HOST [PORT]]\n');
   process.exit(2);
 }
 
@@ -46,7 +47,7 @@ app.post('/mutate', async (request, reply) => {
   return reply.send({ apiVersion: answer.apiVersion, kind: answer.kind, response: { ...answer.response, uid: review.request?.uid ?? '', patch } });
 });
 
-await app.listen({ host: '127.0.0.1', port: 0 });
+await app.listen({ host, port: Number(listenPort) });
 const { port } = app.server.address() as AddressInfo;
 process.stdout.write(`${JSON.stringify({ msg: `floor webhook serving https on port ${port}`, port })}\n`);
 const close = (): void => void app.close().then(() => process.exit(0));
