@@ -69,7 +69,7 @@ export function seedPodBody(): Record<string, unknown> {
 }
 
 /** Starts the control plane and the four paths; every path injects (or not) a probe Pod before this resolves. */
-export async function startBenchPaths(version: KubeVersion, { excluded = [] as readonly string[] } = {}): Promise<BenchPaths> {
+export async function startBenchPaths(version: KubeVersion): Promise<BenchPaths> {
   // The controller manager's client is rate limited (20/s) by default: a Deployment's scale-up would measure that limit.
   const plane = await startControlPlane(version, { controllerManagerArgs: ['--kube-api-qps=2000', '--kube-api-burst=2000'] });
   const stops: (() => Promise<unknown>)[] = [() => plane.stop()];
@@ -84,7 +84,7 @@ export async function startBenchPaths(version: KubeVersion, { excluded = [] as r
       createNamespace(plane, namespaces.webhook, { 'envoy-injector.io/inject': 'enabled' }),
       createNamespace(plane, namespaces.policy, { 'envoy-injector.io/inject': 'enabled' }),
     ]);
-    const others = (path: PathName): string[] => [...PATHS.filter((other) => other !== path).map((other) => namespaces[other]), ...excluded];
+    const others = (path: PathName): string[] => PATHS.filter((other) => other !== path).map((other) => namespaces[other]);
     log('bench: installing the chart (webhook) and starting the injector');
     const webhookRelease = await helmInstall(plane, { name: 'bench', namespace: 'bench-system' }, { excludedNamespaces: others('webhook') });
     const injector = await startChartInjector(plane, webhookRelease);
