@@ -39,12 +39,8 @@ export async function kubeJson(kubeConfig: KubeConfig, call: KubeJsonRequest): P
   const timeoutMs = call.timeoutMs ?? 10_000;
   return new Promise((resolve, reject) => {
     const sent = request(url, options, (response) => {
-      const chunks: Buffer[] = [];
-      response.on('data', (chunk: Buffer) => chunks.push(chunk));
-      response.on('error', reject);
-      response.on('end', () => {
+      readText(response, reject, (text) => {
         const status = response.statusCode ?? 0;
-        const text = Buffer.concat(chunks).toString('utf8');
         const body = parseOrUndefined(text);
         if (status >= 200 && status < 300) return resolve(body);
         reject(requestError(call.method, url, status, text, body));
