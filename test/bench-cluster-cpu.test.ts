@@ -11,7 +11,8 @@ describe('bench: CPU per Pod per process (the apiserver part)', () => {
     try {
       await once(child.stdout, 'data');
       const read = readCpu({ injector: child.pid, etcd: 2 ** 22 + 12345, 'kube-apiserver': undefined });
-      assert.ok(read.injector >= 0.2, `the child's CPU: ${read.injector} s`);
+      // /proc counts user and system time in 10 ms ticks, each rounded down: up to 20 ms under the child's own 200 ms.
+      assert.ok(read.injector >= 0.18, `the child's CPU: ${read.injector} s`);
       assert.equal(read.etcd, 0);
       assert.equal(read['kube-apiserver'], 0);
       assert.ok(read['load clients'] > 0, 'this process is the load clients');
