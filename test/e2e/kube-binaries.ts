@@ -13,20 +13,18 @@ export type KubeVersion = (typeof KUBE_VERSIONS)[number];
 export type KubeBinary = 'etcd' | 'kube-apiserver' | 'kube-controller-manager';
 
 /**
- * Where the control-plane binaries come from: KUBE_ASSETS, else the
- * workspace's shared folder when it exists (the only place besides .ci/run
- * allowed to name it). Undefined when there is none.
+ * Where the control-plane binaries come from: KUBE_ASSETS (relative to the
+ * repository), set by .ci/run; no default, as no path outside the
+ * repository is named here. Undefined when unset.
  */
 export function kubeAssetsDir(): string | undefined {
   const given = process.env['KUBE_ASSETS'];
-  if (given !== undefined && given !== '') return resolve(ROOT, given);
-  const shared = resolve(ROOT, '../shared/kube-assets');
-  return existsSync(join(shared, 'SHA256SUMS')) ? shared : undefined;
+  return given !== undefined && given !== '' ? resolve(ROOT, given) : undefined;
 }
 
 /** Why the assets cannot be used, in one line naming KUBE_ASSETS; undefined when they can. */
 export function missingAssets(dir = kubeAssetsDir()): string | undefined {
-  if (dir === undefined) return 'KUBE_ASSETS is not set and ../shared/kube-assets does not exist: no Kubernetes binaries for the real API server tests';
+  if (dir === undefined) return 'KUBE_ASSETS is not set: no Kubernetes binaries for the real API server tests';
   for (const file of ['SHA256SUMS', 'etcd.xz', ...KUBE_VERSIONS.flatMap((version) => [`${version}/kube-apiserver.xz`, `${version}/kube-controller-manager.xz`])]) {
     if (!existsSync(join(dir, file))) return `KUBE_ASSETS=${dir}: ${file} is missing (expected a folder laid out like kube-assets: SHA256SUMS, etcd.xz, <version>/kube-apiserver.xz ...)`;
   }
