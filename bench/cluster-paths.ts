@@ -29,6 +29,7 @@ import { startChartInjector, type ChartInjector } from '../test/e2e/injector-pro
 import { startPolicyController, type PolicyController } from '../test/e2e/policy-controller-process.js';
 import { compileBenchScript, log, work } from './harness.js';
 import { httpsRequest } from './https-client.js';
+import { seedPodBody } from './pod-load.js';
 import { startServer, type ServerProcess } from './processes.js';
 
 export const PATHS = ['none', 'floor', 'webhook', 'policy'] as const;
@@ -56,16 +57,6 @@ export interface BenchPaths {
   readonly pod: Record<string, unknown>;
   readonly processes: { readonly injector: ChartInjector; readonly policy: PolicyController; readonly floor: ServerProcess };
   stop(): Promise<void>;
-}
-
-/** The seed's Pod as JSON, with generateName instead of its name. */
-export function seedPodBody(): Record<string, unknown> {
-  return {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: { generateName: 'myapp-', labels: { app: 'myapp' } },
-    spec: { containers: [{ name: 'myapp-container', image: 'busybox', command: ['sh', '-c', 'echo Hello Kubernetes! && sleep 3600'] }] },
-  };
 }
 
 /** Starts the control plane and the four paths; every path injects (or not) a probe Pod before this resolves. */

@@ -16,8 +16,7 @@ import { httpsCall } from '../test/helpers/https-client.js';
 import { fmt, MIB } from './format.js';
 import { log } from './harness.js';
 import { readMemory, ROOT } from './processes.js';
-import { apiCall, createPods, type ApiAccess } from './pod-load.js';
-import { seedPodBody } from './cluster-paths.js';
+import { apiCall, createPods, seedPodBody, type ApiAccess } from './pod-load.js';
 import type { Target } from './targets.js';
 
 export interface ScaleSettings {

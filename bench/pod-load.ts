@@ -132,3 +132,13 @@ export function percentile(sorted: readonly number[], p: number): number {
   if (sorted.length === 0) return NaN;
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))] ?? NaN;
 }
+
+/** The seed's Pod as JSON, with generateName instead of its name. */
+export function seedPodBody(): Record<string, unknown> {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { generateName: 'myapp-', labels: { app: 'myapp' } },
+    spec: { containers: [{ name: 'myapp-container', image: 'busybox', command: ['sh', '-c', 'echo Hello Kubernetes! && sleep 3600'] }] },
+  };
+}
