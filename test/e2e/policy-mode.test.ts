@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { after, before, it, type TestContext } from 'node:test';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { forEachKubeVersion, servedPolicyApiVersion } from './control-plane.js';
-import { createNamespace, deleteNamespaces, envoyImage, eventually, followLiveChange, LIVE_CHANGE_TARGET_MS, helmInstall, helmUninstall, plainPod, uniqueName, type Release } from './cluster.js';
+import { createNamespace, deleteNamespaces, envoyImage, eventually, followLiveChange, LIVE_CHANGE_TARGET_MS, helmInstall, helmUninstall, plainPod, sidecar, uniqueName, type Release } from './cluster.js';
+import { OPT_IN_ANNOTATION, startOptInWebhook } from './opt-in-webhook.js';
 import { readyz, startPolicyController, type PolicyController } from './policy-controller-process.js';
 import { kubeCall } from './policy-parity.js';
 
@@ -106,6 +107,28 @@ forEachKubeVersion('policy mode installed by the chart', (plane, version) => {
       assert.ok(pod.metadata?.annotations?.['envoy-injector.io/status'] !== undefined);
     } finally {
       controller = await startController();
+    }
+  });
+
+  it('a Pod that a webhook opts in after the policy ran is injected: the API server reinvokes the policy (IfNeeded) after that change', async () => {
+    // Admission runs the policies before the webhooks: the opt-in comes later, as a webhook's would.
+    const label = uniqueName('policy-reinvoke');
+    const [plain, ordinary] = [uniqueName('policy-plain'), uniqueName('policy-ordinary')];
+    await Promise.all([createNamespace(plane(), plain, { 'reinvocation-test': label }), createNamespace(plane(), ordinary)]);
+    const optIn = await startOptInWebhook(plane(), uniqueName('zz-opt-in'), { 'reinvocation-test': label });
+    try {
+      await eventually('the second webhook annotating Pods', async () => ((await core().createNamespacedPod({ namespace: plain, body: plainPod(`probe-${++probes}`), dryRun: 'All' })).metadata?.annotations?.[OPT_IN_ANNOTATION] === 'true' ? true : undefined), 20_000, 200);
+      const calls = optIn.calls();
+      const later = await core().createNamespacedPod({ namespace: plain, body: plainPod('opted-in-later') });
+      assert.equal(later.metadata?.annotations?.[OPT_IN_ANNOTATION], 'true', 'the second webhook annotated it');
+      assert.notEqual(sidecar(later), 'none', 'injected when the policy was reinvoked after the opt-in');
+      assert.ok(later.metadata?.annotations?.['envoy-injector.io/status'] !== undefined);
+      assert.equal(optIn.calls() - calls, 1, 'the second webhook (reinvocationPolicy Never) once');
+      const plainOne = await core().createNamespacedPod({ namespace: ordinary, body: plainPod('ordinary') });
+      assert.equal(sidecar(plainOne), 'none', 'a Pod nobody opts in stays as it was');
+    } finally {
+      await optIn.stop();
+      await deleteNamespaces(plane(), [plain, ordinary]);
     }
   });
 
