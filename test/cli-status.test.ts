@@ -97,6 +97,16 @@ describe('envoy-injector status against an API server', () => {
     ]);
   });
 
+  it('a Deployment list whose continue token expired goes on from the token the 410 offers: the restart plan is whole, with a note', async () => {
+    fake.expireContinueTokens(1, '/apis/apps/v1/deployments');
+    const { code, stdout, stderr } = await status(['--page-size', '1', '--restart', '--dry-run']);
+    assert.equal(code, 3, stderr);
+    assert.match(stdout, /--restart would set kubectl\.kubernetes\.io\/restartedAt on the Pod template of:\n  Deployment shop\/web\n  StatefulSet shop\/db\n/);
+    assert.deepEqual(fake.requests.filter((request) => request.path === '/apis/apps/v1/deployments').map((request) => request.status), [200, 410, 200]);
+    assert.match(stderr, /^envoy-injector: note: listing Deployments in all namespaces outlasted the API server's history \(410 Gone\); the rest was listed as it is now/m);
+    assert.deepEqual(patches(), []);
+  });
+
   it('--restart --dry-run shows what it would restart and changes nothing', async () => {
     const before = ['web', 'api'].map((name) => fake.get('deployments', 'shop', name)?.metadata.resourceVersion);
     const { code, stdout } = await status(['--restart', '--dry-run']);

@@ -118,10 +118,11 @@ export async function runStatus(args: readonly string[], io: CommandIo, env: Nod
   const connection = connectToCluster({ kubeconfig: settings.kubeconfig, env });
   if (connection === undefined) throw new UsageError('status reads a cluster: pass --kubeconfig FILE or set KUBECONFIG (in a Pod, its service account is used)');
 
-  const snapshot = await readFleet(connection.kubeConfig, settings);
-  for (const what of snapshot.inconsistentLists) {
+  const noteInconsistent = (what: string): void => {
     io.stderr.write(`envoy-injector: note: ${what} outlasted the API server's history (410 Gone); the rest was listed as it is now, so objects changed meanwhile may be missing\n`);
-  }
+  };
+  const snapshot = await readFleet(connection.kubeConfig, settings);
+  for (const what of snapshot.inconsistentLists) noteInconsistent(what);
   const forbidden = snapshot.namespaceLabelsForbidden;
   if (forbidden !== undefined) {
     const what = forbidden.namespace === undefined ? 'list namespaces' : `get namespace ${forbidden.namespace}`;
@@ -140,7 +141,7 @@ export async function runStatus(args: readonly string[], io: CommandIo, env: Nod
   const exitCode = report.totals.outdated > 0 ? EXIT_OUTDATED : 0;
   const json = settings.output === 'json';
   // The outdated apps/v1 workloads as they are now: OnDelete, a rollout under way, a copied status.
-  const objects = await readWorkloadObjects(connection.kubeConfig, settings, restartCandidates(report));
+  const objects = await readWorkloadObjects(connection.kubeConfig, settings, restartCandidates(report), noteInconsistent);
   const plan = planRestarts(report, objects, { force: settings.force });
   if (!json) io.stdout.write(formatReport(report, plan, snapshot.templateSource, scope, !settings.restart, picked));
   if (!settings.restart) {

@@ -103,6 +103,7 @@ export class FakeApiServer {
   #stall: ((path: string) => boolean) | undefined;
   readonly #stalled = new Set<ServerResponse>();
   #expiredContinues = 0;
+  #expiredContinuesPath: string | undefined;
 
   private constructor(server: Server, ca: string, sockets: Set<Socket>) {
     this.#server = server;
@@ -229,12 +230,14 @@ export class FakeApiServer {
   }
 
   /**
-   * The next `count` list requests that carry a `continue` token answer 410
-   * Gone, as after an etcd compaction, with a token in the Status that
-   * resumes where the expired one stopped (what a real API server offers).
+   * The next `count` list requests that carry a `continue` token (of the
+   * collection at `path` only, when given) answer 410 Gone, as after an etcd
+   * compaction, with a token in the Status that resumes where the expired
+   * one stopped (what a real API server offers).
    */
-  expireContinueTokens(count: number): void {
+  expireContinueTokens(count: number, path?: string): void {
     this.#expiredContinues = count;
+    this.#expiredContinuesPath = path;
   }
 
   /** Closes every open watch stream, as an API server restart or a load balancer would. */
@@ -319,7 +322,7 @@ export class FakeApiServer {
           record(200);
           return this.#watch(route.resource, route.namespace, fieldName(query['fieldSelector']), query, metadataOnly, response);
         }
-        if (query['continue'] !== undefined && query['continue'] !== '' && this.#expiredContinues > 0) {
+        if (query['continue'] !== undefined && query['continue'] !== '' && this.#expiredContinues > 0 && (this.#expiredContinuesPath ?? url.pathname) === url.pathname) {
           this.#expiredContinues -= 1;
           const resume = encodeContinue(decodeContinue(query['continue']), true);
           return send(410, { ...(status(410, 'Expired', 'The provided continue parameter is too old to display a consistent list result.') as object), metadata: { continue: resume } });
