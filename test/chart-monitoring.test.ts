@@ -94,6 +94,11 @@ describe('chart: the monitoring objects', () => {
     }
   });
 
+  it('EnvoyInjectorWorkloadEventsDropped only where Events are posted: webhook mode with events.queueSize above 0', async () => {
+    const named = async (mode: 'webhook' | 'policy', values: Record<string, unknown> = {}) => alertRules(await renderMonitoring(mode, values)).some((rule) => rule.alert === 'EnvoyInjectorWorkloadEventsDropped');
+    assert.deepEqual([await named('webhook'), await named('webhook', { events: { queueSize: 0 } }), await named('policy')], [true, false, false]);
+  });
+
   it('additionalRules are appended to the chart group', async () => {
     const extra = { alert: 'MyOwn', expr: 'vector(1)', labels: { severity: 'info' } };
     const manifests = await renderMonitoring('webhook', { metrics: { prometheusRule: { enabled: true, additionalRules: [extra] } } });
