@@ -47,7 +47,7 @@ function metadataOf(namespace: V1Namespace): NamespaceMetadata {
  * watch of Namespaces (slimmed to those, see slimNamespace). A namespace not
  * (yet) in the cache is read directly: one read per namespace however many
  * reviews wait for it, aborted after a short timeout, its answer remembered
- * briefly. When the labels cannot be known, labelsOf throws: the webhook then
+ * briefly. When the labels cannot be known, metadataOf throws: the webhook then
  * answers with an error and the webhook's failurePolicy decides, never a
  * silent skip.
  */
@@ -103,11 +103,6 @@ export class NamespaceLabels {
   /** Readiness: undefined once the Namespace watch has listed all namespaces, else why not. */
   problem(): string | undefined {
     return this.#informer.hasSynced ? undefined : 'the Namespace watch has not synced yet: namespace labels are unknown';
-  }
-
-  /** The namespace's labels; throws NamespaceLabelsUnknownError when they cannot be known. */
-  async labelsOf(namespace: string): Promise<Labels> {
-    return (await this.metadataOf(namespace)).labels;
   }
 
   /** The namespace's labels and `envoy-injector.io/` annotations; throws NamespaceLabelsUnknownError when they cannot be known. */
