@@ -70,12 +70,17 @@ try {
     const pod = (await post(`/api/v1/namespaces/${NAMESPACES.ours}/pods?dryRun=All`, seed)) as { spec: { containers: JsonObject[] } };
     return pod.spec.containers.length > 1 ? (pod as unknown as InjectedPod) : undefined;
   }, 60_000, 200);
-  const added = addedContent(stored);
-  const shape = { apiVersion: 'v1', kind: 'Pod', metadata: { generateName: 'myapp-', labels: stored.metadata.labels, annotations: added.annotations }, spec: { containers: [...withoutTokenMounts(stored.spec.containers)], volumes: [...withoutTokenVolumes(stored.spec.volumes)] } };
+  // The stored Pod less what the API server adds itself (the token mount and volume, defaults).
+  const containers = withoutTokenMounts(stored.spec.containers);
+  const volumes = stored.spec.volumes.filter((volume) => !String(volume['name']).startsWith('kube-api-access-'));
+  const { annotations } = stored.metadata;
+  const shape = { apiVersion: 'v1', kind: 'Pod', metadata: { generateName: 'myapp-', labels: stored.metadata.labels, annotations }, spec: { containers, volumes } };
+  // What our policy added to the seed's Pod (which has no volumes and no annotations).
+  const seedContainers = new Set((seed as { spec: { containers: { name: string }[] } }).spec.containers.map((container) => container.name));
   const operations = [
-    ...added.containers.map((value) => ({ path: '/spec/containers/-', value })),
-    ...added.volumes.map((value) => ({ path: '/spec/volumes/-', value })),
-    { path: '/metadata/annotations', value: added.annotations },
+    ...containers.filter((container) => !seedContainers.has(String(container['name']))).map((value) => ({ path: '/spec/containers/-', value })),
+    ...volumes.map((value) => ({ path: '/spec/volumes/-', value })),
+    { path: '/metadata/annotations', value: annotations },
   ];
   await bind(
     {
@@ -131,16 +136,6 @@ interface InjectedPod {
   readonly spec: { readonly containers: readonly JsonObject[]; readonly volumes: readonly JsonObject[] };
 }
 
-/** What our policy added to the seed's Pod: its containers, volumes and annotations, less the API server's token mount. */
-function addedContent(pod: InjectedPod): { containers: JsonObject[]; volumes: JsonObject[]; annotations: Record<string, string> } {
-  const seedContainers = new Set((seedPodBody() as { spec: { containers: { name: string }[] } }).spec.containers.map((container) => container.name));
-  return {
-    containers: withoutTokenMounts(pod.spec.containers).filter((container) => !seedContainers.has(String(container['name']))),
-    volumes: withoutTokenVolumes(pod.spec.volumes),
-    annotations: pod.metadata.annotations,
-  };
-}
-
 /** The containers without the ServiceAccount token mount and what the API server defaults (it would add them again). */
 function withoutTokenMounts(containers: readonly JsonObject[]): JsonObject[] {
   return containers.map((container) => {
@@ -148,8 +143,4 @@ function withoutTokenMounts(containers: readonly JsonObject[]): JsonObject[] {
     const mounts = (container['volumeMounts'] as { name: string }[] | undefined)?.filter((mount) => !mount.name.startsWith('kube-api-access-'));
     return { ...rest, ...(mounts === undefined ? {} : { volumeMounts: mounts }) } as JsonObject;
   });
-}
-
-function withoutTokenVolumes(volumes: readonly JsonObject[]): JsonObject[] {
-  return volumes.filter((volume) => !String(volume['name']).startsWith('kube-api-access-'));
 }
