@@ -61,11 +61,25 @@ describe('the merge and its patch (docs/design.md §5)', () => {
     const pod = seedPod();
     (pod['metadata'] as JsonObject)['annotations'] = { 'team.example.com/owner': 'payments', note: 'keep me' };
     const { patch, pod: built } = injectChecked(pod);
-    const annotationOps = patch.filter((op) => op.path.startsWith('/metadata'));
+    const annotationOps = patch.filter((op) => op.path.startsWith('/metadata/annotations'));
     assert.deepEqual(annotationOps.map((op) => op.path), ['/metadata/annotations/envoy-injector.io~1status']);
     const annotations = (built['metadata'] as JsonObject)['annotations'] as JsonObject;
     assert.equal(annotations['team.example.com/owner'], 'payments');
     assert.equal(annotations['note'], 'keep me');
+  });
+
+  it('labels the Pod envoy-injector.io/injected (what the webhooks\' objectSelector skips), adding to its labels, never replacing them', () => {
+    const labeled = seedPod();
+    (labeled['metadata'] as JsonObject)['labels'] = { app: 'web', 'pod-template-hash': '5d8f' };
+    const { patch, pod: built } = injectChecked(labeled);
+    assert.deepEqual(patch.filter((op) => op.path.startsWith('/metadata/labels')), [{ op: 'add', path: '/metadata/labels/envoy-injector.io~1injected', value: 'true' }]);
+    assert.deepEqual((built['metadata'] as JsonObject)['labels'], { app: 'web', 'pod-template-hash': '5d8f', 'envoy-injector.io/injected': 'true' });
+    const unlabeled = seedPod();
+    delete (unlabeled['metadata'] as JsonObject)['labels'];
+    assert.deepEqual(injectChecked(unlabeled).patch.filter((op) => op.path.startsWith('/metadata/labels')), [{ op: 'add', path: '/metadata/labels', value: { 'envoy-injector.io/injected': 'true' } }]);
+    const bare = injectChecked({ apiVersion: 'v1', kind: 'Pod', spec: { containers: [{ name: 'app', image: 'app:1' }] } });
+    assert.deepEqual(bare.patch.filter((op) => op.path.startsWith('/metadata')).map((op) => op.path), ['/metadata'], 'a Pod without metadata: one add of both maps');
+    assert.deepEqual(((bare.pod['metadata'] as JsonObject)['labels'] as JsonObject), { 'envoy-injector.io/injected': 'true' });
   });
 
   it('classic bug: `~` and `/` in annotation keys. Keys are escaped, others stay intact', () => {
@@ -145,7 +159,7 @@ describe('the merge and its patch (docs/design.md §5)', () => {
 
   it('a Pod without spec gets one whole `add /spec`', () => {
     const { patch, pod: built } = injectChecked({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'bare' } });
-    assert.deepEqual(patch.map((op) => op.path), ['/spec', '/metadata/annotations']);
+    assert.deepEqual(patch.map((op) => op.path), ['/spec', '/metadata/annotations', '/metadata/labels']);
     assert.deepEqual(Object.keys(built['spec'] as JsonObject), ['containers', 'volumes']);
   });
 

@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import {
   applyPodPatch,
   decideInjection,
+  InjectedLabel,
   injectPod,
   parseTemplateData,
   type JsonObject,
@@ -83,6 +84,10 @@ function withoutMerged(received: JsonObject): JsonObject {
   // Extended, never replaced: checked in (c) on its own.
   if (annotations !== undefined) delete annotations[SAFE_TO_EVICT];
   if (annotations !== undefined && Object.keys(annotations).length === 0) delete (copy['metadata'] as JsonObject)['annotations'];
+  // The injected label is ours; the Pod's own labels are compared whole.
+  const labels = (copy['metadata'] as JsonObject)['labels'] as JsonObject | undefined;
+  if (labels !== undefined) delete labels[InjectedLabel.key];
+  if (labels !== undefined && Object.keys(labels).length === 0) delete (copy['metadata'] as JsonObject)['labels'];
   return copy;
 }
 
@@ -122,7 +127,8 @@ describe('properties of injection over generated Pods and templates', () => {
         assert.equal(again.inject, false);
         // Even with the status annotation lost, the merge adds no entry twice.
         const remerged = injectPod(built, template, { nativeSidecar });
-        assert.deepEqual(remerged.patch.map((op) => op.path), ['/metadata/annotations/envoy-injector.io~1status'], 'the autoscaler annotation names each volume once');
+        assert.deepEqual(remerged.patch.map((op) => op.path), ['/metadata/annotations/envoy-injector.io~1status', '/metadata/labels/envoy-injector.io~1injected'], 'the autoscaler annotation names each volume once');
+        assert.equal(((built['metadata'] as JsonObject)['labels'] as JsonObject)[InjectedLabel.key], InjectedLabel.value, 'the injected Pod carries the label the webhooks\' objectSelector skips');
       }),
       RUNS,
     );

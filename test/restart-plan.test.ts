@@ -30,6 +30,12 @@ describe('restart plan: what --restart does with an outdated apps/v1 workload', 
       object({ replicas: 1, template: { metadata: { annotations: { 'envoy-injector.io/status': '{"template":"config"}' } }, spec: {} } }, { replicas: 1, updatedReplicas: 1 }),
       `by hand: ${NotRestartedWhy.copiedStatus}`,
     ],
+    [
+      'a Deployment whose Pod template carries a copied injected label (the API server never sends its Pods to the injector)',
+      'Deployment',
+      object({ replicas: 1, template: { metadata: { labels: { app: 'web', 'envoy-injector.io/injected': 'true' } }, spec: {} } }, { replicas: 1, updatedReplicas: 1 }),
+      `by hand: ${NotRestartedWhy.copiedInjectedLabel}`,
+    ],
     ['no generation nor status (never reported on): restart', 'Deployment', { metadata: { name: 'w' }, spec: {} }, 'restart'],
   ];
   for (const [title, kind, workload, expected] of cases) {

@@ -119,7 +119,7 @@ function entryBytes(key: string, value: MemoizedInjection): number {
  * Everything of the Pod that the merge and the overrides read, as a string:
  * two Pods with one shape get byte-identical patches from one template.
  * Which lists are arrays, which of the template's names each already has,
- * whether metadata and annotations are objects, the override annotations'
+ * whether metadata, annotations and labels are objects, the override annotations'
  * values, the sidecar mode, the allowed overrides and the capture's outcome
  * (`captureKey`: "" when off, else its exclusions), whether the added
  * containers get the ServiceAccount token mount (its volume's name, random
@@ -138,9 +138,10 @@ export function podShape(
   const spec = objectAt(pod, 'spec');
   const metadata = objectAt(pod, 'metadata');
   const annotations = objectAt(metadata, 'annotations');
+  const labels = objectAt(metadata, 'labels');
   const names = templateNames(template);
   // The JSON of one array, written piece by piece (per request: no array of parts, no JSON.stringify of the constant ones).
-  let shape = `${shapePrefix(template, nativeSidecar, allowedOverrides)},${spec !== undefined},${metadata !== undefined},${annotations !== undefined}`;
+  let shape = `${shapePrefix(template, nativeSidecar, allowedOverrides)},${spec !== undefined},${metadata !== undefined},${annotations !== undefined},${labels !== undefined}`;
   shape += `,"${listShape(spec, 'containers', names.containers)}","${listShape(spec, 'initContainers', names.containers)}","${listShape(spec, 'ephemeralContainers', names.containers)}"`;
   shape += `,"${listShape(spec, 'volumes', names.volumes)}","${listShape(spec, 'imagePullSecrets', names.imagePullSecrets)}",[`;
   for (let index = 0; index < OVERRIDE_ANNOTATIONS.length; index++) {

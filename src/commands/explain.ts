@@ -23,7 +23,7 @@ export const EXPLAIN_HELP = `Usage: envoy-injector explain -f FILE|- [options]
 
 For each Pod and Pod template in FILE, shows what the webhook would decide if
 it were created: every rule looked at and the one that decided, then what
-would change (containers, volumes, annotations, overrides) and the warnings.
+would change (containers, volumes, annotations, labels, overrides) and the warnings.
 
 Options:
   -f, --filename FILE         manifest to read ("-" for stdin)
@@ -78,6 +78,7 @@ export interface Explanation {
     readonly volumes: readonly string[];
     readonly imagePullSecrets: readonly string[];
     readonly annotations: readonly string[];
+    readonly labels: readonly string[];
   };
   readonly kept: readonly { list: string; name: string }[];
   readonly overrides: readonly { annotation: string; value: string; field: string; source: 'pod' | 'namespace' }[];
@@ -162,6 +163,7 @@ export function toExplanation(report: ManifestReport, mode: 'webhook' | 'policy'
       volumes: injection?.status.volumes ?? [],
       imagePullSecrets: injection?.status.imagePullSecrets ?? [],
       annotations: injection?.annotations ?? [],
+      labels: injection?.labels ?? [],
     },
     kept: injection?.kept ?? [],
     overrides: report.overrides,
@@ -197,6 +199,7 @@ export function formatExplanation(explanation: Explanation): string {
     for (const name of changes.volumes) lines.push(`    + volume ${name}`);
     for (const name of changes.imagePullSecrets) lines.push(`    + image pull secret ${name}`);
     for (const name of changes.annotations) lines.push(`    + annotation ${name}`);
+    for (const name of changes.labels) lines.push(`    + label ${name}`);
     for (const { list, name } of explanation.kept) lines.push(`    = ${list} ${name} kept from the Pod`);
   }
   if (explanation.capture !== undefined) {

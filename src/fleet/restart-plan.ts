@@ -1,4 +1,4 @@
-import { Annotations, isJsonObject, objectAt, own, stringAt, type JsonObject } from '../injection/index.js';
+import { Annotations, InjectedLabel, isJsonObject, objectAt, own, stringAt, type JsonObject } from '../injection/index.js';
 import { apiGroup, ownerKey, RESTARTABLE_GROUP, type FleetReport, type WorkloadReport } from './fleet-report.js';
 
 /** Why an outdated workload is not restarted: a fixed set, each with the sentence printed for it. */
@@ -7,6 +7,7 @@ export const NotRestartedWhy = {
   otherGroup: 'not an apps/v1 workload',
   onDelete: 'updateStrategy OnDelete: a restart changes no Pod',
   copiedStatus: `its Pod template carries a copied ${Annotations.status}: remove it`,
+  copiedInjectedLabel: `its Pod template carries a copied label ${InjectedLabel.key}, so the API server never sends its Pods to the injector: remove it`,
   notFound: 'not found',
   rolloutInProgress: 'rollout in progress',
 } as const;
@@ -68,9 +69,11 @@ export function judgeWorkload(kind: string, object: JsonObject | undefined): Wor
   if (object === undefined) return { restart: false, why: NotRestartedWhy.notFound };
   const spec = objectAt(object, 'spec');
   const template = objectAt(spec, 'template');
-  // The webhook only patches Pods: a status in the template was copied there, and every Pod inherits it uninjected.
+  // The webhook only patches Pods: a status or injected label in the template was copied there, and every Pod inherits it uninjected.
   const templateAnnotations = objectAt(objectAt(template, 'metadata'), 'annotations');
   if (templateAnnotations !== undefined && own(templateAnnotations, Annotations.status) !== undefined) return { restart: false, why: NotRestartedWhy.copiedStatus };
+  const templateLabels = objectAt(objectAt(template, 'metadata'), 'labels');
+  if (templateLabels !== undefined && own(templateLabels, InjectedLabel.key) !== undefined) return { restart: false, why: NotRestartedWhy.copiedInjectedLabel };
   if ((kind === 'StatefulSet' || kind === 'DaemonSet') && stringAt(objectAt(spec, 'updateStrategy'), 'type') === 'OnDelete') {
     return { restart: false, why: NotRestartedWhy.onDelete };
   }

@@ -1,6 +1,6 @@
 import { arrayAt, entryName, isJsonObject, objectAt, type JsonObject, type JsonValue } from './json.js';
 import { jsonPointer } from './json-pointer.js';
-import { Annotations } from './names.js';
+import { Annotations, InjectedLabel } from './names.js';
 import type { SidecarTemplate } from './parse-template.js';
 import { localVolumeNames, safeToEvictValue } from './proxy-lifecycle.js';
 import { withTokenMount } from './token-mount.js';
@@ -42,6 +42,8 @@ export interface InjectionResult {
   readonly warnings: readonly string[];
   /** The annotations the patch writes: the status, and the autoscaler's when it names volumes. */
   readonly annotations: readonly string[];
+  /** The labels the patch writes: InjectedLabel. */
+  readonly labels: readonly string[];
 }
 
 export interface InjectOptions {
@@ -141,12 +143,13 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
   const annotations: Record<string, string> = { [Annotations.status]: JSON.stringify(status) };
   const safeToEvict = template.safeToEvictLocalVolumes ? safeToEvictValue(pod, localVolumeNames(volumes)) : undefined;
   if (safeToEvict !== undefined) annotations[Annotations.safeToEvictLocalVolumes] = safeToEvict;
-  addAnnotations(objectAt(pod, 'metadata'), annotations, patch);
+  const labels: Record<string, string> = { [InjectedLabel.key]: InjectedLabel.value };
+  addMetadataEntries(objectAt(pod, 'metadata'), { annotations, labels }, patch);
 
   const warnings = kept.map(
     ({ list, name }) => `${list} "${name}" from template "${template.name}" is already in the Pod; kept the Pod's own`,
   );
-  return { patch, status, kept, warnings, annotations: Object.keys(annotations) };
+  return { patch, status, kept, warnings, annotations: Object.keys(annotations), labels: Object.keys(labels) };
 }
 
 /**
@@ -173,14 +176,24 @@ function addToList(
   for (const entry of append) patch.push({ op: 'add', path: jsonPointer('spec', key, '-'), value: entry });
 }
 
-/** Adds annotations without replacing the map (which would wipe the others); `add` of a key the map has replaces its value. */
-function addAnnotations(metadata: JsonObject | undefined, entries: Readonly<Record<string, string>>, patch: PatchOperation[]): void {
+/**
+ * Adds annotations and labels without replacing either map (which would wipe
+ * the others); `add` of a key a map has replaces its value. A Pod without
+ * metadata gets both maps in one operation.
+ */
+function addMetadataEntries(
+  metadata: JsonObject | undefined,
+  maps: { readonly annotations: Readonly<Record<string, string>>; readonly labels: Readonly<Record<string, string>> },
+  patch: PatchOperation[],
+): void {
   if (metadata === undefined) {
-    patch.push({ op: 'add', path: jsonPointer('metadata'), value: { annotations: { ...entries } } });
-  } else if (objectAt(metadata, 'annotations') === undefined) {
-    patch.push({ op: 'add', path: jsonPointer('metadata', 'annotations'), value: { ...entries } });
-  } else {
-    for (const [key, value] of Object.entries(entries)) patch.push({ op: 'add', path: jsonPointer('metadata', 'annotations', key), value });
+    patch.push({ op: 'add', path: jsonPointer('metadata'), value: { annotations: { ...maps.annotations }, labels: { ...maps.labels } } });
+    return;
+  }
+  for (const field of ['annotations', 'labels'] as const) {
+    const entries = maps[field];
+    if (objectAt(metadata, field) === undefined) patch.push({ op: 'add', path: jsonPointer('metadata', field), value: { ...entries } });
+    else for (const [key, value] of Object.entries(entries)) patch.push({ op: 'add', path: jsonPointer('metadata', field, key), value });
   }
 }
 

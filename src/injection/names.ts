@@ -18,6 +18,14 @@ export const Annotations = {
   legacyInject: 'initializer.kubernetes.io/envoy',
 } as const;
 
+/**
+ * The label every injected Pod gets, beside the status annotation. Labels are
+ * what an objectSelector reads: the chart's webhooks and the policy skip Pods
+ * that carry it, so the API server's rerun after our patch (the reinvocation
+ * pass) neither converts the Pod for our matchConditions nor calls us again.
+ */
+export const InjectedLabel = { key: 'envoy-injector.io/injected', value: 'true' } as const;
+
 export const NamespaceLabel = {
   key: 'envoy-injector.io/inject',
   enabled: 'enabled',

@@ -1,4 +1,4 @@
-import { Annotations, CAPTURE_INIT_NAME, CAPTURE_LOCK_VOLUME, type SidecarTemplate } from '../injection/index.js';
+import { Annotations, CAPTURE_INIT_NAME, InjectedLabel, CAPTURE_LOCK_VOLUME, type SidecarTemplate } from '../injection/index.js';
 import { captureLists, type CaptureLists } from './compile-capture.js';
 import { classicContainerLists, safeToEvictCandidates } from './compile-lifecycle.js';
 import { celMap, celString } from './cel-literal.js';
@@ -6,12 +6,12 @@ import { celMap, celString } from './cel-literal.js';
 /**
  * The mutation's JSON Patch in CEL: per template, the webhook's merge by
  * name (docs/design.md §5) over the lists the variables hold, and the status
- * annotation it writes.
+ * annotation and injected label it writes.
  */
 
 /**
  * One template's patch: the webhook's lists, in its order, then the status
- * annotation. With capture, envoy-init goes first (native) or last (classic)
+ * annotation and the injected label. With capture, envoy-init goes first (native) or last (classic)
  * among the init containers, and its volume after the template's.
  */
 function templatePatch(template: SidecarTemplate, index: number, capture: CaptureLists | undefined): string {
@@ -28,6 +28,7 @@ function templatePatch(template: SidecarTemplate, index: number, capture: Captur
     listOps('volumes', undefined, volumes),
     listOps('imagePullSecrets', undefined, v('PullSecrets')),
     annotationOps(v('Status'), evict),
+    labelOps(),
   ];
   return parts.join(' + ');
 }
@@ -96,6 +97,13 @@ function annotationOps(status: string, evict: string | undefined): string {
   const whole = `{${key}: ${status}, ?${evictKey}: ${evict} != "" ? optional.of(${evict}) : optional.none()}`;
   const existing = `[${add(key, status)}] + (${evict} != "" ? [${add(evictKey, evict)}] : [])`;
   return `(has(object.metadata.annotations) ? ${existing} : [JSONPatch{op: "add", path: "/metadata/annotations", value: ${whole}}])`;
+}
+
+/** Adds the injected label without replacing the map (which would wipe the others). */
+function labelOps(): string {
+  const key = celString(InjectedLabel.key);
+  const value = celString(InjectedLabel.value);
+  return `[has(object.metadata.labels) ? JSONPatch{op: "add", path: "/metadata/labels/" + jsonpatch.escapeKey(${key}), value: ${value}} : JSONPatch{op: "add", path: "/metadata/labels", value: {${key}: ${value}}}]`;
 }
 
 /** The patch of the template the Pod names; none when the Pod is not to be injected. */

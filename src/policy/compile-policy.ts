@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { ALWAYS_EXCLUDED_NAMESPACES, DEFAULT_ALLOWED_OVERRIDES, NamespaceLabel, Rule, type JsonObject, type LabelSelector, type OverrideName, type TemplateSet } from '../injection/index.js';
+import { ALWAYS_EXCLUDED_NAMESPACES, DEFAULT_ALLOWED_OVERRIDES, InjectedLabel, NamespaceLabel, Rule, type JsonObject, type LabelSelector, type OverrideName, type TemplateSet } from '../injection/index.js';
 import { PolicyLimitError } from '../errors.js';
 import { matchConditions } from './compile-match-conditions.js';
 import { patchExpression } from './compile-patch.js';
@@ -97,6 +97,8 @@ export function compilePolicy(templates: TemplateSet, settings: PolicySettings =
       matchConstraints: {
         matchPolicy: 'Equivalent',
         resourceRules: [{ apiGroups: [''], apiVersions: ['v1'], resources: ['pods'], operations: ['CREATE'], scope: 'Namespaced' }],
+        // As the webhooks: a Pod the patch labeled is not matched again in the API server's rerun, before any matchCondition.
+        objectSelector: { matchExpressions: [{ key: InjectedLabel.key, operator: 'DoesNotExist' }] },
       },
       matchConditions: matchConditions([...templates.templates.keys()], templates.defaultTemplate.name, settings.neverInjectSelectors),
       variables: policyVariables(entries, templates.defaultTemplate.name, allowed, settings.nativeSidecar ?? false, settings.alwaysInjectSelectors),
@@ -137,7 +139,7 @@ export const POLICY_RULE_PLACES: Readonly<Record<Rule, string>> = {
   [Rule.podSelector]: 'matchCondition not-never-selected; the mutation\'s inject (always-inject selectors)',
   [Rule.namespaceEnabled]: 'the mutation: namespaceObject labels',
   [Rule.hostNetwork]: 'matchCondition not-host-network',
-  [Rule.alreadyInjected]: 'matchCondition not-injected',
+  [Rule.alreadyInjected]: `policy matchConstraints objectSelector: ${InjectedLabel.key} DoesNotExist; matchCondition not-injected`,
   [Rule.template]: 'matchCondition known-template (the Pod\'s); the mutation\'s branch per template (the Pod\'s, else namespaceObject\'s label)',
 };
 

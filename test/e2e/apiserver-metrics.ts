@@ -3,7 +3,9 @@
  * `apiserver_admission_webhook_admission_duration_seconds` (a histogram the
  * mutating dispatcher observes once per call, `webhook/mutating/dispatcher.go`),
  * its `_count` and `_sum` summed per webhook name over the other labels
- * (operation, type, rejected).
+ * (operation, type, rejected); and `apiserver_admission_match_condition_exclusions_total`
+ * (counted once each time a webhook's matchConditions came out false and kept it
+ * from a call, `generic/webhook.go`; a true result is counted nowhere).
  */
 import { request } from 'node:https';
 
@@ -11,6 +13,8 @@ export interface WebhookCalls {
   readonly count: number;
   /** Seconds, over every call. */
   readonly sum: number;
+  /** Times its matchConditions were evaluated and came out false (no call). */
+  readonly excluded: number;
 }
 
 export interface ApiServerAccess {
@@ -21,30 +25,35 @@ export interface ApiServerAccess {
   readonly adminToken: string;
 }
 
-const METRIC = 'apiserver_admission_webhook_admission_duration_seconds';
+const CALLS = 'apiserver_admission_webhook_admission_duration_seconds';
+const EXCLUSIONS = 'apiserver_admission_match_condition_exclusions_total';
+const NONE: WebhookCalls = { count: 0, sum: 0, excluded: 0 };
 
-/** Per webhook name, the calls the API server made so far. */
+/** Per webhook name, the calls the API server made so far, and the calls its matchConditions spared. */
 export async function webhookCalls(plane: ApiServerAccess): Promise<Map<string, WebhookCalls>> {
   const text = await getMetrics(plane);
-  const calls = new Map<string, { count: number; sum: number }>();
+  const calls = new Map<string, { count: number; sum: number; excluded: number }>();
+  const pattern = new RegExp(`^(?:${CALLS}_(count|sum)|${EXCLUSIONS})\\{([^}]*)\\} (\\S+)$`);
   for (const line of text.split('\n')) {
-    const match = new RegExp(`^${METRIC}_(count|sum)\\{([^}]*)\\} (\\S+)$`).exec(line);
+    const match = pattern.exec(line);
     if (match === null) continue;
-    const name = /(?:^|,)name="([^"]*)"/.exec(match[2] ?? '')?.[1];
-    if (name === undefined) continue;
-    const entry = calls.get(name) ?? { count: 0, sum: 0 };
-    entry[match[1] === 'count' ? 'count' : 'sum'] += Number(match[3]);
+    const labels = match[2] ?? '';
+    const name = /(?:^|,)name="([^"]*)"/.exec(labels)?.[1];
+    // The exclusions of MutatingAdmissionPolicies carry kind="policy" and their own names.
+    if (name === undefined || (match[1] === undefined && !/(?:^|,)kind="webhook"/.test(labels))) continue;
+    const entry = calls.get(name) ?? { ...NONE };
+    entry[match[1] === 'count' ? 'count' : match[1] === 'sum' ? 'sum' : 'excluded'] += Number(match[3]);
     calls.set(name, entry);
   }
   return calls;
 }
 
-/** AFTER minus BEFORE, for the webhooks AFTER names (a webhook absent before counts from 0). */
+/** AFTER minus BEFORE, for the webhooks AFTER names whose figures moved (a webhook absent before counts from 0). */
 export function callsBetween(before: ReadonlyMap<string, WebhookCalls>, after: ReadonlyMap<string, WebhookCalls>): Map<string, WebhookCalls> {
   const delta = new Map<string, WebhookCalls>();
   for (const [name, now] of after) {
-    const then = before.get(name) ?? { count: 0, sum: 0 };
-    if (now.count !== then.count) delta.set(name, { count: now.count - then.count, sum: now.sum - then.sum });
+    const then = before.get(name) ?? NONE;
+    if (now.count !== then.count || now.excluded !== then.excluded) delta.set(name, { count: now.count - then.count, sum: now.sum - then.sum, excluded: now.excluded - then.excluded });
   }
   return delta;
 }

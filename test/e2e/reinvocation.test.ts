@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, it } from 'node:test';
 import { AppsV1Api, CoreV1Api, type V1Container, type V1Pod } from '@kubernetes/client-node';
-import { SERVICE_ACCOUNT_TOKEN_PATH } from '../../src/injection/index.js';
+import { InjectedLabel, SERVICE_ACCOUNT_TOKEN_PATH } from '../../src/injection/index.js';
 import { callsBetween, webhookCalls, type WebhookCalls } from './apiserver-metrics.js';
 import { createNamespace, deleteNamespaces, eventually, helmInstall, helmUninstall, plainPod, sidecar, uniqueName, type Release } from './cluster.js';
 import { forEachKubeVersion } from './control-plane.js';
@@ -101,6 +101,11 @@ forEachKubeVersion('reinvocation: what a Pod CREATE costs in webhook calls, by t
     const optedIn = await between(() => create(ns.plain, plainPod('opted-in-at-creation', { annotations: { [OPT_IN_ANNOTATION]: 'true' } })));
     assert.notEqual(sidecar(optedIn), 'none');
     assert.deepEqual([countOf(calls, OPTED_IN_WEBHOOK), countOf(calls, OTHER_WEBHOOK)], [1, 0], `calls of ${OPTED_IN_WEBHOOK}, ${OTHER_WEBHOOK} for a Pod opted in at creation`);
+    // The label our patch adds keeps other-pods (objectSelector) from evaluating its matchConditions on the
+    // injected Pod, both after opted-in-pods in the first round and in the API server's rerun of the chain:
+    // without it, not-injected came out false twice (two exclusions by the API server's own count).
+    assert.equal(optedIn.metadata?.labels?.[InjectedLabel.key], InjectedLabel.value);
+    assert.equal(calls.get(OTHER_WEBHOOK)?.excluded ?? 0, 0, `matchConditions of ${OTHER_WEBHOOK} evaluated (false) on the injected Pod`);
     const enabled = await between(() => create(ns.enabled, plainPod('enabled-with-other-pods')));
     assert.notEqual(sidecar(enabled), 'none');
     assert.deepEqual([countOf(calls, ENABLED_WEBHOOK), countOf(calls, OTHER_WEBHOOK)], [1, 0], `calls of ${ENABLED_WEBHOOK}, ${OTHER_WEBHOOK} for a Pod of an enabled namespace`);
