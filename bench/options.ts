@@ -49,8 +49,8 @@ export const SETTINGS = {
   /** The real API server parts (bench/cluster-latency.ts, bench/cluster-scale.ts): Pods per path and the rest, see bench/README.md. */
   apiServer: {
     kubeVersion: kubeVersion(flags['kube-version']),
-    podsPerPath: count('apiserver-pods', QUICK ? 80 : 900),
-    rounds: count('apiserver-rounds', QUICK ? 2 : 6),
+    podsPerPath: count('apiserver-pods', QUICK ? 80 : 3600),
+    rounds: count('apiserver-rounds', QUICK ? 2 : 12),
     clients: count('apiserver-clients', 8),
     replicas: count('deployment-replicas', QUICK ? 50 : 500),
   },

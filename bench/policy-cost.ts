@@ -9,7 +9,8 @@
  * - injected shape: the Pod as our policy stores it (less the token mount the
  *   ServiceAccount plugin adds), created as such: the price of its size alone;
  * - constant policy: the seed's Pod, a policy whose JSONPatch adds that very
- *   content as CEL literals (our `not-injected` condition, IfNeeded as ours):
+ *   content as CEL literals (our `not-injected` condition, the objectSelector
+ *   on our injected label and IfNeeded, as ours):
  *   the price of any policy injecting this sidecar;
  * - ours: the seed's Pod, our compiled policy (compilePolicy, as the policy
  *   controller applies it) bound to its namespace.
@@ -18,7 +19,7 @@
  */
 import { Agent } from 'node:https';
 import { parseArgs } from 'node:util';
-import { BUNDLED_TEMPLATE_DATA, parseTemplateData, type JsonObject, type JsonValue } from '../src/injection/index.js';
+import { BUNDLED_TEMPLATE_DATA, InjectedLabel, jsonPointer, parseTemplateData, type JsonObject, type JsonValue } from '../src/injection/index.js';
 import { celValue } from '../src/policy/cel-literal.js';
 import { compilePolicy } from '../src/policy/compile-policy.js';
 import { createNamespace, eventually } from '../test/e2e/cluster.js';
@@ -81,6 +82,8 @@ try {
     ...containers.filter((container) => !seedContainers.has(String(container['name']))).map((value) => ({ path: '/spec/containers/-', value })),
     ...volumes.map((value) => ({ path: '/spec/volumes/-', value })),
     { path: '/metadata/annotations', value: annotations },
+    // The seed's Pod has labels: add ours to them, as our policy does.
+    { path: jsonPointer('metadata', 'labels', InjectedLabel.key), value: InjectedLabel.value },
   ];
   await bind(
     {
@@ -89,7 +92,11 @@ try {
       spec: {
         failurePolicy: 'Fail',
         reinvocationPolicy: 'IfNeeded',
-        matchConstraints: { resourceRules: [{ apiGroups: [''], apiVersions: ['v1'], resources: ['pods'], operations: ['CREATE'], scope: 'Namespaced' }] },
+        matchConstraints: {
+          resourceRules: [{ apiGroups: [''], apiVersions: ['v1'], resources: ['pods'], operations: ['CREATE'], scope: 'Namespaced' }],
+          // As ours: the label keeps the API server's rerun from evaluating the match condition again.
+          objectSelector: { matchExpressions: [{ key: InjectedLabel.key, operator: 'DoesNotExist' }] },
+        },
         matchConditions: [{ name: 'not-injected', expression: NOT_INJECTED }],
         mutations: [{ patchType: 'JSONPatch', jsonPatch: { expression: `[${operations.map(({ path, value }) => `JSONPatch{op: "add", path: ${JSON.stringify(path)}, value: ${celValue(value as JsonValue)}}`).join(', ')}]` } }],
       },
