@@ -1,4 +1,4 @@
-import { Annotations, CAPTURE_INIT_NAME, InjectedLabel, CAPTURE_LOCK_VOLUME, type SidecarTemplate } from '../injection/index.js';
+import { Annotations, CAPTURE_INIT_NAME, CAPTURE_LOCK_VOLUME, InjectedLabel, type SidecarTemplate } from '../injection/index.js';
 import { captureLists, type CaptureLists } from './compile-capture.js';
 import { classicContainerLists, safeToEvictCandidates } from './compile-lifecycle.js';
 import { celMap, celString } from './cel-literal.js';
@@ -11,8 +11,9 @@ import { celMap, celString } from './cel-literal.js';
 
 /**
  * One template's patch: the webhook's lists, in its order, then the status
- * annotation and the injected label. With capture, envoy-init goes first (native) or last (classic)
- * among the init containers, and its volume after the template's.
+ * annotation and the injected label. With capture, envoy-init goes first
+ * (native) or last (classic) among the init containers, and its volume after
+ * the template's.
  */
 function templatePatch(template: SidecarTemplate, index: number, capture: CaptureLists | undefined): string {
   const v = (name: string): string => `variables.t${index}${name}`;
