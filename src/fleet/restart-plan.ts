@@ -70,9 +70,10 @@ export function judgeWorkload(kind: string, object: JsonObject | undefined): Wor
   const spec = objectAt(object, 'spec');
   const template = objectAt(spec, 'template');
   // The webhook only patches Pods: a status or injected label in the template was copied there, and every Pod inherits it uninjected.
-  const templateAnnotations = objectAt(objectAt(template, 'metadata'), 'annotations');
+  const templateMetadata = objectAt(template, 'metadata');
+  const templateAnnotations = objectAt(templateMetadata, 'annotations');
   if (templateAnnotations !== undefined && own(templateAnnotations, Annotations.status) !== undefined) return { restart: false, why: NotRestartedWhy.copiedStatus };
-  const templateLabels = objectAt(objectAt(template, 'metadata'), 'labels');
+  const templateLabels = objectAt(templateMetadata, 'labels');
   if (templateLabels !== undefined && own(templateLabels, InjectedLabel.key) !== undefined) return { restart: false, why: NotRestartedWhy.copiedInjectedLabel };
   if ((kind === 'StatefulSet' || kind === 'DaemonSet') && stringAt(objectAt(spec, 'updateStrategy'), 'type') === 'OnDelete') {
     return { restart: false, why: NotRestartedWhy.onDelete };
