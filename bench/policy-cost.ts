@@ -9,8 +9,8 @@
  * - injected shape: the Pod as our policy stores it (less the token mount the
  *   ServiceAccount plugin adds), created as such: the price of its size alone;
  * - constant policy: the seed's Pod, a policy whose JSONPatch adds that very
- *   content as CEL literals (our `not-injected` condition, the objectSelector
- *   on our injected label and IfNeeded, as ours):
+ *   content as CEL literals (our matchConstraints, with the objectSelector on
+ *   our injected label, our `not-injected` condition and IfNeeded, as ours):
  *   the price of any policy injecting this sidecar;
  * - ours: the seed's Pod, our compiled policy (compilePolicy, as the policy
  *   controller applies it) bound to its namespace.
@@ -41,7 +41,6 @@ if (missing !== undefined) {
 const CASES = ['none', 'injected shape', 'constant policy', 'ours'] as const;
 type Case = (typeof CASES)[number];
 const NAMESPACES: Record<Case, string> = { none: 'cost-none', 'injected shape': 'cost-shape', 'constant policy': 'cost-constant', ours: 'cost-ours' };
-const NOT_INJECTED = '!has(object.metadata.annotations) || !("envoy-injector.io/status" in object.metadata.annotations)';
 
 const plane = await startControlPlane(version, { controllerManagerArgs: ['--kube-api-qps=2000', '--kube-api-burst=2000'] });
 const agent = new Agent({ keepAlive: true, maxSockets: 4 });
@@ -65,7 +64,10 @@ try {
   for (const name of Object.values(NAMESPACES)) await createNamespace(plane, name, { 'envoy-injector.io/inject': 'enabled' });
 
   const seed = seedPodBody();
-  const ours = compilePolicy(parseTemplateData(BUNDLED_TEMPLATE_DATA), { name: 'cost-ours' }).policy as JsonObject & { metadata: { name: string } };
+  const ours = compilePolicy(parseTemplateData(BUNDLED_TEMPLATE_DATA), { name: 'cost-ours' }).policy as JsonObject & {
+    metadata: { name: string };
+    spec: { matchConstraints: JsonObject; matchConditions: JsonObject[] };
+  };
   await bind(ours, NAMESPACES.ours);
   const stored = await eventually('a Pod injected by our policy', async () => {
     const pod = (await post(`/api/v1/namespaces/${NAMESPACES.ours}/pods?dryRun=All`, seed)) as { spec: { containers: JsonObject[] } };
@@ -92,12 +94,9 @@ try {
       spec: {
         failurePolicy: 'Fail',
         reinvocationPolicy: 'IfNeeded',
-        matchConstraints: {
-          resourceRules: [{ apiGroups: [''], apiVersions: ['v1'], resources: ['pods'], operations: ['CREATE'], scope: 'Namespaced' }],
-          // As ours: the label keeps the API server's rerun from evaluating the match condition again.
-          objectSelector: { matchExpressions: [{ key: InjectedLabel.key, operator: 'DoesNotExist' }] },
-        },
-        matchConditions: [{ name: 'not-injected', expression: NOT_INJECTED }],
+        // Ours, so the two are matched alike (the objectSelector on the injected label included).
+        matchConstraints: ours.spec.matchConstraints,
+        matchConditions: ours.spec.matchConditions.filter((condition) => condition['name'] === 'not-injected'),
         mutations: [{ patchType: 'JSONPatch', jsonPatch: { expression: `[${operations.map(({ path, value }) => `JSONPatch{op: "add", path: ${JSON.stringify(path)}, value: ${celValue(value as JsonValue)}}`).join(', ')}]` } }],
       },
     },
