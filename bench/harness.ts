@@ -42,12 +42,13 @@ export function log(line: string): void {
 export const IMAGE_NODE_FLAGS = imageEntrypoint(readFileSync(join(ROOT, 'Dockerfile'), 'utf8')).nodeFlags;
 
 /** Our compiled server with production settings (plus ARGS); it makes dev certificates in `certsDir` on first start. */
-export function startOurs(args: readonly string[] = [], nodeFlags: readonly string[] = []): Promise<ServerProcess> {
+export function startOurs(args: readonly string[] = [], nodeFlags: readonly string[] = [], env: Readonly<Record<string, string>> = {}): Promise<ServerProcess> {
   return startServer(
     [...IMAGE_NODE_FLAGS, ...OURS_NODE_FLAGS, ...nodeFlags, 'bin/envoy-injector.js', 'serve', '--host', '127.0.0.1', '--port', '0', '--log-level', 'info', '--certs-dir', certsDir, ...args],
     'envoy-injector serving https',
     // In cluster mode, client-node's import alone takes seconds on a loaded machine.
     60_000,
+    env,
   );
 }
 

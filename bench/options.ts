@@ -5,8 +5,10 @@ import { parseArgs } from 'node:util';
 export const { values: flags } = parseArgs({
   options: {
     quick: { type: 'boolean', default: false },
+    /** The profile part (ours under the CPU profiler, seed and skip): alone, or added to --only's parts. */
+    profile: { type: 'boolean', default: false },
     'no-write': { type: 'boolean', default: false },
-    /** Comma-separated parts to run: scenario names (seed, skip, large, burst), memory, coldstart, cluster, size. */
+    /** Comma-separated parts to run: scenario names (seed, skip, large, burst), memory, coldstart, cluster, size, profile, apiserver, scale. */
     only: { type: 'string' },
     /** Extra node flags for our server only, e.g. "--max-semi-space-size=4", to try a fix; recorded in the results. */
     'ours-node-flags': { type: 'string', default: '' },
@@ -23,14 +25,16 @@ export const { values: flags } = parseArgs({
   },
 });
 export const QUICK = flags.quick;
-export const ONLY = flags.only?.split(',').map((name) => name.trim());
+const onlyParts = flags.only?.split(',').map((name) => name.trim());
+/** The parts asked for; undefined: all. `--profile` alone is `--only profile`, with --only it adds the profile. */
+export const ONLY = flags.profile ? [...(onlyParts ?? []), 'profile'] : onlyParts;
 export const OURS_NODE_FLAGS = flags['ours-node-flags'].split(' ').filter((flag) => flag !== '');
 export const selected = (part: string): boolean => ONLY === undefined || ONLY.includes(part);
 
 /** The load scenarios (scenarios.ts), then the other parts. */
 export const SCENARIO_NAMES = ['seed', 'skip', 'large', 'burst'] as const;
 export type ScenarioName = (typeof SCENARIO_NAMES)[number];
-const PARTS: readonly string[] = [...SCENARIO_NAMES, 'memory', 'coldstart', 'cluster', 'size', 'apiserver', 'scale'];
+const PARTS: readonly string[] = [...SCENARIO_NAMES, 'memory', 'coldstart', 'cluster', 'size', 'profile', 'apiserver', 'scale'];
 const unknownParts = (ONLY ?? []).filter((part) => !PARTS.includes(part));
 // Before anything is started: a typo must not leave a work dir or a process behind.
 if (unknownParts.length > 0) throw new Error(`--only: unknown ${unknownParts.join(', ')} (known: ${PARTS.join(', ')})`);
@@ -44,6 +48,8 @@ export const SETTINGS = {
   burstSize: 2000,
   memoryRequests: QUICK ? [2_000, 20_000] : [20_000, 200_000],
   coldStarts: QUICK ? 3 : 7,
+  /** The profile part: seconds of load under the profiler per scenario (after a warm-up). */
+  profileSeconds: QUICK ? 2 : 10,
   /** Cluster mode: seconds from ready to the at-rest reading. */
   restSeconds: QUICK ? 5 : 60,
   /** The real API server parts (bench/cluster-latency.ts, bench/cluster-scale.ts): Pods per path and the rest, see bench/README.md. */

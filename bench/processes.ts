@@ -32,9 +32,10 @@ export interface ServerProcess {
  * Spawns `node ARGS` in the repository and resolves once it prints a JSON
  * line whose msg starts with `readyPrefix` and that carries a numeric port
  * (our server's "envoy-injector serving https on port N", the floor's own).
+ * ENV is added to this process's environment.
  */
-export async function startServer(args: readonly string[], readyPrefix: string, timeoutMs = 15_000): Promise<ServerProcess> {
-  const child = spawn(process.execPath, [...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+export async function startServer(args: readonly string[], readyPrefix: string, timeoutMs = 15_000, env: Readonly<Record<string, string>> = {}): Promise<ServerProcess> {
+  const child = spawn(process.execPath, [...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   children.add(child);
   const stderr: string[] = [];
   const exited = new Promise<number | null>((resolve) =>

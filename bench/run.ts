@@ -22,6 +22,7 @@ import { evaluateTargets, type Target } from './targets.js';
 import { missingAssets } from '../test/e2e/kube-binaries.js';
 import { scaleFigures, scaleTargets, scaleText, type ScaleFigures } from './cluster-scale.js';
 import { apiServerFigures, apiServerMarkdown, apiServerTargets, apiServerText, type ApiServerFigures } from './cluster-latency.js';
+import { profileFigures, profileMarkdown, profileText, type ProfileFigures } from './profile.js';
 
 /** What one run measured: only the parts selected. */
 interface Measured {
@@ -30,6 +31,7 @@ interface Measured {
   readonly cold: ColdStart | undefined;
   readonly cluster: ClusterFigures | undefined;
   readonly shipped: ShippedSize | undefined;
+  readonly profile: ProfileFigures | undefined;
   readonly apiServer: ApiServerFigures | undefined;
   readonly scale: ScaleFigures | undefined;
 }
@@ -58,6 +60,12 @@ async function measure(): Promise<Measured> {
     cluster = await clusterFigures();
   }
   const shipped = selected('size') ? shippedSize() : undefined;
+  let profile: ProfileFigures | undefined;
+  if (selected('profile')) {
+    // Servers of its own, after the timed parts: the profiler slows what it samples.
+    log(`bench: profile of ours, seed and skip, ${SETTINGS.profileSeconds} s each under the sampling profiler`);
+    profile = await profileFigures();
+  }
   // The real API server parts need the tier's binaries (test/e2e/kube-binaries.ts); without them they are skipped, saying why.
   const missing = selected('apiserver') || selected('scale') ? missingAssets() : undefined;
   if (missing !== undefined) log(`bench: skipping the real API server parts (apiserver, scale): ${missing}`);
@@ -71,11 +79,11 @@ async function measure(): Promise<Measured> {
     log(`bench: scale, ${SETTINGS.scale.namespaces} namespaces and ${SETTINGS.scale.pods} Pods on a real kube-apiserver ${SETTINGS.scale.kubeVersion}`);
     scale = await scaleFigures(SETTINGS.scale);
   }
-  return { scenarios, memory, cold, cluster, shipped, apiServer, scale };
+  return { scenarios, memory, cold, cluster, shipped, profile, apiServer, scale };
 }
 
 /** The console report: the header, the scenario table and its note, the other parts, the targets. */
-function consoleReport(startedAt: Date, machine: MachineInfo, { scenarios, memory, cold, cluster, shipped, apiServer, scale }: Measured, targets: readonly Target[]): string {
+function consoleReport(startedAt: Date, machine: MachineInfo, { scenarios, memory, cold, cluster, shipped, profile, apiServer, scale }: Measured, targets: readonly Target[]): string {
   const out: string[] = [header(startedAt, machine), ''];
   if (scenarios.length > 0) {
     out.push(scenarioTable(scenarios), '');
@@ -90,6 +98,7 @@ function consoleReport(startedAt: Date, machine: MachineInfo, { scenarios, memor
   if (cold !== undefined) out.push(`cold start, local: ${coldStartText(cold)}`);
   if (cluster !== undefined) out.push(...clusterText(cluster));
   if (shipped !== undefined) out.push(`shipped: ${shippedText(shipped)}`);
+  if (profile !== undefined) out.push('', ...profileText(profile));
   if (apiServer !== undefined) out.push('', ...apiServerText(apiServer));
   if (scale !== undefined) out.push('', ...scaleText(scale));
   out.push('', table([['target', 'value', 'limit', ''], ...targets.map((target) => [target.name, target.value, target.limit, target.pass ? 'PASS' : 'FAIL'])]), '');
@@ -98,8 +107,8 @@ function consoleReport(startedAt: Date, machine: MachineInfo, { scenarios, memor
 
 /** The results file (a dated one; a quick or partial run's ignored), and for a full run latest.json and the README block. */
 function writeResults(startedAt: Date, machine: MachineInfo, measured: Measured, targets: readonly Target[]): void {
-  const { scenarios, memory, cold, cluster, shipped, apiServer, scale } = measured;
-  const results = { date: startedAt.toISOString(), quick: QUICK, only: ONLY ?? null, machine, settings: SETTINGS, scenarios, memory: memory ?? null, coldStart: cold ?? null, cluster: cluster ?? null, shippedSize: shipped ?? null, apiServer: apiServer ?? null, scale: scale ?? null, targets };
+  const { scenarios, memory, cold, cluster, shipped, profile, apiServer, scale } = measured;
+  const results = { date: startedAt.toISOString(), quick: QUICK, only: ONLY ?? null, machine, settings: SETTINGS, scenarios, memory: memory ?? null, coldStart: cold ?? null, cluster: cluster ?? null, shippedSize: shipped ?? null, profile: profile ?? null, apiServer: apiServer ?? null, scale: scale ?? null, targets };
   const dir = join(ROOT, 'bench', 'results');
   mkdirSync(dir, { recursive: true });
   const text = `${JSON.stringify(results, null, 2)}\n`;
@@ -110,7 +119,7 @@ function writeResults(startedAt: Date, machine: MachineInfo, measured: Measured,
   writeFileSync(join(dir, name), text);
   if (complete) {
     writeFileSync(join(dir, 'latest.json'), text);
-    updateReadme([markdownSummary(startedAt, machine, scenarios, memory, cold, cluster, shipped, targets), ...(apiServer === undefined ? [] : ['', apiServerMarkdown(apiServer)]), ...(scale === undefined ? [] : ['', ...scaleText(scale).map((line) => `- ${line}.`)])].join('\n'));
+    updateReadme([markdownSummary(startedAt, machine, scenarios, memory, cold, cluster, shipped, targets), ...(profile === undefined ? [] : ['', profileMarkdown(profile)]), ...(apiServer === undefined ? [] : ['', apiServerMarkdown(apiServer)]), ...(scale === undefined ? [] : ['', ...scaleText(scale).map((line) => `- ${line}.`)])].join('\n'));
   }
   log(`bench: results in bench/results/${name}${complete ? ', bench/results/latest.json and the table in bench/README.md' : ''}`);
 }

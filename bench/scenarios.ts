@@ -26,7 +26,7 @@ export interface Scenario {
 
 const compact = (value: unknown): string => JSON.stringify(value);
 export const seedBody = compact(seedReview());
-const ALL_SCENARIOS: readonly Scenario[] = [
+export const ALL_SCENARIOS: readonly Scenario[] = [
   { name: 'seed', description: 'seed Pod, injected', connections: 50, expectPatch: true, bodies: [seedBody] },
   { name: 'skip', description: 'seed Pod annotated inject "false", skipped', connections: 50, expectPatch: false, bodies: [compact(skippedReview())] },
   { name: 'large', description: '~1 MiB Pod (40 containers, 2,000 env vars), injected', connections: 4, expectPatch: true, bodies: [compact(largeReview())] },
