@@ -1,0 +1,74 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { ClusterFigures, ScenarioResult, ServerFigures } from '../bench/figures.js';
+import { MIB } from '../bench/format.js';
+import { evaluateTargets, type Target } from '../bench/targets.js';
+
+const server = (errors = 0): ServerFigures => ({ requestsPerSecond: 1000, cpuUsPerRequest: 100, p50Ms: 1, p99Ms: 2, maxMs: 3, errors, rounds: [] });
+
+function scenario(name: string, ratios: ScenarioResult['ratios'], peakMib = 90): ScenarioResult {
+  return {
+    name,
+    description: name,
+    connections: 50,
+    mode: 'test',
+    requestBytes: 1,
+    responseBytes: 1,
+    ours: server(),
+    floor: server(),
+    oursPeakRssBytes: peakMib * MIB,
+    floorPeakRssBytes: peakMib * MIB,
+    ratios,
+    otherCpu: { mean: 0, max: 0 },
+  };
+}
+
+function cluster(restMib: number): ClusterFigures {
+  const rest = { rssBytes: restMib * MIB, peakRssBytes: 90 * MIB, heapUsedBytes: 0, heapTotalBytes: 0, externalBytes: 0 };
+  return { apiServer: 'test', coldStart: { startsMs: [500], medianMs: 500, listeningMedianMs: 400, floorMedianMs: 400, ratio: 1.25 }, restSeconds: 60, ours: rest, floor: rest };
+}
+
+const verdicts = (targets: readonly Target[]): Record<string, boolean> => Object.fromEntries(targets.map((target) => [target.name, target.pass]));
+
+describe('bench: the targets of issue 39', () => {
+  it('judges the seed against 0.8× throughput, 1.3× p99 and CPU, limits included', () => {
+    const at = verdicts(evaluateTargets([scenario('seed', { throughput: 0.8, p99: 1.3, cpuPerRequest: 1.3 })], undefined, undefined, undefined));
+    assert.deepEqual(
+      Object.entries(at).filter(([name]) => name.startsWith('seed ') && !name.includes('RSS')),
+      [
+        ['seed throughput ≥ 0.8× floor', true],
+        ['seed p99 ≤ 1.3× floor (same concurrency)', true],
+        ['seed CPU µs/req ≤ 1.3× floor', true],
+      ],
+    );
+    const past = verdicts(evaluateTargets([scenario('seed', { throughput: 0.79, p99: 1.31, cpuPerRequest: 1.31 })], undefined, undefined, undefined));
+    assert.equal(past['seed throughput ≥ 0.8× floor'], false);
+    assert.equal(past['seed p99 ≤ 1.3× floor (same concurrency)'], false);
+    assert.equal(past['seed CPU µs/req ≤ 1.3× floor'], false);
+  });
+
+  it('judges the skip path\'s CPU against 1.1× the floor\'s, and only when it ran', () => {
+    const skip = (cpuPerRequest: number) => verdicts(evaluateTargets([scenario('skip', { throughput: 1, p99: 1, cpuPerRequest })], undefined, undefined, undefined))['skip CPU µs/req ≤ 1.1× floor'];
+    assert.equal(skip(1.1), true);
+    assert.equal(skip(1.11), false);
+    assert.equal(verdicts(evaluateTargets([scenario('seed', { throughput: 1, p99: 1, cpuPerRequest: 1 })], undefined, undefined, undefined))['skip CPU µs/req ≤ 1.1× floor'], undefined);
+  });
+
+  it('holds every run, the ~1 MiB Pod\'s included, under 150 MiB of peak RSS and names the highest', () => {
+    const even = { throughput: 1, p99: 1, cpuPerRequest: 1 };
+    const targets = evaluateTargets([scenario('seed', even, 95), scenario('large', even, 165)], undefined, undefined, undefined);
+    const peak = targets.find((target) => target.name.startsWith('peak RSS < 150 MiB'));
+    assert.equal(peak?.pass, false);
+    assert.equal(peak?.value, '165.0 MiB (large)');
+    assert.equal(evaluateTargets([scenario('large', even, 149.9)], undefined, undefined, undefined).find((target) => target.name.startsWith('peak RSS < 150 MiB'))?.pass, true);
+  });
+
+  it('holds RSS at rest in a cluster to 72 MiB', () => {
+    const rest = (mib: number) => verdicts(evaluateTargets([], undefined, undefined, cluster(mib)))['RSS at rest in a cluster ≤ 72 MiB'];
+    assert.equal(rest(72), true);
+    assert.equal(rest(72.1), false);
+    // Issue 27's looser targets are gone.
+    const names = evaluateTargets([scenario('seed', { throughput: 1, p99: 1, cpuPerRequest: 1 })], undefined, undefined, cluster(70)).map((target) => target.name);
+    assert.ok(!names.some((name) => name.includes('0.9×') || name.includes('80 MiB')), names.join('; '));
+  });
+});
