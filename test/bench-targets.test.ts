@@ -1,8 +1,11 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import type { ApiServerFigures, PathFigures } from '../bench/cluster-latency.js';
+import { cpuPerPod, zeroCpu } from '../bench/cluster-cpu.js';
+import type { PathName } from '../bench/cluster-paths.js';
 import type { ClusterFigures, ScenarioResult, ServerFigures } from '../bench/figures.js';
 import { MIB } from '../bench/format.js';
-import { evaluateTargets, type Target } from '../bench/targets.js';
+import { apiServerTargets, evaluateTargets, type Target } from '../bench/targets.js';
 
 const server = (errors = 0): ServerFigures => ({ requestsPerSecond: 1000, cpuUsPerRequest: 100, p50Ms: 1, p99Ms: 2, maxMs: 3, errors, rounds: [] });
 
@@ -70,5 +73,48 @@ describe('bench: the targets of issue 39', () => {
     // Issue 27's looser targets are gone.
     const names = evaluateTargets([scenario('seed', { throughput: 1, p99: 1, cpuPerRequest: 1 })], undefined, undefined, cluster(70)).map((target) => target.name);
     assert.ok(!names.some((name) => name.includes('0.9×') || name.includes('80 MiB')), names.join('; '));
+  });
+});
+
+function path(name: PathName, p50Ms: number, apiServerMsPerPod: number, calls?: number): PathFigures {
+  return {
+    path: name,
+    description: name,
+    pods: 100,
+    refused: 0,
+    p50Ms,
+    p90Ms: p50Ms * 2,
+    p99Ms: p50Ms * 3,
+    podsPerSecond: 100,
+    webhookCalls: calls === undefined ? undefined : { count: calls, meanMs: 1 },
+    deploymentSeconds: undefined,
+    cpu: cpuPerPod({ ...zeroCpu(), 'kube-apiserver': apiServerMsPerPod / 10 }, 100),
+  };
+}
+
+function apiServer(policy: { p50Ms: number; apiServerMs: number }): ApiServerFigures {
+  return {
+    apiServer: 'test',
+    settings: { kubeVersion: '1.34', podsPerPath: 100, rounds: 1, clients: 1, replicas: 0 },
+    paths: [path('none', 10, 2), path('floor', 20, 4, 100), path('webhook', 20, 4, 100), path('policy', policy.p50Ms, policy.apiServerMs), path('constant', 20, 5)],
+    refusals: [],
+  };
+}
+
+describe('bench: policy mode against a constant policy (issue 39)', () => {
+  it('judges policy mode at p50 and in the API server\'s CPU per Pod against 1.10× the constant policy, no longer against no injection', () => {
+    const at = verdicts(apiServerTargets(apiServer({ p50Ms: 22, apiServerMs: 5.5 })));
+    assert.equal(at['Pod CREATE p50, policy mode / constant policy'], true);
+    assert.equal(at['kube-apiserver CPU per Pod, policy mode / constant policy'], true);
+    assert.equal(at['Pod CREATE p50, policy mode / no injection'], undefined);
+    const past = verdicts(apiServerTargets(apiServer({ p50Ms: 22.1, apiServerMs: 5.6 })));
+    assert.equal(past['Pod CREATE p50, policy mode / constant policy'], false);
+    assert.equal(past['kube-apiserver CPU per Pod, policy mode / constant policy'], false);
+    assert.equal(past['webhook calls per injected Pod (chart defaults)'], true);
+  });
+
+  it('judges nothing when a path is missing', () => {
+    const figures = apiServer({ p50Ms: 20, apiServerMs: 5 });
+    assert.deepEqual(apiServerTargets({ ...figures, paths: figures.paths.filter((entry) => entry.path !== 'constant') }), []);
   });
 });

@@ -1,0 +1,93 @@
+/**
+ * A constant MutatingAdmissionPolicy: one that adds to the seed's Pod, as
+ * CEL literals, exactly what our policy mode added to it, matched as ours
+ * is (our matchConstraints with the objectSelector on the injected label,
+ * our `not-injected` condition, IfNeeded). The price of any policy
+ * injecting this sidecar, against which ours is judged (issue 39): used by
+ * the `apiserver` part's fifth path (cluster-paths.ts) and by the
+ * policy-cost.ts diagnostic.
+ */
+import type { Agent } from 'node:https';
+import { BUNDLED_TEMPLATE_DATA, InjectedLabel, jsonPointer, parseTemplateData, type JsonObject, type JsonValue } from '../src/injection/index.js';
+import { celValue } from '../src/policy/cel-literal.js';
+import { compilePolicy } from '../src/policy/compile-policy.js';
+import { apiCall, type ApiAccess } from './pod-load.js';
+
+/** A Pod as the API server stored it after a policy injected it. */
+export interface InjectedPod {
+  readonly metadata: { readonly labels?: Record<string, string>; readonly annotations: Record<string, string> };
+  readonly spec: { readonly containers: readonly JsonObject[]; readonly volumes: readonly JsonObject[] };
+}
+
+export type NamedPolicy = JsonObject & { metadata: { name: string }; spec: { matchConstraints: JsonObject; matchConditions: JsonObject[] } };
+
+/** Our policy (compilePolicy, as the policy controller applies it) for the bundled template, named NAME. */
+export function compiledOurs(name: string): NamedPolicy {
+  return compilePolicy(parseTemplateData(BUNDLED_TEMPLATE_DATA), { name }).policy as NamedPolicy;
+}
+
+/** POST PATH as admin; the answer's JSON, or an error naming the status. */
+export async function postAsAdmin(access: ApiAccess, agent: Agent, path: string, body: unknown): Promise<JsonObject> {
+  const answer = await apiCall(access, agent, 'POST', path, body);
+  if (answer.status >= 300) throw new Error(`POST ${path}: ${answer.status}: ${answer.body.slice(0, 300)}`);
+  return JSON.parse(answer.body) as JsonObject;
+}
+
+/** Creates POLICY and a binding of it to NAMESPACE alone, in the API group GROUP (`admissionregistration.k8s.io/<version>`). */
+export async function bindPolicy(access: ApiAccess, agent: Agent, group: string, policy: JsonObject & { metadata: { name: string } }, namespace: string): Promise<void> {
+  await postAsAdmin(access, agent, `/apis/${group}/mutatingadmissionpolicies`, { ...policy, apiVersion: group });
+  await postAsAdmin(access, agent, `/apis/${group}/mutatingadmissionpolicybindings`, {
+    apiVersion: group,
+    kind: 'MutatingAdmissionPolicyBinding',
+    metadata: { name: policy.metadata.name },
+    spec: { policyName: policy.metadata.name, matchResources: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': namespace } } } },
+  });
+}
+
+/**
+ * What a policy added to SEED (which has no volumes and no annotations), from
+ * STORED: the Pod of the injected shape less what the API server adds itself
+ * (the token mount and volume, defaults), and the JSONPatch operations that
+ * add it.
+ */
+export function injectedShape(stored: InjectedPod, seed: Record<string, unknown>): { shape: Record<string, unknown>; operations: { path: string; value: unknown }[] } {
+  const containers = withoutTokenMounts(stored.spec.containers);
+  const volumes = stored.spec.volumes.filter((volume) => !String(volume['name']).startsWith('kube-api-access-'));
+  const { annotations } = stored.metadata;
+  const shape = { apiVersion: 'v1', kind: 'Pod', metadata: { generateName: 'myapp-', labels: stored.metadata.labels, annotations }, spec: { containers, volumes } };
+  const seedContainers = new Set((seed as { spec: { containers: { name: string }[] } }).spec.containers.map((container) => container.name));
+  const operations = [
+    ...containers.filter((container) => !seedContainers.has(String(container['name']))).map((value) => ({ path: '/spec/containers/-', value })),
+    ...volumes.map((value) => ({ path: '/spec/volumes/-', value })),
+    { path: '/metadata/annotations', value: annotations },
+    // The seed's Pod has labels: add ours to them, as our policy does.
+    { path: jsonPointer('metadata', 'labels', InjectedLabel.key), value: InjectedLabel.value },
+  ];
+  return { shape, operations };
+}
+
+/** The constant policy NAME: OPERATIONS as CEL literals, matched as OURS is. */
+export function constantPolicy(name: string, ours: NamedPolicy, operations: readonly { path: string; value: unknown }[]): JsonObject & { metadata: { name: string } } {
+  const patch = operations.map(({ path, value }) => `JSONPatch{op: "add", path: ${JSON.stringify(path)}, value: ${celValue(value as JsonValue)}}`).join(', ');
+  return {
+    kind: 'MutatingAdmissionPolicy',
+    metadata: { name },
+    spec: {
+      failurePolicy: 'Fail',
+      reinvocationPolicy: 'IfNeeded',
+      // Ours, so the two are matched alike (the objectSelector on the injected label included).
+      matchConstraints: ours.spec.matchConstraints,
+      matchConditions: ours.spec.matchConditions.filter((condition) => condition['name'] === 'not-injected'),
+      mutations: [{ patchType: 'JSONPatch', jsonPatch: { expression: `[${patch}]` } }],
+    },
+  };
+}
+
+/** The containers without the ServiceAccount token mount and what the API server defaults (it would add them again). */
+function withoutTokenMounts(containers: readonly JsonObject[]): JsonObject[] {
+  return containers.map((container) => {
+    const { terminationMessagePath: _path, terminationMessagePolicy: _policy, imagePullPolicy: _pull, ...rest } = container;
+    const mounts = (container['volumeMounts'] as { name: string }[] | undefined)?.filter((mount) => !mount.name.startsWith('kube-api-access-'));
+    return { ...rest, ...(mounts === undefined ? {} : { volumeMounts: mounts }) } as JsonObject;
+  });
+}
