@@ -151,7 +151,7 @@ export interface TimeShare {
 }
 
 export interface ProfileSummary {
-  /** Sampled time, idle excluded, microseconds. */
+  /** Sampled time (samples × their median interval), idle excluded, microseconds. */
   readonly busyMicroseconds: number;
   readonly idleMicroseconds: number;
   readonly samples: number;
@@ -163,16 +163,17 @@ export interface ProfileSummary {
   readonly stages: readonly TimeShare[];
 }
 
-/** Each sample's duration: the time to the next sample (as DevTools counts it); the last one gets the mean. */
-function sampleDurations(profile: CpuProfile): number[] {
-  const deltas = profile.timeDeltas ?? [];
-  const count = profile.samples?.length ?? 0;
-  const durations: number[] = [];
-  for (let index = 0; index < count; index++) durations.push(Math.max(0, deltas[index + 1] ?? NaN));
-  const known = durations.slice(0, -1);
-  const meanDelta = known.length === 0 ? (profile.endTime - profile.startTime) / Math.max(1, count) : known.reduce((sum, value) => sum + value, 0) / known.length;
-  if (count > 0) durations[count - 1] = meanDelta;
-  return durations;
+/**
+ * The weight of a sample: the median interval between samples, the same for
+ * all. V8 takes its samples on wall-clock time, so on a busy machine the
+ * time to the next sample includes time the process waited for a core:
+ * weighing each sample by it would blame whatever ran before a wait.
+ */
+function sampleWeight(profile: CpuProfile): number {
+  const deltas = [...(profile.timeDeltas ?? [])].filter((delta) => delta > 0).sort((a, b) => a - b);
+  if (deltas.length === 0) return (profile.endTime - profile.startTime) / Math.max(1, profile.samples?.length ?? 0);
+  const middle = Math.floor(deltas.length / 2);
+  return deltas.length % 2 === 1 ? (deltas[middle] ?? 0) : ((deltas[middle - 1] ?? 0) + (deltas[middle] ?? 0)) / 2;
 }
 
 function ranked(times: ReadonlyMap<string, number>, busy: number): TimeShare[] {
@@ -202,9 +203,8 @@ export function summariseProfile(profile: CpuProfile, locate: Locate): ProfileSu
   const self = new Map<number, number>();
   const stages = new Map<string, number>();
   let idle = 0;
-  const durations = sampleDurations(profile);
-  (profile.samples ?? []).forEach((id, index) => {
-    const duration = durations[index] ?? 0;
+  const duration = sampleWeight(profile);
+  (profile.samples ?? []).forEach((id) => {
     const stage = stageOf(stack(id));
     if (stage === 'idle') {
       idle += duration;

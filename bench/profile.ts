@@ -14,7 +14,7 @@ import { table } from './format.js';
 import { caPem, certsDir, compileBenchScript, FLOOR_SCRIPT, load, log, startOurs, work, writeBodies } from './harness.js';
 import { httpsRequest } from './https-client.js';
 import { SETTINGS } from './options.js';
-import { ROOT, startServer, type ServerProcess } from './processes.js';
+import { readCpuSeconds, ROOT, startServer, type ServerProcess } from './processes.js';
 import { sourceMapLocator } from './profile-sources.js';
 import { ALL_SCENARIOS, type Scenario } from './scenarios.js';
 
@@ -30,6 +30,8 @@ export interface ProfiledServer {
   /** The `.cpuprofile`, relative to the repository. */
   readonly file: string;
   readonly responses: number;
+  /** The process's CPU time (user + system, /proc) over the profiled load, per review: what the shares divide. */
+  readonly cpuUsPerReview: number;
   /** The summary, its lists cut to the top entries. */
   readonly summary: ProfileSummary;
 }
@@ -68,11 +70,13 @@ async function signalAndWait(server: ServerProcess, prefix: string): Promise<voi
 async function profileLoad(server: ServerProcess, scenario: Scenario, bodiesFile: string, file: string): Promise<ProfiledServer> {
   await load(server, bodiesFile, scenario.connections, { durationSeconds: SETTINGS.warmupSeconds });
   await signalAndWait(server, 'bench-profile started');
+  const cpuBefore = readCpuSeconds(server.pid);
   const result = await load(server, bodiesFile, scenario.connections, { durationSeconds: SETTINGS.profileSeconds });
+  const cpuSeconds = readCpuSeconds(server.pid) - cpuBefore;
   await signalAndWait(server, 'bench-profile written');
   const summary = summariseProfile(JSON.parse(readFileSync(file, 'utf8')) as CpuProfile, sourceMapLocator(ROOT));
   log(`  profile ${scenario.name}: ${result.responses} reviews, ${summary.samples} samples, ${relative(ROOT, file)}`);
-  return { file: relative(ROOT, file), responses: result.responses, summary: { ...summary, ours: summary.ours.slice(0, TOP_OURS), groups: summary.groups.slice(0, TOP_GROUPS) } };
+  return { file: relative(ROOT, file), responses: result.responses, cpuUsPerReview: (cpuSeconds * 1e6) / Math.max(1, result.responses), summary: { ...summary, ours: summary.ours.slice(0, TOP_OURS), groups: summary.groups.slice(0, TOP_GROUPS) } };
 }
 
 const profilerEnv = (file: string): Record<string, string> => ({ BENCH_CPU_PROFILE: file, BENCH_CPU_PROFILE_INTERVAL_US: String(INTERVAL_US) });
@@ -112,38 +116,34 @@ export async function profileFigures(): Promise<ProfileFigures> {
   return { scenarios };
 }
 
-/** CPU µs per review of a share of a profile: its sampled time over the reviews served while sampling. */
-function perReview(microseconds: number, server: ProfiledServer): string {
-  return server.responses === 0 ? '—' : (microseconds / server.responses).toFixed(1);
+/** CPU µs per review of a share of a profile: the share of the samples times the process's CPU per review. */
+function perReview(share: number, server: ProfiledServer): string {
+  return server.responses === 0 ? '—' : (share * server.cpuUsPerReview).toFixed(1);
 }
 
-const percent = (share: TimeShare): string => `${(share.share * 100).toFixed(1)}%`;
-const stageTime = (server: ProfiledServer, stage: string): number => server.summary.stages.find((entry) => entry.key === stage)?.microseconds ?? 0;
+const percent = (share: number): string => `${(share * 100).toFixed(1)}%`;
+const stageShare = (server: ProfiledServer, stage: string): number => server.summary.stages.find((entry) => entry.key === stage)?.share ?? 0;
 
-/** The stages in µs per review, ours and the floor's per scenario, and ours' share (header first). */
+/** The stages in CPU µs per review, ours and the floor's per scenario, and ours' share (header first). */
 export function stageRows(figures: ProfileFigures): string[][] {
-  const rows = [['stage, µs/review', ...figures.scenarios.flatMap((scenario) => [`${scenario.name} ours`, `${scenario.name} floor`, `${scenario.name} ours share`])]];
+  const rows = [['stage, CPU µs/review', ...figures.scenarios.flatMap((scenario) => [`${scenario.name} ours`, `${scenario.name} floor`, `${scenario.name} ours share`])]];
   for (const stage of STAGES) {
     rows.push([
       stage,
-      ...figures.scenarios.flatMap((scenario) => [
-        perReview(stageTime(scenario.ours, stage), scenario.ours),
-        perReview(stageTime(scenario.floor, stage), scenario.floor),
-        `${((stageTime(scenario.ours, stage) / Math.max(1, scenario.ours.summary.busyMicroseconds)) * 100).toFixed(1)}%`,
-      ]),
+      ...figures.scenarios.flatMap((scenario) => [perReview(stageShare(scenario.ours, stage), scenario.ours), perReview(stageShare(scenario.floor, stage), scenario.floor), percent(stageShare(scenario.ours, stage))]),
     ]);
   }
-  rows.push(['total (busy)', ...figures.scenarios.flatMap((scenario) => [perReview(scenario.ours.summary.busyMicroseconds, scenario.ours), perReview(scenario.floor.summary.busyMicroseconds, scenario.floor), '100%'])]);
+  rows.push(['total', ...figures.scenarios.flatMap((scenario) => [perReview(1, scenario.ours), perReview(1, scenario.floor), '100%'])]);
   return rows;
 }
 
 function topRows(entries: readonly TimeShare[], server: ProfiledServer, head: string): string[][] {
-  return [[head, 'self', 'µs/review'], ...entries.map((entry) => [entry.key, percent(entry), perReview(entry.microseconds, server)])];
+  return [[head, 'self', 'CPU µs/review'], ...entries.map((entry) => [entry.key, percent(entry.share), perReview(entry.share, server)])];
 }
 
 export function profileText(figures: ProfileFigures): string[] {
   const out = [
-    'Where a review\'s CPU goes, ours and the floor under the sampling profiler (it slows the servers: read shares and differences, not absolute µs):',
+    'Where a review\'s CPU goes, ours and the floor under the sampling profiler: each one\'s share of the samples times its CPU per review over the profiled load (the profiler slows both: read shares and differences):',
     ...figures.scenarios.map(
       (scenario) => `  ${scenario.name}: ${scenario.seconds} s each, a sample every ${scenario.intervalUs} µs; ours ${scenario.ours.responses} reviews (${scenario.ours.file}), the floor ${scenario.floor.responses} (${scenario.floor.file})`,
     ),
@@ -160,7 +160,7 @@ export function profileText(figures: ProfileFigures): string[] {
 export function profileMarkdown(figures: ProfileFigures): string {
   const markdown = ([head = [], ...rows]: readonly (readonly string[])[]): string[] => [`| ${head.join(' | ')} |`, `|---|${head.slice(1).map(() => '--:').join('|')}|`, ...rows.map((row) => `| ${row.join(' | ')} |`)];
   const lines = [
-    `Profile (a sample every ${figures.scenarios[0]?.intervalUs ?? INTERVAL_US} µs; ${figures.scenarios.map((scenario) => `${scenario.name}: ours ${scenario.ours.responses}, the floor ${scenario.floor.responses} reviews`).join('; ')}; the profiler slows the servers: shares and differences, not absolute µs):`,
+    `Profile (a sample every ${figures.scenarios[0]?.intervalUs ?? INTERVAL_US} µs; ${figures.scenarios.map((scenario) => `${scenario.name}: ours ${scenario.ours.responses}, the floor ${scenario.floor.responses} reviews`).join('; ')}; CPU µs per review under the profiler, which slows both: shares and differences):`,
     '',
     ...markdown(stageRows(figures)),
   ];
