@@ -60,6 +60,8 @@ export async function startBenchCluster(): Promise<BenchCluster> {
   }
   const fake = await FakeApiServer.start();
   fake.apply('namespaces', { metadata: { name: CLUSTER_NAMESPACE } });
+  // The seed review's namespace, which a real API server makes itself.
+  fake.apply('namespaces', { metadata: { name: 'default' } });
   fake.apply('configmaps', { metadata: { name: CONFIGMAP, namespace: CLUSTER_NAMESPACE }, data: templateData() });
   for (let index = 0; index < WORKLOAD_NAMESPACES; index += 1) fake.apply('namespaces', workloadNamespace(index));
   return { kind: `fake API server (${missing})`, kubeconfigPath: fake.writeKubeconfig(), stop: () => fake.close() };

@@ -79,13 +79,20 @@ const STAGE_RULES: readonly StageRule[] = [
   { stage: 'parse', sources: ['node_modules/fastify/lib/content-type-parser.js'] },
   { stage: 'envelope checks', names: ['requestProblem'], sources: ['node_modules/fastify/lib/validation.js'] },
   { stage: 'decision', names: ['decideInjection', 'decideCapture', 'namespaceIfNeeded', 'chooseTemplate'], sources: ['src/injection/decide-injection.ts', 'src/injection/label-selector.ts', 'src/injection/capture.ts'] },
-  { stage: 'memo', names: ['namespaceDefaultsKey'], sources: ['src/admission/patch-memo.ts'] },
+  { stage: 'memo', names: ['namespaceDefaultsKey', 'shape'], sources: ['src/admission/patch-memo.ts'] },
   { stage: 'patch', names: ['injectDecided', 'encodePatchPieces', 'encodePatch', 'fillPatch', 'serviceAccountTokenVolume'], sources: ['src/injection/inject-pod.ts', 'src/injection/admit-pod.ts'] },
   { stage: 'events', names: ['recordWorkloadEvents', 'workloadNotices'], sources: ['src/events/'] },
   { stage: 'metrics', names: ['recordAdmission'], sources: ['src/server/metrics.ts'], packages: ['prom-client'] },
   { stage: 'logging', names: ['logAdmission'], packages: ['pino', 'pino-std-serializers', 'sonic-boom'] },
   { stage: 'answer', names: ['toReview', 'allowed', 'patched'], sources: ['node_modules/fastify/lib/reply.js'] },
 ];
+
+/**
+ * Fastify calls the route handler from inside the content-type parser's
+ * callback (the body's last chunk): walking out of the handler, this frame
+ * ends the search, so that the handler's own work is never the parse's.
+ */
+const HANDLER_CALL = 'node_modules/fastify/lib/handle-request.js';
 
 const SPECIAL = new Set(['(root)', '(program)', '(idle)', '(garbage collector)']);
 
@@ -128,7 +135,7 @@ function ruleMatches(rule: StageRule, frame: Frame): boolean {
   return false;
 }
 
-/** The stage of one sample, from its stack (leaf first). */
+/** The stage of one sample, from its stack (leaf first): the first frame a rule marks, up to the handler's call. */
 export function stageOf(stack: readonly Frame[]): Stage | 'idle' {
   const leaf = stack[0];
   if (leaf?.kind === 'special') {
@@ -136,11 +143,14 @@ export function stageOf(stack: readonly Frame[]): Stage | 'idle' {
     if (leaf.key === '(garbage collector)') return 'GC';
     return 'V8, other';
   }
+  let ours = false;
   for (const frame of stack) {
+    if (frame.source.startsWith(HANDLER_CALL)) break;
     const rule = STAGE_RULES.find((candidate) => ruleMatches(candidate, frame));
     if (rule !== undefined) return rule.stage;
+    ours ||= frame.kind === 'ours';
   }
-  return stack.some((frame) => frame.kind === 'ours') ? 'our handler, other' : 'HTTP, TLS, Fastify (the floor has these too)';
+  return ours ? 'our handler, other' : 'HTTP, TLS, Fastify (the floor has these too)';
 }
 
 export interface TimeShare {

@@ -101,9 +101,9 @@ const GC_SCRIPT = compileBenchScript('gc-on-signal');
 export const GC_FLAGS = ['--expose-gc', '--import', GC_SCRIPT];
 
 /** Spawns our server with ARGS and resolves once `/readyz` answers 200: the process and the times to listening and to ready. */
-export async function startOursReady(args: readonly string[], nodeFlags: readonly string[] = []): Promise<{ server: ServerProcess; listeningMs: number; readyMs: number }> {
+export async function startOursReady(args: readonly string[], nodeFlags: readonly string[] = [], env: Readonly<Record<string, string>> = {}): Promise<{ server: ServerProcess; listeningMs: number; readyMs: number }> {
   const started = performance.now();
-  const server = await startOurs(args, nodeFlags);
+  const server = await startOurs(args, nodeFlags, env);
   const listeningMs = performance.now() - started;
   try {
     for (;;) {

@@ -7,6 +7,8 @@ export const { values: flags } = parseArgs({
     quick: { type: 'boolean', default: false },
     /** The profile part (ours under the CPU profiler, seed and skip): alone, or added to --only's parts. */
     profile: { type: 'boolean', default: false },
+    /** The profile part also profiles ours following a cluster (cluster.ts): the namespace lookups and Events of cluster mode. */
+    'profile-cluster': { type: 'boolean', default: false },
     'no-write': { type: 'boolean', default: false },
     /** Comma-separated parts to run: scenario names (seed, skip, large, burst), memory, coldstart, cluster, size, profile, apiserver, scale. */
     only: { type: 'string' },

@@ -11,9 +11,10 @@ import { join, relative } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { STAGES, summariseProfile, type CpuProfile, type ProfileSummary, type TimeShare } from './cpu-profile.js';
 import { table } from './format.js';
-import { caPem, certsDir, compileBenchScript, FLOOR_SCRIPT, load, log, startOurs, work, writeBodies } from './harness.js';
+import { caPem, certsDir, compileBenchScript, FLOOR_SCRIPT, load, log, startOurs, startOursReady, work, writeBodies } from './harness.js';
 import { httpsRequest } from './https-client.js';
-import { SETTINGS } from './options.js';
+import { flags, SETTINGS } from './options.js';
+import { CLUSTER_NAMESPACE, startBenchCluster } from './cluster.js';
 import { readCpuSeconds, ROOT, startServer, type ServerProcess } from './processes.js';
 import { sourceMapLocator } from './profile-sources.js';
 import { ALL_SCENARIOS, type Scenario } from './scenarios.js';
@@ -37,11 +38,12 @@ export interface ProfiledServer {
 }
 
 export interface ProfiledScenario {
-  readonly name: (typeof PROFILED_SCENARIOS)[number];
+  /** The scenario, and `, cluster mode` when ours followed a cluster. */
+  readonly name: string;
   readonly seconds: number;
   readonly intervalUs: number;
   readonly ours: ProfiledServer;
-  /** The floor under the same load and profiler: what of each stage any server on this stack pays. */
+  /** The floor under the same load and profiler: what of each stage any server on this stack pays (in cluster mode, the local run's floor). */
   readonly floor: ProfiledServer;
 }
 
@@ -81,10 +83,15 @@ async function profileLoad(server: ServerProcess, scenario: Scenario, bodiesFile
 
 const profilerEnv = (file: string): Record<string, string> => ({ BENCH_CPU_PROFILE: file, BENCH_CPU_PROFILE_INTERVAL_US: String(INTERVAL_US) });
 
-/** Ours, then the floor answering ours' answer, each a fresh process under the profiler. */
-async function profileScenario(name: ProfiledScenario['name'], dir: string, stamp: string): Promise<ProfiledScenario> {
+function scenarioNamed(name: string): Scenario {
   const scenario = ALL_SCENARIOS.find((candidate) => candidate.name === name);
   if (scenario === undefined) throw new Error(`no scenario ${name}`);
+  return scenario;
+}
+
+/** Ours, then the floor answering ours' answer, each a fresh process under the profiler. */
+async function profileScenario(name: (typeof PROFILED_SCENARIOS)[number], dir: string, stamp: string): Promise<ProfiledScenario> {
+  const scenario = scenarioNamed(name);
   const bodiesFile = writeBodies(`profile-${name}`, scenario.bodies);
   const oursFile = join(dir, `${stamp}-${name}-ours.cpuprofile`);
   const ours = await startOurs([], ['--import', PROFILE_SCRIPT], profilerEnv(oursFile));
@@ -107,12 +114,36 @@ async function profileScenario(name: ProfiledScenario['name'], dir: string, stam
   }
 }
 
+/** Ours following the bench's cluster (both watches, the namespace lookup, the Events), each scenario against its local run's floor. */
+async function profileClusterMode(local: readonly ProfiledScenario[], dir: string, stamp: string): Promise<ProfiledScenario[]> {
+  const cluster = await startBenchCluster();
+  log(`  profile, cluster mode: ${cluster.kind}`);
+  try {
+    const profiled: ProfiledScenario[] = [];
+    for (const localRun of local) {
+      const scenario = scenarioNamed(localRun.name);
+      const file = join(dir, `${stamp}-${scenario.name}-ours-cluster.cpuprofile`);
+      const { server } = await startOursReady(['--kubeconfig', cluster.kubeconfigPath, '--namespace', CLUSTER_NAMESPACE], ['--import', PROFILE_SCRIPT], profilerEnv(file));
+      try {
+        const ours = await profileLoad(server, scenario, writeBodies(`profile-${scenario.name}-cluster`, scenario.bodies), file);
+        profiled.push({ ...localRun, name: `${scenario.name}, cluster mode`, ours });
+      } finally {
+        await server.stop();
+      }
+    }
+    return profiled;
+  } finally {
+    await cluster.stop();
+  }
+}
+
 export async function profileFigures(): Promise<ProfileFigures> {
   const dir = join(ROOT, 'bench', 'results', 'profiles');
   mkdirSync(dir, { recursive: true });
   const stamp = new Date().toISOString().replace(/:/g, '').replace(/\.\d+Z$/, 'Z');
   const scenarios: ProfiledScenario[] = [];
   for (const name of PROFILED_SCENARIOS) scenarios.push(await profileScenario(name, dir, stamp));
+  if (flags['profile-cluster']) scenarios.push(...(await profileClusterMode(scenarios, dir, stamp)));
   return { scenarios };
 }
 

@@ -75,6 +75,12 @@ describe('bench: the CPU profile summary', () => {
     // A package's function named like one of ours is not ours.
     assert.equal(stageOf(stack(bundled('allowed', 'node_modules/x/index.js'))), 'HTTP, TLS, Fastify (the floor has these too)');
     assert.equal(stageOf(stack(json, route)), 'our handler, other');
+    // The handler runs inside the parser's callback: its own work is not the parse's, nor is Fastify's call of it.
+    const parser = bundled('rawBody', 'node_modules/fastify/lib/content-type-parser.js');
+    const handlerCall = bundled('handler', 'node_modules/fastify/lib/handle-request.js');
+    assert.equal(stageOf(stack(bundled('reviewAdmission', 'src/admission/review-admission.ts'), route, handlerCall, parser)), 'our handler, other');
+    assert.equal(stageOf(stack(bundled('x', 'node_modules/fastify/lib/route.js'), handlerCall, parser)), 'HTTP, TLS, Fastify (the floor has these too)');
+    assert.equal(stageOf(stack(bundled('validate', 'node_modules/fastify/lib/validation.js'), handlerCall, parser)), 'envelope checks');
     assert.equal(stageOf(stack(frame('(garbage collector)'), frame('(root)'))), 'GC');
     assert.equal(stageOf(stack(frame('(idle)'), frame('(root)'))), 'idle');
     assert.equal(stageOf(stack(frame('(program)'), frame('(root)'))), 'V8, other');
