@@ -666,13 +666,15 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
         role: [
           configMapRule,
           { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
-          { apiGroups: [''], resources: ['secrets'], resourceNames: [`${FULLNAME}-tls`], verbs: ['get', 'list', 'watch', 'update', 'patch'] },
+          // Read, watched, replaced whole (certificate-secret.ts): never patched.
+          { apiGroups: [''], resources: ['secrets'], resourceNames: [`${FULLNAME}-tls`], verbs: ['get', 'list', 'watch', 'update'] },
         ],
         clusterRole: [
           namespacesRule,
           nodesRule,
           ...eventRules,
-          { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: [CLUSTER_NAME], verbs: ['get', 'list', 'watch', 'update', 'patch'] },
+          // Read, watched, its caBundle applied (a PATCH, ca-bundle-patcher.ts): never replaced.
+          { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: [CLUSTER_NAME], verbs: ['get', 'list', 'watch', 'patch'] },
         ],
       },
       files: { role: [configMapRule], clusterRole: [namespacesRule, nodesRule, ...eventRules] },

@@ -68,6 +68,29 @@ describe('envoy-injector status against an API server', () => {
     assert.match(none.stdout, /No injected Pods, and none missing the sidecar, in namespace quiet\./);
   });
 
+  it("--never-inject-selector and --always-inject-selector, as serve's: the Pod's labels decide with them", async () => {
+    // shop is enabled: a Pod the never-selector matches is none of our business; legacy is not: one the always-selector matches should have the sidecar.
+    addPod(fake, 'shop', 'etcd-0', { labels: { app: 'etcd' } });
+    addPod(fake, 'legacy', 'member', { labels: { 'mesh.example.com/member': '' } });
+    const without = JSON.parse((await status(['-o', 'json'])).stdout) as StatusJson;
+    assert.deepEqual(without.workloads.filter((w) => w.name === 'etcd-0' || w.name === 'member').map((w) => `${w.namespace}/${w.name} ${w.notInjected}`), ['shop/etcd-0 1']);
+    const { code, stdout, stderr } = await status([
+      '-o', 'json',
+      '--never-inject-selector', '[{"matchLabels":{"app":"etcd"}}]',
+      '--always-inject-selector', '[{"matchExpressions":[{"key":"mesh.example.com/member","operator":"Exists"}]}]',
+    ]);
+    assert.equal(code, 3, stderr);
+    const report = JSON.parse(stdout) as StatusJson;
+    assert.deepEqual(report.workloads.filter((w) => w.name === 'etcd-0' || w.name === 'member').map((w) => `${w.namespace}/${w.name} ${w.notInjected}`), ['legacy/member 1']);
+    assert.deepEqual(report.totals, without.totals, 'one Pod out, one in');
+    const bad = await status(['--never-inject-selector', '[{"matchLabels":{"app":1}}]']);
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /--never-inject-selector: /);
+    const help = await runStatusCli(['--help']);
+    assert.match(help.stdout, /--never-inject-selector JSON/);
+    assert.match(help.stdout, /--always-inject-selector JSON/);
+  });
+
   it('reads a handful of lists, owners once per scope and never Pod by Pod', async () => {
     await status([]);
     const calls = fake.requests.map((request) => `${request.method} ${request.path}`);

@@ -13,7 +13,7 @@ const LIVE = parseTemplateData({ config: 'containers: [{name: envoy, image: "env
 const injectedWith = injectedAnnotations;
 
 function pod(name: string, options: Partial<PodRecord> = {}): PodRecord {
-  return { namespace: 'shop', name, owner: undefined, annotations: {}, hostNetwork: false, ...options };
+  return { namespace: 'shop', name, owner: undefined, annotations: {}, labels: {}, hostNetwork: false, ...options };
 }
 
 const LABELS: Record<string, Record<string, string>> = {

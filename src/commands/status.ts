@@ -1,10 +1,12 @@
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { UsageError } from '../errors.js';
+import type { LabelSelector } from '../injection/index.js';
 import { buildFleetReport, namespaceTemplates } from '../fleet/fleet-report.js';
 import { planRestarts, restartCandidates } from '../fleet/restart-plan.js';
 import { describeCount, describeRef, formatReport, formatRestart, toNotRestartedRef, toRef, type Ref, type RestartOutcome } from './status-format.js';
 import type { CommandIo } from './io.js';
+import { parseSelectorsOption } from './options.js';
 
 export const STATUS_HELP = `Usage: envoy-injector status [options]
 
@@ -34,6 +36,9 @@ Options:
       --configmap NAME        the template ConfigMap (default envoy-initializer)
       --excluded-namespaces L comma-separated namespaces the injector is set to skip (beyond kube-*),
                               so their Pods are not reported as missing the sidecar
+      --never-inject-selector JSON   the injector's central selectors, as serve, explain and policy take
+      --always-inject-selector JSON  them (a JSON list of {matchLabels, matchExpressions}): each Pod's
+                              labels then decide whether it should have the sidecar, as the webhook's do
       --page-size N           Pods (and ReplicaSets, Jobs, Namespaces) per list request (default 500)
   -h, --help
 `;
@@ -53,6 +58,8 @@ interface StatusSettings {
   readonly injectorNamespace: string;
   readonly configMapName: string;
   readonly excludedNamespaces: readonly string[];
+  readonly neverInjectSelectors: readonly LabelSelector[];
+  readonly alwaysInjectSelectors: readonly LabelSelector[];
   readonly pageSize: number;
 }
 
@@ -72,6 +79,8 @@ function parseStatusArgs(args: readonly string[]): StatusSettings | undefined {
       'injector-namespace': { type: 'string', default: 'envoy-injector-system' },
       configmap: { type: 'string', default: 'envoy-initializer' },
       'excluded-namespaces': { type: 'string', default: '' },
+      'never-inject-selector': { type: 'string' },
+      'always-inject-selector': { type: 'string' },
       'page-size': { type: 'string', default: '500' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -95,6 +104,8 @@ function parseStatusArgs(args: readonly string[]): StatusSettings | undefined {
     injectorNamespace: values['injector-namespace'],
     configMapName: values.configmap,
     excludedNamespaces: values['excluded-namespaces'].split(',').map((name) => name.trim()).filter((name) => name !== ''),
+    neverInjectSelectors: parseSelectorsOption('--never-inject-selector', values['never-inject-selector']),
+    alwaysInjectSelectors: parseSelectorsOption('--always-inject-selector', values['always-inject-selector']),
     pageSize,
   };
 }
@@ -134,7 +145,12 @@ export async function runStatus(args: readonly string[], io: CommandIo, env: Nod
     templates: snapshot.templates,
     namespaceLabels: (namespace) => snapshot.namespaceLabels.get(namespace),
     namespaceLabelsUnreadable: (namespace) => forbidden !== undefined && (forbidden.namespace === undefined || forbidden.namespace === namespace),
-    decision: { excludedNamespaces: settings.excludedNamespaces, injectorNamespace: settings.injectorNamespace },
+    decision: {
+      excludedNamespaces: settings.excludedNamespaces,
+      injectorNamespace: settings.injectorNamespace,
+      neverInjectSelectors: settings.neverInjectSelectors,
+      alwaysInjectSelectors: settings.alwaysInjectSelectors,
+    },
   });
   const picked = namespaceTemplates(snapshot.namespaceLabels, snapshot.templates);
   const scope = settings.namespace === undefined ? 'all namespaces' : `namespace ${settings.namespace}`;

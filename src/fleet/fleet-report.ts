@@ -18,6 +18,8 @@ export interface PodRecord {
   /** The controller owner (`controller: true`), if any. */
   readonly owner: OwnerRef | undefined;
   readonly annotations: Readonly<Record<string, string>>;
+  /** The Pod's labels: the central selectors read them, as the webhook does. */
+  readonly labels: Readonly<Record<string, string>>;
   readonly hostNetwork: boolean;
 }
 
@@ -169,7 +171,7 @@ function classifyPod(pod: PodRecord, input: FleetInput): PodState {
       ? { state: 'current', template: status.template }
       : { state: 'outdated', template: status.template, hash: status.hash };
   }
-  const asCreated: JsonObject = { metadata: { annotations: { ...pod.annotations } }, spec: { hostNetwork: pod.hostNetwork } };
+  const asCreated: JsonObject = { metadata: { annotations: { ...pod.annotations }, labels: { ...pod.labels } }, spec: { hostNetwork: pod.hostNetwork } };
   const wouldInject = (namespaceLabels: Readonly<Record<string, string>> | undefined): boolean =>
     decideInjection({ operation: 'CREATE', kind: { group: '', kind: 'Pod' }, namespace: pod.namespace, namespaceLabels, pod: asCreated, templates: input.templates, options: input.decision }).inject;
   if (input.namespaceLabelsUnreadable?.(pod.namespace) === true) {

@@ -168,7 +168,8 @@ function toPodRecord(pod: JsonObject): PodRecord | undefined {
     // Only what the injector reads: other annotations (last-applied-configuration...) can be large.
     if (typeof value === 'string' && (key.startsWith('envoy-injector.io/') || key === Annotations.legacyInject)) annotations[key] = value;
   }
-  return { namespace: stringAt(meta, 'namespace') ?? '', name, owner: controllerOf(meta), annotations, hostNetwork: objectAt(pod, 'spec')?.['hostNetwork'] === true };
+  const labels = stringsAt(meta, 'labels') ?? {};
+  return { namespace: stringAt(meta, 'namespace') ?? '', name, owner: controllerOf(meta), annotations, labels, hostNetwork: objectAt(pod, 'spec')?.['hostNetwork'] === true };
 }
 
 function controllerOf(meta: JsonObject | undefined): OwnerRef | undefined {
