@@ -169,7 +169,13 @@ function toPodRecord(pod: JsonObject): PodRecord | undefined {
     if (typeof value === 'string' && (key.startsWith('envoy-injector.io/') || key === Annotations.legacyInject)) annotations[key] = value;
   }
   const labels = stringsAt(meta, 'labels') ?? {};
-  return { namespace: stringAt(meta, 'namespace') ?? '', name, owner: controllerOf(meta), annotations, labels, hostNetwork: objectAt(pod, 'spec')?.['hostNetwork'] === true };
+  const spec = objectAt(pod, 'spec');
+  // Container names only: a status naming others was copied into the Pod (fleet-report.ts, copiedMarks).
+  const containers = ['containers', 'initContainers'].flatMap((list) => (arrayAt(spec, list) ?? []).flatMap((entry) => {
+    const container = isJsonObject(entry) ? stringAt(entry, 'name') : undefined;
+    return container === undefined ? [] : [container];
+  }));
+  return { namespace: stringAt(meta, 'namespace') ?? '', name, owner: controllerOf(meta), annotations, labels, containers, hostNetwork: spec?.['hostNetwork'] === true };
 }
 
 function controllerOf(meta: JsonObject | undefined): OwnerRef | undefined {
