@@ -780,8 +780,8 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     assert.deepEqual(envoy['ports'], [{ name: 'envoy-health', containerPort: 9902, protocol: 'TCP' }]);
     assert.deepEqual(envoy['securityContext'], {
       runAsNonRoot: true,
-      runAsUser: 101,
-      runAsGroup: 101,
+      runAsUser: 1337,
+      runAsGroup: 1337,
       allowPrivilegeEscalation: false,
       readOnlyRootFilesystem: true,
       capabilities: { drop: ['ALL'] },
@@ -858,7 +858,7 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     assert.deepEqual(capture, {
       image: 'registry.example.com/envoy-injector-init:0.1.0',
       imagePullPolicy: 'IfNotPresent',
-      proxyUid: 101,
+      proxyUid: 1337,
       outboundPort: 16001,
       inboundPort: 16006,
       proxyPorts: [15000, 9902],
