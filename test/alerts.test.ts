@@ -4,7 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { formatYaml } from '../src/injection/index.js';
-import { ALERT_CASES, type AlertCase, type AlertVariant } from './fixtures/alert-cases.js';
+import { ADMISSION_REASONS, ErrorReason } from '../src/server/metrics.js';
+import { ALERT_CASES, SKIPS_NOT_ALERTING, type AlertCase, type AlertVariant } from './fixtures/alert-cases.js';
 import { NAMESPACE, type Manifest } from './helpers/helm.js';
 import { alertRules, dashboardQueries, renderMonitoring, ruleFile, scrapedService, substituteVariables, type PromRule } from './helpers/monitoring.js';
 import { promtool, promtoolOrSkip } from './helpers/promtool.js';
@@ -76,6 +77,20 @@ describe('the PrometheusRule and the dashboard, checked by promtool', () => {
       const tested = new Set(ALERT_CASES.filter((testCase) => testCase.variants.includes(variant)).map((testCase) => testCase.alert));
       assert.deepEqual([...alerts].sort(), [...tested].sort(), `${variant} mode: alerts rendered vs alerts tested`);
     }
+  });
+
+  it('every skip reason the webhook can give is named by an alert, or listed as deliberately not alerting (not both)', () => {
+    // The reasons an alert selects with reason=~"a|b" or reason="a".
+    const named = new Set(
+      alertRules(manifests('webhook')).flatMap((rule) => [...rule.expr.matchAll(/\breason=~?"([^"]+)"/g)].flatMap((match) => (match[1] ?? '').split('|'))),
+    );
+    const skips = ADMISSION_REASONS.skipped;
+    assert.deepEqual(skips.filter((reason) => !named.has(reason) && !Object.hasOwn(SKIPS_NOT_ALERTING, reason)), [], 'skip reasons no alert names and none lists as deliberate');
+    assert.deepEqual(skips.filter((reason) => named.has(reason) && Object.hasOwn(SKIPS_NOT_ALERTING, reason)), [], 'both named by an alert and listed as not alerting');
+    const known = new Set<string>([...skips, ...Object.values(ErrorReason)]);
+    assert.deepEqual([...named].filter((reason) => !known.has(reason)), [], 'an alert names a reason the webhook never gives');
+    assert.deepEqual(Object.keys(SKIPS_NOT_ALERTING).filter((reason) => !skips.some((skip) => skip === reason)), [], 'listed as not alerting, but no skip reason');
+    assert.ok(named.has('unknown_namespace_template') && named.has('status_copied'));
   });
 
   for (const variant of ['webhook', 'policy'] as const) {

@@ -28,6 +28,17 @@ The API server's name for our webhooks, as a PromQL regex (its metrics label
 {{- end }}
 
 {{/*
+The reasons of envoy_injector_admission_requests_total that mean a
+misconfiguration (EnvoyInjectorPodsSkippedByMisconfiguration), as a PromQL
+regex. Every other skip reason is expected; test/alerts.test.ts holds each
+reason the injector can give to this list or to its list of reasons that
+deliberately do not alert.
+*/}}
+{{- define "envoy-injector.misconfigurationReasons" -}}
+unknown_template|unknown_namespace_template|status_copied|template_not_loaded|namespace_labels_unknown
+{{- end }}
+
+{{/*
 An alert's runbook_url: metrics.prometheusRule.runbookBaseUrl plus the anchor
 of its entry in the README's Monitoring section.
 include "envoy-injector.runbookUrl" (list . "EnvoyInjectorDown")
