@@ -9,9 +9,9 @@ import { delimiter, join } from 'node:path';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { formatYaml } from '../src/injection/index.js';
 import { FakeApiServer } from './helpers/fake-api-server.js';
-import { NAMESPACE as RELEASE_NAMESPACE } from './helpers/helm.js';
+import { NAMESPACE as RELEASE_NAMESPACE, RELEASE } from './helpers/helm.js';
 import { NAMESPACE, startHarness, until, type Harness } from './helpers/injector-harness.js';
-import { renderMonitoring, ruleFile, scrapedService } from './helpers/monitoring.js';
+import { renderMonitoring, ruleFile } from './helpers/monitoring.js';
 
 /**
  * The chart's alerts in a real Prometheus (Debian's `prometheus`, beside
@@ -86,7 +86,8 @@ describe('the alerts in a real Prometheus scraping a running injector', () => {
     // A typo in a namespace's template label: every Pod there is skipped (unknown_namespace_template).
     fake.apply('namespaces', { metadata: { name: 'typo', labels: { 'envoy-injector.io/inject': 'enabled', 'envoy-injector.io/template': 'confg' } } });
     fake.apply('configmaps', { metadata: { name: 'envoy-initializer', namespace: NAMESPACE }, data: { config: 'containers: [{name: envoy, image: "e:1"}]' } });
-    harness = await startHarness(fake);
+    // As the chart starts it (METRICS_RELEASE): the label its alerts select, whatever the scrape.
+    harness = await startHarness(fake, ['--metrics-release', `${RELEASE_NAMESPACE}/${RELEASE}`]);
   });
   after(async () => {
     prometheus?.kill('SIGTERM');
@@ -103,12 +104,13 @@ describe('the alerts in a real Prometheus scraping a running injector', () => {
     const chart = await renderMonitoring('webhook');
     await writeFile(join(work, 'rules.yaml'), formatYaml(ruleFile(chart)));
     const target = new URL(injector.url).host;
-    // The target labels a ServiceMonitor of the chart would give (job: the Service's name, namespace: the release's).
-    const job = scrapedService(chart).service.metadata.name;
+    // A scrape with target labels of its own (as one by the Pods' prometheus.io annotations): neither the job nor the
+    // namespace a ServiceMonitor would give. The rules select the release by the injector's own label.
+    const job = 'kubernetes-pods';
     const config = {
       global: { scrape_interval: '1s', evaluation_interval: '1s' },
       rule_files: ['rules.yaml'],
-      scrape_configs: [{ job_name: job, scheme: 'https', tls_config: { insecure_skip_verify: true }, static_configs: [{ targets: [target], labels: { namespace: RELEASE_NAMESPACE } }] }],
+      scrape_configs: [{ job_name: job, scheme: 'https', tls_config: { insecure_skip_verify: true }, static_configs: [{ targets: [target], labels: { kubernetes_namespace: NAMESPACE } }] }],
     };
     await writeFile(join(work, 'prometheus.yaml'), formatYaml(config));
     const port = await freePort();

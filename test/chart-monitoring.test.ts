@@ -76,18 +76,20 @@ describe('chart: the monitoring objects', () => {
     assert.ok(containerPorts(manifests).some((container) => container.name === 'http' && container.containerPort === port.port));
   });
 
-  it('the rules select the scraped job and namespace, and link each alert to its runbook entry in the README', async () => {
+  it("the rules select the release by the label its injector puts on every series (not the scrape's job), and link each alert to its runbook entry in the README", async () => {
     const anchors = readmeAnchors();
     assert.ok(anchors.has('monitoring'), 'the README has a Monitoring section');
     for (const mode of ['webhook', 'policy'] as const) {
       const manifests = await renderMonitoring(mode);
-      const job = scrapedService(manifests).service.metadata.name;
+      const env = ((only(manifests, 'Deployment')['spec'] as { template: { spec: { containers: { env?: { name: string; value?: string }[] }[] } } }).template.spec.containers[0]?.env ?? []);
+      assert.equal(env.find((entry) => entry.name === 'METRICS_RELEASE')?.value, `${NAMESPACE}/${RELEASE}`);
       for (const rule of alertRules(manifests)) {
         for (const series of injectorSeries(rule.expr)) {
           const selectors = [...rule.expr.matchAll(new RegExp(`${series}\\{([^}]*)\\}`, 'g'))].map((match) => match[1] ?? '');
           assert.ok(selectors.length > 0, `${rule.alert}: ${series} without selector`);
-          for (const selector of selectors) assert.ok(selector.includes(`job="${job}"`) && selector.includes(`namespace="${NAMESPACE}"`), `${rule.alert}: ${series}{${selector}}`);
+          for (const selector of selectors) assert.equal(selector.trim(), `envoy_injector_release="${NAMESPACE}/${RELEASE}"${selector.includes(',') ? selector.slice(selector.indexOf(',')) : ''}`, `${rule.alert}: ${series}{${selector}}`);
         }
+        assert.doesNotMatch(rule.expr, /\bjob=|\bup\{/, `${rule.alert}: reads the scrape's own labels`);
         const url = new URL(rule.annotations?.['runbook_url'] ?? '');
         assert.ok(anchors.has(url.hash.slice(1)), `${rule.alert}: runbook_url ${url.href} names no README heading`);
       }

@@ -16,6 +16,9 @@ export type ErrorReason = (typeof ErrorReason)[keyof typeof ErrorReason];
 
 export type AdmissionResult = 'injected' | 'skipped' | 'error';
 
+/** The label every series carries with `--metrics-release`: a name no scrape's target labels use. */
+export const RELEASE_LABEL = 'envoy_injector_release';
+
 /**
  * Every reason the webhook answers with, by result: the label values of
  * envoy_injector_admission_requests_total known in advance, each series
@@ -187,7 +190,9 @@ export class InjectorMetrics implements TemplateReloadRecorder, WorkloadEventRec
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
   }
 
-  constructor(options: { processMetrics?: boolean } = {}) {
+  constructor(options: { processMetrics?: boolean; release?: string | undefined } = {}) {
+    // On every series, the process's too: the alerts select a release by it, whatever the scrape's own labels.
+    if (options.release !== undefined) this.registry.setDefaultLabels({ [RELEASE_LABEL]: options.release });
     // Event loop lag sampled every 100 ms: prom-client's 10 ms wakes the idle loop 100 times a second (half its idle CPU).
     if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: 100 });
   }
