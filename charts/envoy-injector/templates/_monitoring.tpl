@@ -50,8 +50,8 @@ unknown_template|unknown_namespace_template|status_copied|template_not_loaded|na
 {{- end }}
 
 {{/*
-An alert's runbook_url: metrics.prometheusRule.runbookBaseUrl plus the anchor
-of its entry in the README's Monitoring section.
+An alert's runbook_url: metrics.prometheusRule.runbookBaseUrl (the runbook's
+page, docs/runbook.md) plus the anchor of the alert's section.
 include "envoy-injector.runbookUrl" (list . "EnvoyInjectorDown")
 */}}
 {{- define "envoy-injector.runbookUrl" -}}
