@@ -57,10 +57,11 @@ process.on('SIGTERM', forward);
 
 /**
  * Files that start a control plane of their own and mostly wait (watches of
- * a quiet cluster for minutes): they run beside the files that share the
- * version's cluster, one at a time, so that they add no time to the run.
+ * a quiet cluster for minutes, budgets a controller computes): they run
+ * beside the files that share the version's cluster, one at a time, so that
+ * they add no time to the run.
  */
-const OWN_CLUSTER_FILES = new Set(['quiet-watches.test.ts']);
+const OWN_CLUSTER_FILES = new Set(['quiet-watches.test.ts', 'disruption-budget.test.ts']);
 
 /** `node --test` over FILES with ENV, one file at a time; resolves with its exit code and its whole output. */
 async function runFiles(files: readonly string[], env: Record<string, string>): Promise<{ code: number; output: string }> {
