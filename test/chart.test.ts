@@ -261,6 +261,9 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     assert.deepEqual(container['ports'], [{ name: 'https', containerPort: 8443, protocol: 'TCP' }]);
     assert.deepEqual(at(container, 'livenessProbe', 'httpGet'), { scheme: 'HTTPS', path: '/healthz', port: 'https' });
     assert.deepEqual(at(container, 'readinessProbe', 'httpGet'), { scheme: 'HTTPS', path: '/readyz', port: 'https' });
+    // The liveness probe waits for a start-up probe of the same check: a slow start is not met with failures, nor restarted before a minute.
+    assert.deepEqual(at(container, 'startupProbe'), { httpGet: { scheme: 'HTTPS', path: '/healthz', port: 'https' }, initialDelaySeconds: 2, periodSeconds: 2, failureThreshold: 30, timeoutSeconds: 2 });
+    assert.equal(at(container, 'livenessProbe', 'initialDelaySeconds'), undefined, 'the startupProbe holds the liveness probe back');
     assert.deepEqual(container['securityContext'], {
       runAsNonRoot: true,
       runAsUser: 65532,
