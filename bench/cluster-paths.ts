@@ -9,7 +9,7 @@
  *   chart's (reinvocationPolicy IfNeeded) and reached like ours, through a
  *   Service of its own (its ClusterIP, where it listens); one webhook, a
  *   label namespaceSelector, no objectSelector and no matchConditions: those
- *   are our choices, counted as ours (bench/README.md, Findings (issue 27)).
+ *   are our choices, counted as ours (bench/FINDINGS.md, issue 27).
  * - webhook: our injector as the chart installs and registers it (mode
  *   webhook, certificates auto), run as the chart's ServiceAccount and reached
  *   through the chart's Service (test/e2e/injector-process.ts).
@@ -46,7 +46,8 @@ export const PATH_DESCRIPTIONS: Record<PathName, string> = {
 export const PATH_WEBHOOKS: Record<PathName, readonly string[]> = {
   none: [],
   floor: ['floor.bench.envoy-injector.io'],
-  webhook: ['enabled-namespaces.envoy-injector.io', 'opted-in-pods.envoy-injector.io', 'other-pods.envoy-injector.io'],
+  // The chart names a release's webhooks after its configuration (release bench in bench-system).
+  webhook: ['enabled-namespaces', 'opted-in-pods', 'other-pods'].map((purpose) => `${purpose}.bench-envoy-injector-bench-system.envoy-injector.io`),
   policy: [],
 };
 

@@ -21,6 +21,7 @@ import { CHART_DIR, ensureHelm, helm, KUBE_VERSION, NAMESPACE, only, RELEASE, re
 import { schemaProblems } from './helpers/kube-schema.js';
 import { evaluateCondition, webhooksCalled, type Webhook } from './helpers/selectors.js';
 import { bootstrapProblems } from './helpers/envoy-bootstrap.js';
+import { valueRows } from './helpers/values-reference.js';
 
 // ---- what the chart is rendered with -------------------------------------
 
@@ -380,6 +381,8 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
       TEMPLATE_CONFIGMAP: 'envoy-initializer',
       NATIVE_SIDECAR: 'auto',
       ALLOWED_OVERRIDES: 'proxy-cpu,proxy-memory,proxy-cpu-limit,proxy-memory-limit',
+      // The label envoy_injector_release of every series: what the alerts select.
+      METRICS_RELEASE: `${NAMESPACE}/${RELEASE}`,
       SHUTDOWN_DELAY: '2s',
       SHUTDOWN_TIMEOUT: '10s',
       EVENT_QUEUE_SIZE: '1000',
@@ -434,7 +437,7 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     };
     assert.deepEqual(webhooks, [
       {
-        name: 'enabled-namespaces.envoy-injector.io',
+        name: `enabled-namespaces.${CLUSTER_NAME}.envoy-injector.io`,
         ...common,
         namespaceSelector: {
           matchExpressions: [
@@ -447,7 +450,7 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
         ],
       },
       {
-        name: 'opted-in-pods.envoy-injector.io',
+        name: `opted-in-pods.${CLUSTER_NAME}.envoy-injector.io`,
         ...common,
         namespaceSelector: ordinaryNamespaces,
         matchConditions: [
@@ -459,7 +462,7 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
         ],
       },
       {
-        name: 'other-pods.envoy-injector.io',
+        name: `other-pods.${CLUSTER_NAME}.envoy-injector.io`,
         ...common,
         failurePolicy: 'Ignore',
         namespaceSelector: ordinaryNamespaces,
@@ -634,18 +637,18 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     assert.deepEqual(
       webhooks.map((webhook) => [webhook.name, webhook.failurePolicy, webhook.matchConditions]),
       [
-        ['enabled-namespaces.envoy-injector.io', 'Fail', undefined],
-        ['opted-in-pods.envoy-injector.io', 'Ignore', undefined],
-        ['other-pods.envoy-injector.io', 'Ignore', undefined],
+        [`enabled-namespaces.${CLUSTER_NAME}.envoy-injector.io`, 'Fail', undefined],
+        [`opted-in-pods.${CLUSTER_NAME}.envoy-injector.io`, 'Ignore', undefined],
+        [`other-pods.${CLUSTER_NAME}.envoy-injector.io`, 'Ignore', undefined],
       ],
     );
     // It then sees every Pod of an ordinary namespace, and the injector decides.
-    assert.deepEqual(webhooksCalled(webhooks, { 'kubernetes.io/metadata.name': 'plain' }, { metadata: {} }), ['opted-in-pods.envoy-injector.io']);
+    assert.deepEqual(webhooksCalled(webhooks, { 'kubernetes.io/metadata.name': 'plain' }, { metadata: {} }), [`opted-in-pods.${CLUSTER_NAME}.envoy-injector.io`]);
   });
 
   it('other-pods (issue 27): failurePolicy Ignore whatever webhook.failurePolicy says; with laterOptIn or matchConditions off it is kept but matches no Pod', () => {
     const policies = (scenario: string) => webhooksOf(manifestsOf(scenario)).map((webhook) => [webhook.name, webhook.failurePolicy]);
-    const names = ['enabled-namespaces.envoy-injector.io', 'opted-in-pods.envoy-injector.io', 'other-pods.envoy-injector.io'];
+    const names = [`enabled-namespaces.${CLUSTER_NAME}.envoy-injector.io`, `opted-in-pods.${CLUSTER_NAME}.envoy-injector.io`, `other-pods.${CLUSTER_NAME}.envoy-injector.io`];
     assert.deepEqual(policies('default'), [[names[0], 'Fail'], [names[1], 'Fail'], [names[2], 'Ignore']]);
     assert.deepEqual(policies('failOpen'), [[names[0], 'Ignore'], [names[1], 'Ignore'], [names[2], 'Ignore']]);
     // Kept, so that an upgrade turning it off removes no webhook whose caBundle the injector co-owns (server-side apply).
@@ -678,13 +681,15 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
         role: [
           configMapRule,
           { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
-          { apiGroups: [''], resources: ['secrets'], resourceNames: [`${FULLNAME}-tls`], verbs: ['get', 'list', 'watch', 'update', 'patch'] },
+          // Read, watched, replaced whole (certificate-secret.ts): never patched.
+          { apiGroups: [''], resources: ['secrets'], resourceNames: [`${FULLNAME}-tls`], verbs: ['get', 'list', 'watch', 'update'] },
         ],
         clusterRole: [
           namespacesRule,
           nodesRule,
           ...eventRules,
-          { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: [CLUSTER_NAME], verbs: ['get', 'list', 'watch', 'update', 'patch'] },
+          // Read, watched, its caBundle applied (a PATCH, ca-bundle-patcher.ts): never replaced.
+          { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: [CLUSTER_NAME], verbs: ['get', 'list', 'watch', 'patch'] },
         ],
       },
       files: { role: [configMapRule], clusterRole: [namespacesRule, nodesRule, ...eventRules] },
@@ -790,8 +795,8 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     assert.deepEqual(envoy['ports'], [{ name: 'envoy-health', containerPort: 9902, protocol: 'TCP' }]);
     assert.deepEqual(envoy['securityContext'], {
       runAsNonRoot: true,
-      runAsUser: 101,
-      runAsGroup: 101,
+      runAsUser: 1337,
+      runAsGroup: 1337,
       allowPrivilegeEscalation: false,
       readOnlyRootFilesystem: true,
       capabilities: { drop: ['ALL'] },
@@ -868,7 +873,7 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     assert.deepEqual(capture, {
       image: 'registry.example.com/envoy-injector-init:0.1.0',
       imagePullPolicy: 'IfNotPresent',
-      proxyUid: 101,
+      proxyUid: 1337,
       outboundPort: 16001,
       inboundPort: 16006,
       proxyPorts: [15000, 9902],
@@ -942,7 +947,7 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     assert.match(set.stderr, /at '\/certificates\/mode': value must be one of/);
   });
 
-  it('documents every value: a comment in values.yaml, a schema entry and a row in the chart README', () => {
+  it('documents every value: a schema entry, a `# --` comment in values.yaml and so a row of the values reference', () => {
     const schema = JSON.parse(readFileSync(`${CHART_DIR}/values.schema.json`, 'utf8')) as Obj;
     const values = parseYaml(readFileSync(`${CHART_DIR}/values.yaml`, 'utf8')) as Obj;
     // A value is a schema property that is not itself a closed object of values.
@@ -958,24 +963,10 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     assert.ok(leaves.length > 60, `only ${leaves.length} values`);
     for (const path of leaves) assert.notEqual(at(values, ...path.split('.')), undefined, `${path}: in the schema, not in values.yaml`);
 
-    const lines = readFileSync(`${CHART_DIR}/values.yaml`, 'utf8').split('\n');
-    const stack: { indent: number; key: string }[] = [];
-    const commented = new Set<string>();
-    lines.forEach((line, index) => {
-      const match = /^(\s*)([A-Za-z][\w-]*):/.exec(line);
-      if (match === null) return;
-      const indent = (match[1] ?? '').length;
-      while (stack.length > 0 && (stack.at(-1)?.indent ?? 0) >= indent) stack.pop();
-      stack.push({ indent, key: match[2] ?? '' });
-      const previous = lines.slice(0, index).reverse().find((candidate) => candidate.trim() !== '') ?? '';
-      if (previous.trim().startsWith('#')) commented.add(stack.map((entry) => entry.key).join('.'));
-    });
-    for (const path of leaves) assert.ok(commented.has(path), `values.yaml: ${path} has no comment above it`);
-
-    const readme = readFileSync(`${CHART_DIR}/README.md`, 'utf8').split(/^## /m).find((section) => section.startsWith('Values\n')) ?? '';
-    const rows = new Set([...readme.matchAll(/^\| `([\w.]+)` \|/gm)].map((match) => match[1]));
-    assert.deepEqual([...rows].filter((row) => !leaves.includes(row as string)), [], 'README rows for values that do not exist');
-    assert.deepEqual(leaves.filter((path) => !rows.has(path)), [], 'values missing from the README table');
+    // The reference (the chart README's table, test/docs-references.test.ts) has one row per `# --` comment.
+    const rows = valueRows().map((row) => row.path);
+    assert.deepEqual(rows.filter((row) => !leaves.includes(row)), [], 'values.yaml documents with `# --` what the schema has no value for');
+    assert.deepEqual(leaves.filter((path) => !rows.includes(path)), [], 'values without a `# --` comment of their own in values.yaml');
   });
 
   it('secret mode fails with a clear message without its caBundle', async () => {

@@ -6,14 +6,14 @@ import { CHART_DIR } from './helpers/helm.js';
 import { ROOT } from './helpers/fixtures.js';
 
 /**
- * The install commands a user copies (issue 42): from the README, the chart
- * README and the chart's NOTES. Run in that order on a real node, labelling
+ * The install commands a user copies (issue 42): from the README, the
+ * install guide and the chart's NOTES. Run in that order on a real node, labelling
  * a namespace and restarting a workload before the injector is Ready made
  * the ReplicaSet fail its creates ("no endpoints available for service")
  * until a replica was; a captured Pod needs the envoy-injector-init image.
  */
 const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
-const chartReadme = readFileSync(join(CHART_DIR, 'README.md'), 'utf8');
+const installGuide = readFileSync(join(ROOT, 'docs', 'install.md'), 'utf8');
 const notes = readFileSync(join(CHART_DIR, 'templates', 'NOTES.txt'), 'utf8');
 
 /** The text of the `## TITLE` section (up to the next `## `). */
@@ -43,7 +43,7 @@ const HELM_INSTALL = /^helm install envoy-injector charts\/envoy-injector /;
 const ROLLOUT_WAIT = /^kubectl -n envoy-injector-system rollout status deployment\/envoy-injector$/;
 
 describe('the install commands users copy', () => {
-  for (const [name, text] of [['README.md, Install in a cluster', section(readme, 'Install in a cluster')], ['the chart README, Install to Check a Pod', `${section(chartReadme, 'Install')}${section(chartReadme, 'Turn injection on')}${section(chartReadme, 'Check a Pod')}`]] as const) {
+  for (const [name, text] of [['README.md, Install in a cluster', section(readme, 'Install in a cluster')], ['docs/install.md, Install to See that it worked', `${section(installGuide, 'Install')}${section(installGuide, 'Turn injection on')}${section(installGuide, 'See that it worked')}`]] as const) {
     it(`${name}: wait for the rollout after helm install, before a namespace is labelled or a workload restarted`, () => {
       const list = commands(text);
       const install = first(list, HELM_INSTALL);
@@ -72,8 +72,8 @@ describe('the install commands users copy', () => {
     });
   }
 
-  it('the chart README says what early Pods meet: no endpoints (or a refused connection), not a TLS error', () => {
-    const install = section(chartReadme, 'Install');
+  it('the install guide says what early Pods meet: no endpoints (or a refused connection), not a TLS error', () => {
+    const install = section(installGuide, 'Install');
     assert.doesNotMatch(install, /TLS error/);
     assert.match(install, /no endpoints available for service/);
   });
