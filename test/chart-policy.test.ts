@@ -54,7 +54,7 @@ describe('Helm chart, mode: policy', { timeout: 120_000 }, () => {
     for (const name of ['CERT_MODE', 'CERT_SECRET', 'TLS_CERT_FILE', 'WEBHOOK_CONFIG_NAME']) assert.equal(name in variables, false, `${name} is not set`);
     const main = container(manifests);
     assert.deepEqual(main['ports'], [{ name: 'http', containerPort: 8443, protocol: 'TCP' }]);
-    for (const probe of ['livenessProbe', 'readinessProbe']) {
+    for (const probe of ['startupProbe', 'livenessProbe', 'readinessProbe']) {
       const httpGet = (main[probe] as JsonObject)['httpGet'] as JsonObject;
       assert.equal(httpGet['scheme'], 'HTTP');
       assert.equal(httpGet['port'], 'http');

@@ -262,6 +262,9 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     assert.deepEqual(container['ports'], [{ name: 'https', containerPort: 8443, protocol: 'TCP' }]);
     assert.deepEqual(at(container, 'livenessProbe', 'httpGet'), { scheme: 'HTTPS', path: '/healthz', port: 'https' });
     assert.deepEqual(at(container, 'readinessProbe', 'httpGet'), { scheme: 'HTTPS', path: '/readyz', port: 'https' });
+    // The liveness probe waits for a start-up probe of the same check: a slow start is not met with failures, nor restarted before a minute.
+    assert.deepEqual(at(container, 'startupProbe'), { httpGet: { scheme: 'HTTPS', path: '/healthz', port: 'https' }, initialDelaySeconds: 2, periodSeconds: 2, failureThreshold: 30, timeoutSeconds: 2 });
+    assert.equal(at(container, 'livenessProbe', 'initialDelaySeconds'), undefined, 'the startupProbe holds the liveness probe back');
     assert.deepEqual(container['securityContext'], {
       runAsNonRoot: true,
       runAsUser: 65532,
@@ -318,13 +321,22 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     assert.deepEqual(Object.keys(envoy['securityContext'] as Obj).sort(), ['allowPrivilegeEscalation', 'capabilities', 'readOnlyRootFilesystem', 'runAsNonRoot', 'seccompProfile']);
   });
 
-  it('fewer than two replicas guaranteed (replicaCount 1, or an HPA with minReplicas 1): the PDB allows one Pod down, so a drain cannot block', async () => {
-    for (const values of [{ replicaCount: 1 }, { autoscaling: { enabled: true, minReplicas: 1, maxReplicas: 3 } }, { replicaCount: 1, podDisruptionBudget: { minAvailable: '50%' } }]) {
+  it('the PDB lets one injector Pod go at a time whatever the replica count; minAvailable instead when set, never forbidding every eviction', async () => {
+    for (const values of [{}, { replicaCount: 1 }, { replicaCount: 5 }, { autoscaling: { enabled: true, minReplicas: 2, maxReplicas: 8 } }]) {
+      const pdb = only(await renderChart(values), 'PodDisruptionBudget');
+      assert.equal(at(pdb, 'spec', 'maxUnavailable'), 1, JSON.stringify(values));
+      assert.equal(at(pdb, 'spec', 'minAvailable'), undefined, JSON.stringify(values));
+    }
+    assert.equal(at(only(await renderChart({ podDisruptionBudget: { maxUnavailable: '25%' } }), 'PodDisruptionBudget'), 'spec', 'maxUnavailable'), '25%');
+    assert.equal(at(only(await renderChart({ podDisruptionBudget: { minAvailable: 1 } }), 'PodDisruptionBudget'), 'spec', 'minAvailable'), 1);
+    // minAvailable with fewer than two replicas guaranteed would forbid every eviction: one may go instead.
+    for (const values of [{ replicaCount: 1, podDisruptionBudget: { minAvailable: 1 } }, { autoscaling: { enabled: true, minReplicas: 1, maxReplicas: 3 }, podDisruptionBudget: { minAvailable: 1 } }, { replicaCount: 1, podDisruptionBudget: { minAvailable: '50%' } }]) {
       const pdb = only(await renderChart(values), 'PodDisruptionBudget');
       assert.deepEqual(at(pdb, 'spec', 'maxUnavailable'), 1, JSON.stringify(values));
       assert.equal(at(pdb, 'spec', 'minAvailable'), undefined, JSON.stringify(values));
     }
-    assert.equal(at(only(await renderChart({ autoscaling: { enabled: true, minReplicas: 2, maxReplicas: 3 } }), 'PodDisruptionBudget'), 'spec', 'minAvailable'), 1);
+    assert.equal(at(only(await renderChart({ autoscaling: { enabled: true, minReplicas: 2, maxReplicas: 3 }, podDisruptionBudget: { minAvailable: 1 } }), 'PodDisruptionBudget'), 'spec', 'minAvailable'), 1);
+    assert.deepEqual((await renderChart({ podDisruptionBudget: { enabled: false } })).filter((manifest) => manifest.kind === 'PodDisruptionBudget'), []);
   });
 
   it('the same release name in two namespaces: cluster-scoped objects do not collide, and every reference follows', async () => {
@@ -350,10 +362,10 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     assert.equal(at(only(manifestsOf('hpa'), 'Deployment'), 'spec', 'replicas'), 3, 'minReplicas when nothing runs yet');
   });
 
-  it('PodDisruptionBudget minAvailable 1 on by default; Service 443 → the named port https', () => {
+  it('PodDisruptionBudget maxUnavailable 1 on by default; Service 443 → the named port https', () => {
     const manifests = manifestsOf('default');
     const pdb = only(manifests, 'PodDisruptionBudget');
-    assert.equal(at(pdb, 'spec', 'minAvailable'), 1);
+    assert.deepEqual(at(pdb, 'spec'), { maxUnavailable: 1, selector: at(pdb, 'spec', 'selector') });
     assert.deepEqual(at(pdb, 'spec', 'selector', 'matchLabels'), at(only(manifests, 'Deployment'), 'spec', 'selector', 'matchLabels'));
     const service = only(manifests, 'Service');
     assert.deepEqual(at(service, 'spec', 'ports'), [{ name: 'https', port: 443, targetPort: 'https', protocol: 'TCP' }]);
@@ -912,6 +924,8 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
       ['secret mode without a Secret', { certificates: { mode: 'secret' } }, /at '\/certificates\/secretName': minLength: got 0, want 1/],
       ['a proxy.listenAddress that is no wildcard', { proxy: { listenAddress: '10.0.0.7' } }, /at '\/proxy\/listenAddress': value must be one of '::', '0.0.0.0'/],
       ['a duration without unit', { certificates: { certManager: { duration: '365d' } } }, /at '\/certificates\/certManager\/duration': '365d' does not match pattern/],
+      ['a budget that forbids every eviction', { podDisruptionBudget: { maxUnavailable: 0 } }, /at '\/podDisruptionBudget\/maxUnavailable': minimum: got 0, want 1/],
+      ['a budget of 0 %', { podDisruptionBudget: { maxUnavailable: '0%' } }, /at '\/podDisruptionBudget\/maxUnavailable': '0%' does not match pattern/],
     ];
     const results = await Promise.all(
       wrong.map(async ([what, values, message]) => ({

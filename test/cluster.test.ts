@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, before, beforeEach, describe, it, type TestContext } from 'node:test';
@@ -278,15 +278,55 @@ describe('following the cluster: template ConfigMap and Namespace labels', () =>
     assert.deepEqual(rejections.map(String), [], 'no unhandled rejection');
   });
 
-  it('a watch stream gone silent (half-open) is restarted by the watchdog and counted in envoy_injector_watch_stale_seconds', async () => {
+  it('a quiet watch stream (nothing changes: no event, no bookmark) is kept while the API server answers, with no warning', async () => {
     fake.apply('configmaps', templateConfigMap({ config: envoy('envoyproxy/envoy:v1.0.0') }));
-    harness = await startHarness(fake, [], { watchStaleAfterMs: 500 });
+    harness = await startHarness(fake, [], { watchLiveness: { quietMs: 300 } });
+    await until('ready', async () => ((await harness.readiness()).status === 200 ? true : undefined));
+    await until('both watches open', () => (fake.openWatches() === 2 ? true : undefined));
+    const watchRequests = (): number => fake.requests.filter((request) => request.query['watch'] === 'true').length;
+    const checks = (): number => fake.requests.filter((request) => request.path === '/version').length;
+    const opened = watchRequests();
+    // The fake API server sends a bookmark only when told to, as a real one with etcd's default progress-notify interval.
+    const outcome = await until('three checks of the quiet streams, or a watch opened again', () => (watchRequests() > opened ? 'reopened' : checks() >= 3 ? 'checked' : undefined));
+    const warnings = harness.log.lines.filter((line) => Number(line['level']) >= 40).map((line) => line['msg']);
+    assert.equal(outcome, 'checked', `a quiet stream was given up: ${JSON.stringify(warnings)}`);
+    assert.equal(fake.openWatches(), 2);
+    assert.deepEqual(warnings, []);
+  });
+
+  it('a watch stream\'s socket has TCP keepalive on (client-node sets it), which finds a peer that is gone', async () => {
+    fake.apply('configmaps', templateConfigMap({ config: envoy('envoyproxy/envoy:v1.0.0') }));
+    harness = await startHarness(fake);
+    await until('both watches open', () => (fake.openWatches() === 2 ? true : undefined));
+    const watchPorts = fake.requests.filter((request) => request.query['watch'] === 'true').map((request) => request.clientPort);
+    /** Per watch socket, its timer: /proc/net/tcp's local address (hex port after the colon), then "tr:when", tr 2 while a keepalive timer runs. */
+    const timers = (): Map<number, string> => {
+      const found = new Map<number, string>();
+      for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+        for (const line of readFileSync(file, 'utf8').split('\n').slice(1)) {
+          const fields = line.trim().split(/\s+/);
+          const port = Number.parseInt(fields[1]?.split(':').at(-1) ?? '', 16);
+          if (watchPorts.includes(port)) found.set(port, fields[5]?.split(':')[0] ?? '');
+        }
+      }
+      return found;
+    };
+    // client-node sets it once the response's headers are in: a moment after the server saw the request.
+    await until('a keepalive timer on each watch socket', () => (timers().size === watchPorts.length && [...timers().values()].every((timer) => timer === '02') ? true : undefined), 5_000).catch((error: unknown) => {
+      throw new Error(`${(error as Error).message}: ${JSON.stringify([...timers()])}`);
+    });
+  });
+
+  it('a watch stream gone silent whose API server no longer answers (a proxy that forwards nothing) is restarted and counted in envoy_injector_watch_stale_seconds', async () => {
+    fake.apply('configmaps', templateConfigMap({ config: envoy('envoyproxy/envoy:v1.0.0') }));
+    harness = await startHarness(fake, [], { watchLiveness: { quietMs: 500, checkTimeoutMs: 500 } });
     await until('ready', async () => ((await harness.readiness()).status === 200 ? true : undefined));
     await until('both watches open', () => (fake.openWatches() === 2 ? true : undefined));
     const staleSeconds = async () => Number(/^envoy_injector_watch_stale_seconds (\S+)$/m.exec(await harness.injector.metrics.registry.getSingleMetricAsString('envoy_injector_watch_stale_seconds'))?.[1]);
     assert.equal(await staleSeconds(), 0);
-    // The streams go silent; the Namespace watch cannot come back for now, and a label changes meanwhile.
+    // The streams go silent, the checks get no answer; the Namespace watch cannot come back for now, and a label changes meanwhile.
     fake.freezeWatches();
+    fake.stall((path) => path === '/version');
     fake.failNext(100_000, 503, (path) => path === '/api/v1/namespaces');
     fake.apply('namespaces', { metadata: { name: 'shop', labels: { 'envoy-injector.io/inject': 'enabled' } } });
     const stale = await until('the silence noticed', async () => {
@@ -294,10 +334,24 @@ describe('following the cluster: template ConfigMap and Namespace labels', () =>
       return seconds >= 0.5 ? seconds : undefined;
     });
     assert.ok(stale >= 0.5);
-    assert.ok(harness.log.lines.some((line) => String(line['msg']).includes('no event or bookmark for 500 ms')));
+    const given = harness.log.lines.find((line) => Number(line['level']) === 40 && String(line['msg']).includes('no event or bookmark for'));
+    assert.match(String(given?.['msg']), /and a check of the API server failed \(GET \/version: no answer within 500 ms\)/);
+    fake.stall(undefined);
     fake.failNext(0);
     await until('the label change seen after the restart', async () => ((await harness.review({ namespace: 'shop' })).audit['reason'] === 'namespace_enabled' ? true : undefined));
     await until('staleness back to zero', async () => ((await staleSeconds()) === 0 ? true : undefined));
+  });
+
+  it('a stream the API server does not end at the timeout it was asked for is restarted, though the API server answers', async () => {
+    fake.apply('configmaps', templateConfigMap({ config: envoy('envoyproxy/envoy:v1.0.0') }));
+    // The fake API server never ends a stream by itself: each one outlives its timeoutSeconds (1 s here).
+    harness = await startHarness(fake, [], { watchLiveness: { quietMs: 300, streamSeconds: 1 } });
+    await until('ready', async () => ((await harness.readiness()).status === 200 ? true : undefined));
+    const watchRequests = (): number => fake.requests.filter((request) => request.query['watch'] === 'true').length;
+    await until('each watch opened twice', () => (watchRequests() >= 4 ? true : undefined));
+    const given = harness.log.lines.filter((line) => Number(line['level']) === 40).map((line) => String(line['msg']));
+    assert.ok(given.some((msg) => /outlived the 1 s timeout it asked of the API server by 300 ms/.test(msg)), JSON.stringify(given));
+    assert.ok(fake.requests.some((request) => request.path === '/version' && request.status === 200), 'the checks were answered meanwhile');
   });
 
   it('requests in flight during template swaps each see one consistent template', async () => {

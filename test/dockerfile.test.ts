@@ -13,6 +13,7 @@ import { FakeApiServer } from './helpers/fake-api-server.js';
 import { ROOT } from './helpers/fixtures.js';
 import { only, renderChart } from './helpers/helm.js';
 import { httpsCall } from './helpers/https-client.js';
+import { LTS_NODE, LTS_NODE_LINE } from './helpers/lts-node.js';
 
 const run = promisify(execFile);
 
@@ -39,7 +40,7 @@ const entrypoint = (): string[] => {
 describe('Dockerfile', () => {
   it('is multi-stage: a build stage, then a distroless runtime with the bundle only', () => {
     assert.ok(stages.length >= 2, `only ${stages.length} stages`);
-    assert.match(runtime.image, /^gcr\.io\/distroless\/nodejs20-debian12(:nonroot)?(@sha256:[a-f0-9]{64})?$/);
+    assert.match(runtime.image, /^gcr\.io\/distroless\/nodejs\d+-debian12(:nonroot)?(@sha256:[a-f0-9]{64})?$/);
     // No shell at run time: nothing may RUN in the runtime stage, and there is no shell-form CMD.
     assert.deepEqual(runs(runtime), []);
     for (const cmd of instructionsOf(runtime, 'CMD')) assert.ok(execForm(cmd) !== undefined, 'CMD in shell form');
@@ -60,6 +61,16 @@ describe('Dockerfile', () => {
       copies.map((copy) => (copy.from === undefined ? copy.sources.join(' ') : `${copy.from}:${copy.sources.join(' ')}`)).sort(),
       ['bin', `${build.name}:/app/dist/bundle`, 'package.json'].sort(),
     );
+  });
+
+  it('runs the Node.js LTS line that CI tests, not past its end of life, in both stages', (t) => {
+    const line = (image: string, pattern: RegExp): number => Number(pattern.exec(image)?.[1]);
+    const build = stages.find((stage) => runs(stage).includes('npm run build'));
+    assert.equal(line(runtime.image, /^gcr\.io\/distroless\/nodejs(\d+)-/), LTS_NODE_LINE, `${runtime.image}: the runtime is not on the line CI runs the unit tier on (Node ${LTS_NODE.version}, test/helpers/lts-node.ts)`);
+    assert.equal(line(build?.image ?? '', /^node:(\d+)-/), LTS_NODE_LINE, `${build?.image}: the build stage is not on the runtime's line`);
+    // The schedule's date (github.com/nodejs/Release): on that day this fails, to say it is time to move on.
+    assert.ok(Date.now() < Date.parse(`${LTS_NODE.endOfLife}T00:00:00Z`), `Node ${LTS_NODE_LINE} is past its end of life (${LTS_NODE.endOfLife}): move the Dockerfile, test/helpers/lts-node.ts and the docs to a maintained LTS line`);
+    if (Number(process.versions.node.split('.')[0]) !== LTS_NODE_LINE) t.diagnostic(`these tests run on Node ${process.versions.node}; the image runs Node ${LTS_NODE_LINE} (.ci/run runs them on it too)`);
   });
 
   it('runs as a numeric non-root user, exposes 8443 and starts the compiled server with the flags npm start uses', async () => {

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Backoff } from '../kube/backoff.js';
-import type { CertificateSettings, ClusterConnection } from '../kube/index.js';
+import type { CertificateSettings, ClusterConnection, WatchLiveness } from '../kube/index.js';
 import type { CommandIo } from './io.js';
 
 /** What the steps of startInjector share besides the settings. */
@@ -10,7 +10,7 @@ export interface InjectorContext {
   log: Logger;
   /** Tests shorten these; production uses the defaults. */
   backoff?: Backoff;
-  watchStaleAfterMs?: number;
+  watchLiveness?: Partial<WatchLiveness>;
   certificateSettings?: Partial<CertificateSettings>;
   now?: () => Date;
 }

@@ -25,7 +25,7 @@ export function followNativeSidecars(settings: ServeSettings, cluster: Cluster |
   const kubelets = new kube.KubeletVersions({
     kubeConfig: connection.kubeConfig,
     backoff,
-    watchStaleAfterMs: context.watchStaleAfterMs,
+    watchLiveness: context.watchLiveness,
     log,
     onChange: () => (state.nativeSidecar = apiServerNative && kubelets.allNative),
   });

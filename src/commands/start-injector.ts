@@ -82,7 +82,7 @@ function startClusterState(settings: ServeSettings, cluster: Cluster | undefined
     configMapName: settings.templateFile === undefined ? settings.configMapName : undefined,
     store: state.templates,
     backoff: context.backoff ?? DEFAULT_BACKOFF,
-    watchStaleAfterMs: context.watchStaleAfterMs,
+    watchLiveness: context.watchLiveness,
     namespaceLookupTimeoutMs: 1_000,
     log: context.log,
     ...(versionCheck === undefined ? {} : { onWatchConnected: () => void versionCheck.recheck() }),

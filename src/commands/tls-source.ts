@@ -56,7 +56,7 @@ async function startManagedCertificates(
     },
     log: context.log,
     backoff: context.backoff ?? DEFAULT_BACKOFF,
-    watchStaleAfterMs: context.watchStaleAfterMs,
+    watchLiveness: context.watchLiveness,
     onServingCertificate: (material) => server?.setTls({ ...material, clientCa }),
     ...(context.now === undefined ? {} : { now: context.now }),
   });

@@ -16,6 +16,7 @@ import { CaBundlePatcher } from './ca-bundle-patcher.js';
 import { CertificateSecret, certificateHosts, parseSecret, type StoredCertificates } from './certificate-secret.js';
 import { RenewalSchedule } from './renewal-schedule.js';
 import { ResilientInformer } from './resilient-informer.js';
+import type { WatchLiveness } from './stream-liveness.js';
 import { TrackedWatch } from './tracked-watch.js';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -97,7 +98,7 @@ export class CertificateManager {
     settings: CertificateSettings;
     log: Logger;
     backoff: Backoff;
-    watchStaleAfterMs?: number | undefined;
+    watchLiveness?: Partial<WatchLiveness> | undefined;
     /** Called with each serving pair to load, once its CA is trusted. */
     onServingCertificate: (material: TlsMaterial) => void;
     /** The clock that decides when to renew (tests move it); new certificates always start now. */
@@ -122,17 +123,17 @@ export class CertificateManager {
         log.error({ err: kubeErrorForLog(error), retryInMs, failures }, `certificate check failed: ${this.#lastError}; retrying in ${retryInMs} ms`);
       },
     });
-    this.#secretInformer = this.#followSecret(kubeConfig, core, options.watchStaleAfterMs, backoff);
-    this.#webhookInformer = this.#followWebhookConfig(kubeConfig, admission, options.watchStaleAfterMs, backoff);
+    this.#secretInformer = this.#followSecret(kubeConfig, core, options.watchLiveness, backoff);
+    this.#webhookInformer = this.#followWebhookConfig(kubeConfig, admission, options.watchLiveness, backoff);
   }
 
-  #followSecret(kubeConfig: KubeConfig, core: CoreV1Api, watchStaleAfterMs: number | undefined, backoff: Backoff): ResilientInformer<V1Secret> {
+  #followSecret(kubeConfig: KubeConfig, core: CoreV1Api, watchLiveness: Partial<WatchLiveness> | undefined, backoff: Backoff): ResilientInformer<V1Secret> {
     const { namespace, secretName } = this.#settings;
     const selector = `metadata.name=${secretName}`;
     const informer: ResilientInformer<V1Secret> = new ResilientInformer<V1Secret>({
       name: `Secret ${namespace}/${secretName}`,
       path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/secrets`,
-      watch: new TrackedWatch(kubeConfig, { backoff, staleAfterMs: watchStaleAfterMs, onConnected: () => informer.resetBackoff() }),
+      watch: new TrackedWatch(kubeConfig, { backoff, liveness: watchLiveness, onConnected: () => informer.resetBackoff() }),
       list: async () => {
         const secrets = await core.listNamespacedSecret({ namespace, fieldSelector: selector });
         // Gone before the first list (or between relists): no delete event will say so.
@@ -149,12 +150,12 @@ export class CertificateManager {
     return informer;
   }
 
-  #followWebhookConfig(kubeConfig: KubeConfig, admission: AdmissionregistrationV1Api, watchStaleAfterMs: number | undefined, backoff: Backoff): ResilientInformer<V1MutatingWebhookConfiguration> {
+  #followWebhookConfig(kubeConfig: KubeConfig, admission: AdmissionregistrationV1Api, watchLiveness: Partial<WatchLiveness> | undefined, backoff: Backoff): ResilientInformer<V1MutatingWebhookConfiguration> {
     const selector = `metadata.name=${this.#settings.webhookConfigName}`;
     const informer: ResilientInformer<V1MutatingWebhookConfiguration> = new ResilientInformer<V1MutatingWebhookConfiguration>({
       name: `MutatingWebhookConfiguration ${this.#settings.webhookConfigName}`,
       path: '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations',
-      watch: new TrackedWatch(kubeConfig, { backoff, staleAfterMs: watchStaleAfterMs, onConnected: () => informer.resetBackoff() }),
+      watch: new TrackedWatch(kubeConfig, { backoff, liveness: watchLiveness, onConnected: () => informer.resetBackoff() }),
       list: () => admission.listMutatingWebhookConfiguration({ fieldSelector: selector }),
       fieldSelector: selector,
       backoff,

@@ -3,6 +3,7 @@ import type { TemplateStore } from '../state/template-store.js';
 import type { ClusterConnection } from './cluster-connection.js';
 import { NamespaceLabels } from './namespace-labels.js';
 import type { Backoff } from './backoff.js';
+import type { WatchLiveness } from './stream-liveness.js';
 import { watchTemplateConfigMap } from './template-watch.js';
 
 export interface ClusterWatches {
@@ -20,8 +21,8 @@ export function startClusterWatches(options: {
   configMapName: string | undefined;
   store: TemplateStore;
   backoff: Backoff;
-  /** Tests shorten it; see DEFAULT_WATCH_STALE_AFTER_MS. */
-  watchStaleAfterMs?: number | undefined;
+  /** Tests shorten these; see DEFAULT_WATCH_LIVENESS. */
+  watchLiveness?: Partial<WatchLiveness> | undefined;
   namespaceLookupTimeoutMs: number;
   /** Called whenever a watch stream (re)connects. */
   onWatchConnected?: () => void;
@@ -31,7 +32,7 @@ export function startClusterWatches(options: {
   const namespaceLabels = new NamespaceLabels({
     kubeConfig: connection.kubeConfig,
     backoff,
-    watchStaleAfterMs: options.watchStaleAfterMs,
+    watchLiveness: options.watchLiveness,
     lookupTimeoutMs: options.namespaceLookupTimeoutMs,
     log,
     ...(options.onWatchConnected === undefined ? {} : { onWatchConnected: options.onWatchConnected }),
@@ -46,7 +47,7 @@ export function startClusterWatches(options: {
           name: options.configMapName,
           store: options.store,
           backoff,
-          watchStaleAfterMs: options.watchStaleAfterMs,
+          watchLiveness: options.watchLiveness,
           log,
           ...(options.onWatchConnected === undefined ? {} : { onWatchConnected: options.onWatchConnected }),
         });

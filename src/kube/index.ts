@@ -7,3 +7,4 @@ export { startClusterWatches, type ClusterWatches } from './cluster-watches.js';
 export { PolicySync, POLICY_FIELD_MANAGER } from './policy-sync.js';
 export { watchTemplateConfigMap } from './template-watch.js';
 export { WorkloadEvents, type WorkloadEventsOptions } from './workload-events.js';
+export type { WatchLiveness } from './stream-liveness.js';

@@ -24,6 +24,8 @@ export interface KubeJsonRequest {
   readonly contentType?: string;
   /** Milliseconds (default 10 s): a hung API server is an error, not a stuck controller. */
   readonly timeoutMs?: number;
+  /** Aborts the call whatever its state (the timeout above counts idle time only, from the connection's start). */
+  readonly signal?: AbortSignal;
 }
 
 /**
@@ -38,7 +40,7 @@ export async function kubeJson(kubeConfig: KubeConfig, call: KubeJsonRequest): P
   const { url, options } = await requestOptions(kubeConfig, call.method, call.path, headers);
   const timeoutMs = call.timeoutMs ?? 10_000;
   return new Promise((resolve, reject) => {
-    const sent = request(url, options, (response) => {
+    const sent = request(url, call.signal === undefined ? options : { ...options, signal: call.signal }, (response) => {
       readText(response, reject, (text) => {
         const status = response.statusCode ?? 0;
         const body = parseOrUndefined(text);

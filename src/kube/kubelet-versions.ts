@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { Backoff } from './backoff.js';
 import { parseKubernetesVersion, supportsNativeSidecars } from './cluster-version.js';
 import { ResilientInformer } from './resilient-informer.js';
+import type { WatchLiveness } from './stream-liveness.js';
 import { TrackedWatch } from './tracked-watch.js';
 
 /**
@@ -18,7 +19,7 @@ export class KubeletVersions {
   readonly #onChange: () => void;
   #allNative: boolean | undefined;
 
-  constructor(options: { kubeConfig: KubeConfig; backoff: Backoff; watchStaleAfterMs?: number | undefined; log: Logger; onChange: () => void }) {
+  constructor(options: { kubeConfig: KubeConfig; backoff: Backoff; watchLiveness?: Partial<WatchLiveness> | undefined; log: Logger; onChange: () => void }) {
     const api = options.kubeConfig.makeApiClient(CoreV1Api);
     this.#log = options.log;
     this.#onChange = options.onChange;
@@ -31,7 +32,7 @@ export class KubeletVersions {
     this.#informer = informer = new ResilientInformer<V1Node>({
       name: 'Nodes',
       path: '/api/v1/nodes',
-      watch: new TrackedWatch(options.kubeConfig, { backoff: options.backoff, staleAfterMs: options.watchStaleAfterMs, onConnected }),
+      watch: new TrackedWatch(options.kubeConfig, { backoff: options.backoff, liveness: options.watchLiveness, onConnected }),
       list: () => api.listNode(),
       backoff: options.backoff,
       log: options.log,

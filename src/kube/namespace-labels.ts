@@ -5,6 +5,7 @@ import { injectorAnnotations, type NamespaceMetadata } from '../injection/index.
 import { describeKubeError, kubeErrorForLog, kubeErrorStatus } from './kube-errors.js';
 import type { Backoff } from './backoff.js';
 import { ResilientInformer } from './resilient-informer.js';
+import type { WatchLiveness } from './stream-liveness.js';
 import { TrackedWatch } from './tracked-watch.js';
 
 /** Ask for metadata only: labels and our annotations are all we need, and this keeps the cache small. */
@@ -59,7 +60,7 @@ export class NamespaceLabels {
   readonly #reading = new Map<string, Promise<NamespaceMetadata>>();
   readonly #read = new Map<string, { metadata: NamespaceMetadata; at: number }>();
 
-  constructor(options: { kubeConfig: KubeConfig; backoff: Backoff; watchStaleAfterMs?: number | undefined; lookupTimeoutMs: number; log: Logger; onWatchConnected?: () => void }) {
+  constructor(options: { kubeConfig: KubeConfig; backoff: Backoff; watchLiveness?: Partial<WatchLiveness> | undefined; lookupTimeoutMs: number; log: Logger; onWatchConnected?: () => void }) {
     this.#api = options.kubeConfig.makeApiClient(CoreV1Api);
     this.#lookupTimeoutMs = options.lookupTimeoutMs;
     this.#log = options.log;
@@ -67,7 +68,7 @@ export class NamespaceLabels {
     const watch = new TrackedWatch(options.kubeConfig, {
       accept: METADATA_OBJECT,
       backoff: options.backoff,
-      staleAfterMs: options.watchStaleAfterMs,
+      liveness: options.watchLiveness,
       slim: (object) => slimNamespace(object as V1Namespace),
       onConnected: () => {
         informer?.resetBackoff();

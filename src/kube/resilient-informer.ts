@@ -41,6 +41,8 @@ export class ResilientInformer<T extends KubernetesObject> {
     };
     this.#listWatch = new ListWatch<T>(options.path, options.watch, list, false, undefined, options.fieldSelector);
     this.#listWatch.on('error', (error: unknown) => this.#scheduleRestart(error));
+    // Quiet is normal (nothing changed): a debug line, never a warning.
+    options.watch.reportQuietChecks((quietMs) => this.#log.debug({ watch: this.#name, quietMs }, `watch of ${this.#name} quiet for ${quietMs} ms; the API server answers, keeping the stream`));
   }
 
   on(verb: 'add' | 'update' | 'delete', callback: (object: T) => void): void {

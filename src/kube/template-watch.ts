@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { TemplateStore } from '../state/template-store.js';
 import type { Backoff } from './backoff.js';
 import { ResilientInformer } from './resilient-informer.js';
+import type { WatchLiveness } from './stream-liveness.js';
 import { TrackedWatch } from './tracked-watch.js';
 
 /**
@@ -16,7 +17,7 @@ export function watchTemplateConfigMap(options: {
   name: string;
   store: TemplateStore;
   backoff: Backoff;
-  watchStaleAfterMs?: number | undefined;
+  watchLiveness?: Partial<WatchLiveness> | undefined;
   log: Logger;
   onWatchConnected?: () => void;
 }): ResilientInformer<V1ConfigMap> {
@@ -27,7 +28,7 @@ export function watchTemplateConfigMap(options: {
   let informer: ResilientInformer<V1ConfigMap> | undefined;
   const watch = new TrackedWatch(kubeConfig, {
     backoff: options.backoff,
-    staleAfterMs: options.watchStaleAfterMs,
+    liveness: options.watchLiveness,
     onConnected: () => {
       informer?.resetBackoff();
       options.onWatchConnected?.();

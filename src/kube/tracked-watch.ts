@@ -1,35 +1,33 @@
 import { KubeConfig, Watch } from '@kubernetes/client-node';
 import type { RequestOptions } from 'node:https';
 import { backoffDelayMs, type Backoff } from './backoff.js';
+import { apiServerSilence, DEFAULT_WATCH_LIVENESS, StreamLiveness, type WatchLiveness } from './stream-liveness.js';
 
 type WatchArgs = Parameters<Watch['watch']>;
 
-/**
- * The API server sends a bookmark about every minute on a watch that asked
- * for them: a stream silent for longer than that and a margin is half-open.
- */
-export const DEFAULT_WATCH_STALE_AFTER_MS = 90_000;
 /** A stream that ends cleanly sooner than this did no useful work: reopening it at once would hammer the server. */
 const DEFAULT_QUICK_CLOSE_MS = 1_000;
 
 /**
  * client-node's Watch, plus: watch bookmarks; a server-side timeout so that
- * streams are replaced every few minutes (as client-go does); a watchdog that
- * restarts a stream with no event or bookmark for `staleAfterMs`
- * (half-open connections are otherwise only found by TCP keepalive, in
- * minutes); backoff after streams that end cleanly but too soon; failures
- * before the request (credentials: an exec plugin, a token file) reported
- * as watch errors, never as unhandled rejections; an optional Accept header
- * (metadata-only watches); and connection tracking for the staleness figure.
+ * streams are replaced every few minutes (as client-go does); a judge of a
+ * quiet stream (StreamLiveness: the API server asked after a silence, a
+ * deadline past the stream's own timeout), which restarts only a stream
+ * presumed dead; backoff after streams that end cleanly but too soon;
+ * failures before the request (credentials: an exec plugin, a token file)
+ * reported as watch errors, never as unhandled rejections; an optional
+ * Accept header (metadata-only watches); and connection tracking for the
+ * staleness figure.
  */
 export class TrackedWatch extends Watch {
   #connected = false;
   #everConnected = false;
   #lastSyncAt = Date.now();
   #quickCloses = 0;
+  #onQuietCheck: (quietMs: number) => void = () => undefined;
   readonly #onConnected: () => void;
   readonly #backoff: Backoff;
-  readonly #staleAfterMs: number;
+  readonly #liveness: WatchLiveness;
   readonly #slim: ((object: unknown) => unknown) | undefined;
 
   constructor(
@@ -38,7 +36,8 @@ export class TrackedWatch extends Watch {
       accept?: string;
       onConnected?: () => void;
       backoff: Backoff;
-      staleAfterMs?: number | undefined;
+      /** Tests shorten these; see DEFAULT_WATCH_LIVENESS. */
+      liveness?: Partial<WatchLiveness> | undefined;
       /** Keeps only what the cache needs of each object an event carries (never of a bookmark or an error). */
       slim?: (object: unknown) => unknown;
     },
@@ -46,7 +45,7 @@ export class TrackedWatch extends Watch {
     super(options.accept === undefined ? config : withAcceptHeader(config, options.accept));
     this.#onConnected = options.onConnected ?? (() => undefined);
     this.#backoff = options.backoff;
-    this.#staleAfterMs = options.staleAfterMs ?? DEFAULT_WATCH_STALE_AFTER_MS;
+    this.#liveness = { ...DEFAULT_WATCH_LIVENESS, ...options.liveness };
     this.#slim = options.slim;
   }
 
@@ -60,7 +59,7 @@ export class TrackedWatch extends Watch {
     return this.#everConnected;
   }
 
-  /** Seconds since the stream was last known good (its last event, for a stream found silent); 0 while connected. */
+  /** Seconds since the stream was last known good (its last event or answered check, for a stream presumed dead); 0 while connected. */
   staleSeconds(now = Date.now()): number {
     return this.#connected ? 0 : Math.max(0, (now - this.#lastSyncAt) / 1000);
   }
@@ -70,23 +69,39 @@ export class TrackedWatch extends Watch {
     this.#lastSyncAt = Date.now();
   }
 
+  /** LISTENER hears of every quiet stream checked and kept (the informer logs it at debug). */
+  reportQuietChecks(listener: (quietMs: number) => void): void {
+    this.#onQuietCheck = listener;
+  }
+
   override async watch(path: WatchArgs[0], query: WatchArgs[1], callback: WatchArgs[2], done: WatchArgs[3]): Promise<AbortController> {
     const openedAt = Date.now();
-    let lastEventAt = openedAt;
+    const { streamSeconds } = this.#liveness;
+    const timeoutSeconds = streamSeconds + Math.floor(Math.random() * streamSeconds);
     let finished = false;
-    let silent = false;
+    let deadReason: string | undefined;
     let controller: AbortController | undefined;
-    let watchdog: NodeJS.Timeout | undefined;
+    const liveness = new StreamLiveness({
+      liveness: this.#liveness,
+      timeoutSeconds,
+      check: () => apiServerSilence(this.config, this.#liveness.checkTimeoutMs),
+      answered: (quietMs) => this.#onQuietCheck(quietMs),
+      dead: (reason) => {
+        deadReason = reason;
+        controller?.abort();
+        finish(null);
+      },
+    });
 
     const finish = (error: unknown): void => {
       if (finished) return;
       finished = true;
-      clearTimeout(watchdog);
+      liveness.stop();
       if (this.#connected) {
         this.#connected = false;
-        this.#lastSyncAt = silent ? lastEventAt : Date.now();
+        this.#lastSyncAt = deadReason === undefined ? Date.now() : liveness.lastAliveAt;
       }
-      if (silent) return done(new Error(`no event or bookmark for ${this.#staleAfterMs} ms: the stream is presumed dead, restarting the watch`));
+      if (deadReason !== undefined) return done(new Error(deadReason));
       if (error === null || error === undefined) {
         if (Date.now() - openedAt < (this.#backoff.quickCloseMs ?? DEFAULT_QUICK_CLOSE_MS)) {
           const delayMs = backoffDelayMs(this.#backoff, this.#quickCloses);
@@ -98,24 +113,14 @@ export class TrackedWatch extends Watch {
       }
       done(error);
     };
-    const arm = (): void => {
-      clearTimeout(watchdog);
-      watchdog = setTimeout(() => {
-        silent = true;
-        controller?.abort();
-        finish(null);
-      }, this.#staleAfterMs);
-      watchdog.unref();
-    };
     const onEvent: WatchArgs[2] = (phase, object, watchObject) => {
-      lastEventAt = Date.now();
-      arm();
+      liveness.event();
       const slim = this.#slim;
       callback(phase, slim !== undefined && (phase === 'ADDED' || phase === 'MODIFIED' || phase === 'DELETED') ? slim(object) : object, watchObject);
     };
 
     try {
-      controller = await super.watch(path, { ...query, allowWatchBookmarks: true, timeoutSeconds: 300 + Math.floor(Math.random() * 300) }, onEvent, finish);
+      controller = await super.watch(path, { ...query, allowWatchBookmarks: true, timeoutSeconds }, onEvent, finish);
     } catch (error) {
       // Not yet a request (credentials failed): report it as the watch's end, after the caller has its controller.
       setImmediate(() => finish(error));
@@ -125,8 +130,7 @@ export class TrackedWatch extends Watch {
       this.#connected = true;
       this.#everConnected = true;
       this.#lastSyncAt = Date.now();
-      lastEventAt = Date.now();
-      arm();
+      liveness.start();
       this.#onConnected();
     }
     return controller;

@@ -77,6 +77,8 @@ interface StartOptions {
   readonly betaPolicyApi?: boolean;
   /** More kube-controller-manager flags (the bench lifts its client's rate limit: --kube-api-qps, --kube-api-burst). */
   readonly controllerManagerArgs?: readonly string[];
+  /** Controllers beyond the usual ones, e.g. `disruption` (the PodDisruptionBudgets' status, which the eviction API reads). */
+  readonly moreControllers?: readonly string[];
 }
 
 /**
@@ -224,7 +226,7 @@ export async function startControlPlane(version: KubeVersion, options: StartOpti
         `--root-ca-file=${files.ca}`,
         '--use-service-account-credentials=false',
         '--leader-elect=false',
-        '--controllers=serviceaccount,serviceaccount-token,namespace,garbagecollector,root-ca-cert-publisher,deployment,replicaset,statefulset',
+        `--controllers=${['serviceaccount', 'serviceaccount-token', 'namespace', 'garbagecollector', 'root-ca-cert-publisher', 'deployment', 'replicaset', 'statefulset', ...(options.moreControllers ?? [])].join(',')}`,
         ...(options.controllerManagerArgs ?? []),
       ], join(dir, 'kube-controller-manager.log'));
       processes.push(controllerManager);

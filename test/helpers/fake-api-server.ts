@@ -74,6 +74,8 @@ export interface RequestRecord {
   readonly status: number;
   /** Date.now() when it arrived. */
   readonly at: number;
+  /** The client's port: which of its sockets carried the request. */
+  readonly clientPort: number;
 }
 
 export class FakeApiServer {
@@ -279,7 +281,7 @@ export class FakeApiServer {
     const url = new URL(request.url ?? '/', this.url);
     const query = Object.fromEntries(url.searchParams);
     const record = (status: number): void => {
-      this.requests.push({ method: request.method ?? 'GET', path: url.pathname, query, accept: request.headers.accept ?? '', status, at: Date.now() });
+      this.requests.push({ method: request.method ?? 'GET', path: url.pathname, query, accept: request.headers.accept ?? '', status, at: Date.now(), clientPort: request.socket.remotePort ?? 0 });
     };
     const send = (status: number, body: unknown): void => {
       record(status);

@@ -41,7 +41,7 @@ export interface Harness {
 export async function startHarness(
   fake: FakeApiServer,
   extraArgs: string[] = [],
-  context: Partial<Pick<Parameters<typeof startInjector>[1], 'certificateSettings' | 'now' | 'watchStaleAfterMs' | 'backoff'>> & { kubeconfig?: string } = {},
+  context: Partial<Pick<Parameters<typeof startInjector>[1], 'certificateSettings' | 'now' | 'watchLiveness' | 'backoff'>> & { kubeconfig?: string } = {},
 ): Promise<Harness> {
   const { kubeconfig = fake.writeKubeconfig(), ...injectorContext } = context;
   const certsDir = mkdtempSync(join(tmpdir(), 'ei-cluster-'));

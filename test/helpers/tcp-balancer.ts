@@ -15,18 +15,47 @@ export interface TcpBalancer {
   refusedRetries: number;
   /** Client connections closed because no backend would take them. */
   unserved: number;
+  /**
+   * On: every connection, open or new, stays open but nothing more is
+   * forwarded either way (a proxy or load balancer whose backend is gone
+   * while it keeps its clients' connections; the clients' TCP keepalive
+   * probes are still answered, by this machine). Off again: those connections
+   * are cut, as such a proxy eventually does; new ones are forwarded.
+   */
+  blackhole(on: boolean): void;
   close(): Promise<void>;
 }
 
 /** LISTEN: where clients connect (default 127.0.0.1 on a free port), e.g. a Service's ClusterIP and port. */
 export async function startTcpBalancer(backends: () => readonly number[], listen: { host: string; port: number } = { host: '127.0.0.1', port: 0 }): Promise<TcpBalancer> {
   const sockets = new Set<Socket>();
+  /** Each joined pair, to unjoin when the balancer goes dark. */
+  const pairs = new Set<[Socket, Socket]>();
+  /** Connections held while dark, cut when it lights again. */
+  const dark = new Set<Socket>();
+  let darkened = false;
   let next = 0;
   const balancer: TcpBalancer = {
     port: 0,
     joined: new Map(),
     refusedRetries: 0,
     unserved: 0,
+    blackhole: (on) => {
+      darkened = on;
+      if (on) {
+        for (const [client, upstream] of pairs) {
+          client.unpipe(upstream);
+          upstream.unpipe(client);
+          client.pause();
+          upstream.pause();
+          dark.add(client).add(upstream);
+        }
+        pairs.clear();
+        return;
+      }
+      for (const socket of dark) socket.destroy();
+      dark.clear();
+    },
     close: () =>
       new Promise<void>((resolve) => {
         for (const socket of sockets) socket.destroy();
@@ -41,6 +70,10 @@ export async function startTcpBalancer(backends: () => readonly number[], listen
   const server: Server = createServer({ pauseOnConnect: true }, (client) => {
     track(client);
     client.once('error', () => client.destroy());
+    if (darkened) {
+      dark.add(client); // accepted, never answered
+      return;
+    }
     // Round robin: each connection starts at the next backend and tries each one at most once.
     const all = backends();
     const start = next++;
@@ -69,6 +102,13 @@ export async function startTcpBalancer(backends: () => readonly number[], listen
         client.on('error', () => upstream.destroy());
         upstream.on('close', (hadError) => (hadError ? client.destroy() : client.end()));
         client.on('close', (hadError) => (hadError ? upstream.destroy() : upstream.end()));
+        if (darkened) {
+          dark.add(client).add(upstream);
+          return;
+        }
+        const pair: [Socket, Socket] = [client, upstream];
+        pairs.add(pair);
+        client.once('close', () => pairs.delete(pair));
         client.pipe(upstream);
         upstream.pipe(client);
         client.resume();
