@@ -20,3 +20,4 @@ export * from './namespace-metadata.js';
 export * from './lifecycle-template.js';
 export * from './proxy-lifecycle.js';
 export * from './token-mount.js';
+export * from './pod-os.js';

@@ -66,7 +66,7 @@ export interface CompiledPolicy {
  * the effect of the webhook's patch (docs/design.md §4-§5). The split:
  * - the binding's namespaceSelector: excluded namespaces and the `disabled` label;
  * - matchConditions: what the Pod alone decides (opted out, a never-inject
- *   selector, hostNetwork, already injected, an unknown Pod template);
+ *   selector, hostNetwork, Windows, already injected, an unknown Pod template);
  * - the mutation: the always-inject selectors and the namespace's labels and
  *   annotations (`enabled`, its template, its proxy defaults: namespaceObject
  *   is only given to mutations), then the merge by name, per template (a
@@ -139,6 +139,7 @@ export const POLICY_RULE_PLACES: Readonly<Record<Rule, string>> = {
   [Rule.podSelector]: 'matchCondition not-never-selected; the mutation\'s inject (always-inject selectors)',
   [Rule.namespaceEnabled]: 'the mutation: namespaceObject labels',
   [Rule.hostNetwork]: 'matchCondition not-host-network',
+  [Rule.windows]: 'matchCondition not-windows',
   [Rule.alreadyInjected]: `policy matchConstraints objectSelector: ${InjectedLabel.key} DoesNotExist; matchCondition not-injected`,
   [Rule.template]: 'matchCondition known-template (the Pod\'s); the mutation\'s branch per template (the Pod\'s, else namespaceObject\'s label)',
 };
