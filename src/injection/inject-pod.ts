@@ -1,4 +1,4 @@
-import { arrayAt, entryName, isJsonObject, objectAt, type JsonObject, type JsonValue } from './json.js';
+import { arrayAt, entryName, isJsonObject, objectAt, own, type JsonObject, type JsonValue } from './json.js';
 import { jsonPointer } from './json-pointer.js';
 import { Annotations, InjectedLabel } from './names.js';
 import type { SidecarTemplate } from './parse-template.js';
@@ -40,7 +40,7 @@ export interface InjectionResult {
   readonly status: InjectionStatus;
   readonly kept: readonly KeptEntry[];
   readonly warnings: readonly string[];
-  /** The annotations the patch writes: the status, and the autoscaler's when it names volumes. */
+  /** The annotations the patch writes: the status, the autoscaler's when it names volumes, kubectl's default container when the proxy goes first. */
   readonly annotations: readonly string[];
   /** The labels the patch writes: InjectedLabel. */
   readonly labels: readonly string[];
@@ -143,6 +143,8 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
   const annotations: Record<string, string> = { [Annotations.status]: JSON.stringify(status) };
   const safeToEvict = template.safeToEvictLocalVolumes ? safeToEvictValue(pod, localVolumeNames(volumes)) : undefined;
   if (safeToEvict !== undefined) annotations[Annotations.safeToEvictLocalVolumes] = safeToEvict;
+  const defaultContainer = proxyFirst.length > 0 ? defaultContainerValue(pod) : undefined;
+  if (defaultContainer !== undefined) annotations[Annotations.defaultContainer] = defaultContainer;
   const labels: Record<string, string> = { [InjectedLabel.key]: InjectedLabel.value };
   addMetadataEntries(objectAt(pod, 'metadata'), { annotations, labels }, patch);
 
@@ -195,6 +197,17 @@ function addMetadataEntries(
     if (objectAt(metadata, field) === undefined) patch.push({ op: 'add', path: jsonPointer('metadata', field), value: { ...entries } });
     else for (const [key, value] of Object.entries(entries)) patch.push({ op: 'add', path: jsonPointer('metadata', field, key), value });
   }
+}
+
+/**
+ * With the proxy first in `containers`, `kubectl logs/exec` would reach it
+ * rather than the app: the Pod's first own container becomes the default
+ * (as Istio does), unless the Pod names one itself.
+ */
+function defaultContainerValue(pod: JsonObject): string | undefined {
+  const metadata = objectAt(pod, 'metadata');
+  if (own(objectAt(metadata, 'annotations') ?? {}, Annotations.defaultContainer) !== undefined) return undefined;
+  return entryName(arrayAt(objectAt(pod, 'spec'), 'containers')?.[0]);
 }
 
 function nameOf(entry: JsonObject): string {
