@@ -24,7 +24,7 @@ function templatePatch(template: SidecarTemplate, index: number, capture: Captur
   const containers = classic === undefined ? listOps('containers', undefined, v('Containers')) : listOps('containers', { list: classic.lead, reversed: classic.lead }, classic.rest);
   const optional = [
     ...(safeToEvictCandidates(template).length > 0 ? [{ key: Annotations.safeToEvictLocalVolumes, value: v('Evict') }] : []),
-    ...(classic === undefined ? [] : [{ key: Annotations.defaultContainer, value: `(${native} ? "" : ${defaultContainer(classic.lead)})` }]),
+    ...(classic === undefined ? [] : [{ key: Annotations.defaultContainer, value: v('DefaultContainer') }]),
   ];
   const parts = [
     `(${native} ? [] : ${containers})`,
@@ -101,16 +101,6 @@ function annotationOps(status: string, optional: readonly { readonly key: string
   const whole = `{${key}: ${status}, ${optional.map(({ key: name, value }) => `?${celString(name)}: ${value} != "" ? optional.of(${value}) : optional.none()`).join(', ')}}`;
   const existing = `[${add(key, status)}] + ${optional.map(({ key: name, value }) => `(${value} != "" ? [${add(celString(name), value)}] : [])`).join(' + ')}`;
   return `(has(object.metadata.annotations) ? ${existing} : [JSONPatch{op: "add", path: "/metadata/annotations", value: ${whole}}])`;
-}
-
-/**
- * kubectl's default container when the proxy goes first (`lead` not empty),
- * as the webhook's defaultContainerValue: the Pod's first own container,
- * unless the Pod names one; "" for none.
- */
-function defaultContainer(lead: string): string {
-  const named = `variables.annotations[?${celString(Annotations.defaultContainer)}].hasValue()`;
-  return `size(${lead}) == 0 || ${named} || !has(object.spec.containers) || size(object.spec.containers) == 0 ? "" : object.spec.containers[0].name`;
 }
 
 /** Adds the injected label without replacing the map (which would wipe the others). */
