@@ -281,3 +281,24 @@ describe('the not-windows match condition', () => {
     });
   }
 });
+
+describe('the no-pod-resources match condition', () => {
+  const condition = (): string => {
+    const found = (spec(compilePolicy(seedTemplates()).policy)['matchConditions'] as JsonObject[]).find((entry) => entry['name'] === 'no-pod-resources');
+    assert.ok(found !== undefined, 'a no-pod-resources match condition');
+    return String(found['expression']);
+  };
+  const cases: [string, JsonObject | undefined, boolean][] = [
+    ['no spec.resources', undefined, true],
+    ['an empty spec.resources', {}, true],
+    ['empty requests and limits', { requests: {}, limits: {} }, true],
+    ['Pod-level requests', { requests: { cpu: '1' } }, false],
+    ['Pod-level limits', { limits: { memory: '1Gi' } }, false],
+  ];
+  for (const [title, resources, expected] of cases) {
+    it(`${title}: ${expected ? 'matches' : 'is left to the webhook (the policy cannot pad it)'}`, () => {
+      const pod = { metadata: {}, spec: { containers: [{ name: 'app', image: 'a' }], ...(resources === undefined ? {} : { resources }) } };
+      assert.equal(evaluateCondition(condition(), pod), expected);
+    });
+  }
+});

@@ -5,6 +5,7 @@ import {
   DEFAULT_ALLOWED_OVERRIDES,
   injectDecided,
   isJsonObject,
+  objectAt,
   OVERRIDE_ANNOTATION_PREFIX,
   serviceAccountTokenVolume,
   TOKEN_MOUNT_PLACEHOLDER,
@@ -76,8 +77,16 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
   const capture = decideCapture({ pod, template: decision.template, namespace: input.namespace, namespaceLabels: input.namespaceLabels });
   // The ServiceAccount token volume, per Pod (its name has a random suffix): the patch leaves a gap for its name.
   const tokenVolume = serviceAccountTokenVolume(pod);
+  const tokenMount = tokenVolume === undefined ? undefined : TOKEN_MOUNT_PLACEHOLDER;
+  // Pod-level resources are padded from the Pod's own values, which no shape holds: computed per request, and may skip the Pod.
+  const direct = objectAt(objectAt(pod, 'spec'), 'resources') === undefined ? undefined : injectDecided(input, decision, capture, tokenMount);
+  if (direct !== undefined && direct.injection === undefined) {
+    const { decision: skipped } = direct;
+    return { ...direct, review: toReview(allowed(request.uid, { decision: 'skipped', reason: skipped.reason, rule: skipped.rule }, direct.warnings)), result: 'skipped', reason: skipped.reason };
+  }
   const compute = (): MemoizedInjection => {
-    const { injection, overrides, warnings } = injectDecided(input, decision, capture, tokenVolume === undefined ? undefined : TOKEN_MOUNT_PLACEHOLDER);
+    const { injection, overrides, warnings } = direct ?? injectDecided(input, decision, capture, tokenMount);
+    if (injection === undefined) throw new Error('a merge without spec.resources always injects');
     // Its warnings start with the decision's and the capture's, which are per request.
     return { injection, overrides, warnings: warnings.slice(decision.warnings.length + capture.warnings.length), patch: encodePatchPieces(injection.patch) };
   };
@@ -86,7 +95,8 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
   const captureKey = (capture.capture ? JSON.stringify(capture.exclusions) : '') + namespaceDefaultsKey(input.namespace, context.namespaceAnnotations);
   const shape = (): string =>
     podShape(pod, decision.template, decision.nativeSidecar, context.options.allowedOverrides ?? DEFAULT_ALLOWED_OVERRIDES, captureKey, tokenVolume !== undefined);
-  const { injection, overrides, warnings: injectionWarnings, patch: pieces } = memo === undefined || templates === undefined ? compute() : memo.answer(templates, shape(), compute);
+  const perPod = memo === undefined || templates === undefined || direct !== undefined;
+  const { injection, overrides, warnings: injectionWarnings, patch: pieces } = perPod ? compute() : memo.answer(templates, shape(), compute);
   const patch = fillPatch(pieces, tokenVolume);
   const warnings = [...decision.warnings, ...capture.warnings, ...injectionWarnings];
   audit['template'] = `${decision.template.name}@${decision.template.hash}`;

@@ -30,6 +30,8 @@ export const Reason = {
   /** The namespace's `envoy-injector.io/template` label names no template (the Pod names none). */
   unknownNamespaceTemplate: 'unknown_namespace_template',
   requestedOffline: 'requested_offline',
+  /** A value of the Pod's spec.resources cannot be padded by what the injected containers add (pod-resources.ts). */
+  podResourcesUnpaddable: 'pod_resources_unpaddable',
   templateNotLoaded: 'template_not_loaded',
 } as const;
 export type Reason = (typeof Reason)[keyof typeof Reason];
@@ -46,6 +48,8 @@ export const Rule = {
   windows: 'windows',
   alreadyInjected: 'already-injected',
   template: 'template',
+  /** After the merge: the Pod-level resources padded (pod-resources.ts). */
+  podResources: 'pod-resources',
 } as const;
 export type Rule = (typeof Rule)[keyof typeof Rule];
 

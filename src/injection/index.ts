@@ -21,3 +21,5 @@ export * from './lifecycle-template.js';
 export * from './proxy-lifecycle.js';
 export * from './token-mount.js';
 export * from './pod-os.js';
+export * from './kube-quantity.js';
+export * from './pod-resources.js';

@@ -2,6 +2,7 @@ import { arrayAt, entryName, isJsonObject, objectAt, own, type JsonObject, type 
 import { jsonPointer } from './json-pointer.js';
 import { Annotations, InjectedLabel } from './names.js';
 import type { SidecarTemplate } from './parse-template.js';
+import { padPodResources, type ResourceChange } from './pod-resources.js';
 import { localVolumeNames, safeToEvictValue } from './proxy-lifecycle.js';
 import { withTokenMount } from './token-mount.js';
 
@@ -44,6 +45,10 @@ export interface InjectionResult {
   readonly annotations: readonly string[];
   /** The labels the patch writes: InjectedLabel. */
   readonly labels: readonly string[];
+  /** When the Pod sets `spec.resources`: each value the patch pads, before and after (pod-resources.ts). */
+  readonly podResources?: readonly ResourceChange[];
+  /** Why a value of the Pod's `spec.resources` cannot be padded: the Pod must not be injected (admitPod skips it). */
+  readonly podResourcesProblem?: string;
 }
 
 export interface InjectOptions {
@@ -132,6 +137,10 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
   const patch: PatchOperation[] =
     specPatch.length === 0 || isJsonObject(pod['spec']) ? specPatch : [{ op: 'add', path: jsonPointer('spec'), value: createdLists }];
 
+  // Pod-level resources padded by what the containers added bring to the API server's aggregate.
+  const padding = padPodResources(pod, { containers: classicSidecars, firstInits, lastInits });
+  if (padding?.ok === true) for (const { path, value } of padding.patch) patch.push({ op: 'add', path, value });
+
   const status: InjectionStatus = {
     template: template.name,
     hash: template.hash,
@@ -151,7 +160,8 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
   const warnings = kept.map(
     ({ list, name }) => `${list} "${name}" from template "${template.name}" is already in the Pod; kept the Pod's own`,
   );
-  return { patch, status, kept, warnings, annotations: Object.keys(annotations), labels: Object.keys(labels) };
+  const resources = padding === undefined ? {} : padding.ok ? { podResources: padding.changes } : { podResourcesProblem: padding.problem };
+  return { patch, status, kept, warnings, annotations: Object.keys(annotations), labels: Object.keys(labels), ...resources };
 }
 
 /**

@@ -18,6 +18,9 @@ export function matchConditions(templateNames: readonly string[], defaultName: s
       expression: `!has(object.spec.hostNetwork) || !object.spec.hostNetwork || ${explicitRequest((key) => podAnnotation(key))}`,
     },
     { name: 'not-windows', expression: notWindows() },
+    // The webhook pads Pod-level resources by what the sidecar adds (injection/pod-resources.ts); CEL's quantity
+    // library adds and compares quantities but cannot write one back as the text a JSON Patch needs: left as it is.
+    { name: 'no-pod-resources', expression: noPodResources() },
     {
       name: 'not-injected',
       expression: `!has(object.metadata.annotations) || !(${celString(Annotations.status)} in object.metadata.annotations)`,
@@ -41,4 +44,11 @@ function notWindows(): string {
     `!(has(${spec}.nodeSelector) && ${os} in ${spec}.nodeSelector && ${spec}.nodeSelector[${os}] == "windows")`,
     `!(has(${spec}.affinity) && has(${spec}.affinity.nodeAffinity) && has(${required}) && has(${terms}) && size(${terms}) > 0 && ${terms}.all(t, ${term}))`,
   ].join(' && ');
+}
+
+/** The Pod sets no Pod-level request or limit (spec.resources absent, or its maps empty). */
+function noPodResources(): string {
+  const resources = 'object.spec.resources';
+  const empty = (kind: string): string => `(!has(${resources}.${kind}) || size(${resources}.${kind}) == 0)`;
+  return `!has(${resources}) || (${empty('requests')} && ${empty('limits')})`;
 }

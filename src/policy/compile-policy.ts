@@ -141,6 +141,7 @@ export const POLICY_RULE_PLACES: Readonly<Record<Rule, string>> = {
   [Rule.hostNetwork]: 'matchCondition not-host-network',
   [Rule.windows]: 'matchCondition not-windows',
   [Rule.alreadyInjected]: `policy matchConstraints objectSelector: ${InjectedLabel.key} DoesNotExist; matchCondition not-injected`,
+  [Rule.podResources]: 'matchCondition no-pod-resources: policy mode leaves a Pod that sets spec.resources as it is',
   [Rule.template]: 'matchCondition known-template (the Pod\'s); the mutation\'s branch per template (the Pod\'s, else namespaceObject\'s label)',
 };
 

@@ -101,6 +101,8 @@ export interface ParityReport {
   readonly policyInjected: number;
   /** Refused by the API server on the webhook path (the policy path must refuse them alike). */
   readonly refused: number;
+  /** Pods that set spec.resources: injected and padded by the webhook (accepted by the API server), left as they are by the policy. */
+  readonly podResourcesPadded: number;
   readonly differences: readonly ParityDifference[];
 }
 
@@ -214,6 +216,7 @@ export class ParityRun {
     let injected = 0;
     let policyInjected = 0;
     let refused = 0;
+    let podResourcesPadded = 0;
     for (const [index, parityCase] of cases.entries()) {
       const name = `case-${index}`;
       const results = await Promise.all(
@@ -225,12 +228,18 @@ export class ParityRun {
         }),
       );
       const [webhook, policy] = results;
+      if (setsPodResources(parityCase.pod)) {
+        // Policy mode leaves such a Pod as it is (no-pod-resources); the webhook pads it, and the API server must take it.
+        if (isInjected(policy) || (policy as JsonObject)['refused'] !== undefined || (webhook as JsonObject)['refused'] !== undefined) differences.push({ title: `${name}: ${parityCase.title} (spec.resources)`, webhook, policy });
+        if (isInjected(webhook)) podResourcesPadded += 1;
+        continue;
+      }
       if (JSON.stringify(webhook) !== JSON.stringify(policy)) differences.push({ title: `${name}: ${parityCase.title}`, webhook, policy });
       if (isInjected(webhook)) injected += 1;
       if ((webhook as JsonObject)['refused'] !== undefined) refused += 1;
       if (isInjected(policy)) policyInjected += 1;
     }
-    return { compared: cases.length, injected, policyInjected, refused, differences };
+    return { compared: cases.length, injected, policyInjected, refused, podResourcesPadded, differences };
   }
 
   /** The stored Pod (or the refusal) without what differs by nature: names, uids, versions, times, the token volume's suffix. */
@@ -274,6 +283,12 @@ export class ParityRun {
     }
     if (this.#dir !== undefined) await rm(this.#dir, { recursive: true, force: true });
   }
+}
+
+/** Pod-level requests or limits: the policy leaves the Pod alone (its no-pod-resources match condition). */
+function setsPodResources(pod: JsonObject): boolean {
+  const resources = ((pod['spec'] as JsonObject | undefined)?.['resources'] ?? {}) as JsonObject;
+  return ['requests', 'limits'].some((kind) => Object.keys((resources[kind] ?? {}) as JsonObject).length > 0);
 }
 
 function isInjected(stored: unknown): boolean {
