@@ -234,7 +234,10 @@ function hostNetworkRule(pod: JsonObject, optIn: OptIn, walk: RuleWalk): Decisio
 /** 6a. A Pod that runs on Windows nodes only: whoever asked, a Linux proxy cannot run there. */
 function windowsRule(pod: JsonObject, walk: RuleWalk): Decision | undefined {
   const why = windowsOnly(pod);
-  if (why !== undefined) return walk.skip(Rule.windows, Reason.windowsPod, `the Pod runs on Windows (${why}): a Linux proxy cannot run there`);
+  if (why !== undefined) {
+    walk.warnings.push(`the Pod runs on Windows (${why}): it was not injected, as a Linux proxy cannot run there; annotate it ${Annotations.inject}: "false" to say it is meant`);
+    return walk.skip(Rule.windows, Reason.windowsPod, `the Pod runs on Windows (${why}): a Linux proxy cannot run there`);
+  }
   walk.pass(Rule.windows, 'the Pod may run on Linux nodes');
   return undefined;
 }

@@ -27,6 +27,10 @@ export const NamespaceKind = {
   defaults: 'defaults',
   /** Labeled enabled, envoy-injector.io/template=limits-only, proxy defaults invalid or above the template's limits. */
   badDefaults: 'bad-defaults',
+  /** Labeled enabled, and pod-security.kubernetes.io/enforce=restricted (the Pod features corpus). */
+  restricted: 'restricted',
+  /** Labeled disabled, and enforcing restricted: Pods as written (the Pod features corpus). */
+  restrictedDisabled: 'restricted-disabled',
 } as const;
 export type NamespaceKind = (typeof NamespaceKind)[keyof typeof NamespaceKind];
 
@@ -54,6 +58,8 @@ export const NAMESPACE_METADATA: Readonly<Record<NamespaceKind, { readonly label
       'example.com/unrelated': 'kept out of the cache',
     },
   },
+  restricted: { labels: { ...enabled, 'pod-security.kubernetes.io/enforce': 'restricted' } },
+  'restricted-disabled': { labels: { 'envoy-injector.io/inject': 'disabled', 'pod-security.kubernetes.io/enforce': 'restricted' } },
   'bad-defaults': {
     labels: { ...enabled, 'envoy-injector.io/template': 'limits-only' },
     annotations: { [defaultOf('proxy-cpu')]: '1', [defaultOf('proxy-memory')]: 'lots', [defaultOf('proxy-memory-limit')]: '64Mi', [defaultOf('proxy-image')]: 'bad image' },

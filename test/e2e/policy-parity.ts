@@ -34,8 +34,8 @@ export interface ApiAccess {
 export const PARITY_TEMPLATES = 'test/e2e/policy-parity-templates.yaml';
 const ALLOWED: readonly OverrideName[] = ['proxy-image', 'proxy-cpu', 'proxy-memory', 'proxy-cpu-limit', 'proxy-memory-limit'];
 const PATH_LABEL = 'parity.envoy-injector.io/path';
-const Path = { webhook: 'webhook', policy: 'policy' } as const;
-type Path = (typeof Path)[keyof typeof Path];
+export const Path = { webhook: 'webhook', policy: 'policy' } as const;
+export type Path = (typeof Path)[keyof typeof Path];
 
 export interface ApiResponse {
   readonly status: number;
@@ -119,15 +119,22 @@ export class ParityRun {
 
   readonly #collection: string;
 
-  /** APIVERSION: the MutatingAdmissionPolicy version the cluster serves (the objects are created through it). */
-  constructor(access: ApiAccess, apiVersion: PolicyApiVersion) {
+  readonly #templateFile: string;
+
+  /**
+   * APIVERSION: the MutatingAdmissionPolicy version the cluster serves (the
+   * objects are created through it). TEMPLATEFILE: the templates of both
+   * paths (default: the parity templates).
+   */
+  constructor(access: ApiAccess, apiVersion: PolicyApiVersion, templateFile = join(ROOT, PARITY_TEMPLATES)) {
+    this.#templateFile = templateFile;
     this.#access = access;
     this.#collection = `/apis/admissionregistration.k8s.io/${apiVersion}`;
     const names = (path: Path): Record<NamespaceKind, string> =>
       Object.fromEntries(Object.values(NamespaceKind).map((kind) => [kind, `${path}-${kind}-${this.id}`])) as Record<NamespaceKind, string>;
     this.namespaces = { webhook: names(Path.webhook), policy: names(Path.policy) };
     this.#webhookName = `parity-${this.id}`;
-    const templates = parseTemplateFile(readFileSync(join(ROOT, PARITY_TEMPLATES), 'utf8'));
+    const templates = parseTemplateFile(readFileSync(templateFile, 'utf8'));
     this.policy = compilePolicy(templates, {
       name: `parity-${this.id}`,
       injectorNamespace: this.injectorNamespace,
@@ -162,7 +169,7 @@ export class ParityRun {
     await Promise.all([writeFile(cert, serving.cert), writeFile(key, serving.key, { mode: 0o600 })]);
     this.#injector = await spawnServer([
       '--kubeconfig', this.#access.kubeconfigPath,
-      '--template-file', join(ROOT, PARITY_TEMPLATES),
+      '--template-file', this.#templateFile,
       '--namespace', this.injectorNamespace,
       '--excluded-namespaces', this.#excluded().join(','),
       '--native-sidecar', 'off',
@@ -242,6 +249,14 @@ export class ParityRun {
     return { compared: cases.length, injected, policyInjected, refused, podResourcesPadded, differences };
   }
 
+  /** Creates POD as NAME in this run's namespace of KIND on PATH: the stored Pod (normalized) or the refusal, and the answer's warnings. */
+  async createIn(path: Path, kind: NamespaceKind, pod: JsonObject, name: string): Promise<{ stored: unknown; warnings: readonly string[] }> {
+    const namespace = this.namespaces[path][kind];
+    const body = { ...pod, metadata: { ...((pod['metadata'] ?? {}) as JsonObject), name } };
+    const response = await kubeCall(this.#access, 'POST', `/api/v1/namespaces/${namespace}/pods`, body);
+    return { stored: this.#normalize(response), warnings: response.warnings };
+  }
+
   /** The stored Pod (or the refusal) without what differs by nature: names, uids, versions, times, the token volume's suffix. */
   #normalize(response: ApiResponse): unknown {
     let text = JSON.stringify(response.status >= 300 ? { refused: response.status, message: response.body['message'] } : sortKeys(strip(response.body)));
@@ -291,7 +306,7 @@ function setsPodResources(pod: JsonObject): boolean {
   return ['requests', 'limits'].some((kind) => Object.keys((resources[kind] ?? {}) as JsonObject).length > 0);
 }
 
-function isInjected(stored: unknown): boolean {
+export function isInjected(stored: unknown): boolean {
   const metadata = (stored as JsonObject)['metadata'] as JsonObject | undefined;
   const annotations = metadata?.['annotations'] as JsonObject | undefined;
   return annotations?.['envoy-injector.io/status'] !== undefined;
