@@ -3,19 +3,23 @@ import {
   decideCapture,
   decideInjection,
   DEFAULT_ALLOWED_OVERRIDES,
+  entryName,
   injectDecided,
   isJsonObject,
   objectAt,
   OVERRIDE_ANNOTATION_PREFIX,
+  Reason,
+  restoreInitOrder,
   serviceAccountTokenVolume,
   TOKEN_MOUNT_PLACEHOLDER,
   type AdmitOptions,
   type Admission,
-  type Reason,
+  type Decision,
+  type PatchOperation,
   type TemplateSet,
 } from '../injection/index.js';
 import { podShape, type MemoizedInjection, type PatchMemo } from './patch-memo.js';
-import { allowed, encodePatchPieces, fillPatch, patched, toReview, type AdmissionReviewResponse } from './responses.js';
+import { allowed, encodePatchBase64, encodePatchPieces, fillPatch, patched, toReview, type AdmissionReviewResponse } from './responses.js';
 import type { AdmissionRequest } from './review-schema.js';
 
 /** Everything one review is decided on, read once at its start so it sees one consistent state. */
@@ -61,6 +65,9 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
     rule: decision.rule,
   };
   if (!decision.inject) {
+    // A reinvocation after another webhook: the order of init containers our design needs, restored (docs/design.md §14).
+    const reorder = decision.reason === Reason.alreadyInjected ? restoreInitOrder(pod) : [];
+    if (reorder.length > 0) return reordered(request, decision, audit, reorder);
     // One literal, no spread (see responses.ts).
     return {
       decision,
@@ -102,6 +109,15 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
   audit['template'] = `${decision.template.name}@${decision.template.hash}`;
   if (overrides.length > 0) audit['overrides'] = overrides.map((override) => override.annotation.slice(OVERRIDE_ANNOTATION_PREFIX.length)).join(',');
   return { decision, injection, overrides, capture, warnings, review: toReview(patched(request.uid, patch, audit, warnings)), result: 'injected', reason: decision.reason };
+}
+
+/** The answer that puts our init containers back where the design needs them. */
+function reordered(request: AdmissionRequest, decision: Decision, audit: Record<string, string>, patch: readonly PatchOperation[]): ReviewOutcome {
+  const list = patch[0]?.value;
+  const order = Array.isArray(list) ? list.map((entry) => entryName(entry) ?? '').join(', ') : '';
+  const warnings = [...decision.warnings, `spec.initContainers: another admission webhook changed the order the sidecar needs; restored the order of init containers: ${order}`];
+  const answer = patched(request.uid, encodePatchBase64(patch), { ...audit, reordered: 'true' }, warnings);
+  return { decision, injection: undefined, overrides: [], capture: undefined, warnings, review: toReview(answer), result: 'skipped', reason: decision.reason };
 }
 
 /** "" without namespace proxy defaults, else the namespace and its override annotations' values. */

@@ -23,3 +23,4 @@ export * from './token-mount.js';
 export * from './pod-os.js';
 export * from './kube-quantity.js';
 export * from './pod-resources.js';
+export * from './init-order.js';

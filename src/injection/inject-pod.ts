@@ -2,7 +2,7 @@ import { arrayAt, entryName, isJsonObject, objectAt, own, type JsonObject, type 
 import { jsonPointer } from './json-pointer.js';
 import { Annotations, InjectedLabel } from './names.js';
 import type { SidecarTemplate } from './parse-template.js';
-import { padPodResources, type ResourceChange } from './pod-resources.js';
+import { padPodResources, type AddedContainers, type ResourceChange } from './pod-resources.js';
 import { localVolumeNames, safeToEvictValue } from './proxy-lifecycle.js';
 import { withTokenMount } from './token-mount.js';
 
@@ -137,9 +137,7 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
   const patch: PatchOperation[] =
     specPatch.length === 0 || isJsonObject(pod['spec']) ? specPatch : [{ op: 'add', path: jsonPointer('spec'), value: createdLists }];
 
-  // Pod-level resources padded by what the containers added bring to the API server's aggregate.
-  const padding = padPodResources(pod, { containers: classicSidecars, firstInits, lastInits });
-  if (padding?.ok === true) for (const { path, value } of padding.patch) patch.push({ op: 'add', path, value });
+  const resources = padResources(pod, { containers: classicSidecars, firstInits, lastInits }, patch);
 
   const status: InjectionStatus = {
     template: template.name,
@@ -149,19 +147,23 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
     volumes: volumes.map(nameOf),
     imagePullSecrets: pullSecrets.map(nameOf),
   };
-  const annotations: Record<string, string> = { [Annotations.status]: JSON.stringify(status) };
-  const safeToEvict = template.safeToEvictLocalVolumes ? safeToEvictValue(pod, localVolumeNames(volumes)) : undefined;
-  if (safeToEvict !== undefined) annotations[Annotations.safeToEvictLocalVolumes] = safeToEvict;
-  const defaultContainer = proxyFirst.length > 0 ? defaultContainerValue(pod) : undefined;
-  if (defaultContainer !== undefined) annotations[Annotations.defaultContainer] = defaultContainer;
+  const annotations = patchAnnotations(pod, status, template.safeToEvictLocalVolumes ? volumes : [], proxyFirst.length > 0);
   const labels: Record<string, string> = { [InjectedLabel.key]: InjectedLabel.value };
   addMetadataEntries(objectAt(pod, 'metadata'), { annotations, labels }, patch);
 
   const warnings = kept.map(
     ({ list, name }) => `${list} "${name}" from template "${template.name}" is already in the Pod; kept the Pod's own`,
   );
-  const resources = padding === undefined ? {} : padding.ok ? { podResources: padding.changes } : { podResourcesProblem: padding.problem };
   return { patch, status, kept, warnings, annotations: Object.keys(annotations), labels: Object.keys(labels), ...resources };
+}
+
+/** Pod-level resources padded by what the added containers bring to the API server's aggregate: the operations into PATCH, what InjectionResult says. */
+function padResources(pod: JsonObject, added: AddedContainers, patch: PatchOperation[]): Pick<InjectionResult, 'podResources' | 'podResourcesProblem'> {
+  const padding = padPodResources(pod, added);
+  if (padding === undefined) return {};
+  if (!padding.ok) return { podResourcesProblem: padding.problem };
+  for (const { path, value } of padding.patch) patch.push({ op: 'add', path, value });
+  return { podResources: padding.changes };
 }
 
 /**
@@ -207,6 +209,16 @@ function addMetadataEntries(
     if (objectAt(metadata, field) === undefined) patch.push({ op: 'add', path: jsonPointer('metadata', field), value: { ...entries } });
     else for (const [key, value] of Object.entries(entries)) patch.push({ op: 'add', path: jsonPointer('metadata', field, key), value });
   }
+}
+
+/** The annotations the patch writes: the status, the autoscaler's for LOCAL volumes added, kubectl's default container when the proxy goes FIRST. */
+function patchAnnotations(pod: JsonObject, status: InjectionStatus, local: readonly JsonObject[], first: boolean): Record<string, string> {
+  const annotations: Record<string, string> = { [Annotations.status]: JSON.stringify(status) };
+  const safeToEvict = local.length === 0 ? undefined : safeToEvictValue(pod, localVolumeNames(local));
+  if (safeToEvict !== undefined) annotations[Annotations.safeToEvictLocalVolumes] = safeToEvict;
+  const defaultContainer = first ? defaultContainerValue(pod) : undefined;
+  if (defaultContainer !== undefined) annotations[Annotations.defaultContainer] = defaultContainer;
+  return annotations;
 }
 
 /**
