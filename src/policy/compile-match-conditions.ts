@@ -22,10 +22,6 @@ export function matchConditions(templateNames: readonly string[], defaultName: s
     // library adds and compares quantities but cannot write one back as the text a JSON Patch needs: left as it is.
     { name: 'no-pod-resources', expression: noPodResources() },
     {
-      name: 'not-injected',
-      expression: `!has(object.metadata.annotations) || !(${celString(Annotations.status)} in object.metadata.annotations)`,
-    },
-    {
       name: 'known-template',
       expression: `${podAnnotation(Annotations.template, defaultName)} in ${celValue([...templateNames])}`,
     },

@@ -1,5 +1,6 @@
 import { Annotations, CAPTURE_INIT_NAME, CAPTURE_LOCK_VOLUME, InjectedLabel, type SidecarTemplate } from '../injection/index.js';
 import { captureLists, type CaptureLists } from './compile-capture.js';
+import { reorderOps } from './compile-order.js';
 import { classicContainerLists, safeToEvictCandidates } from './compile-lifecycle.js';
 import { celMap, celString } from './cel-literal.js';
 
@@ -118,5 +119,6 @@ export function patchExpression(entries: readonly SidecarTemplate[]): string {
     if (template === undefined) continue;
     expression = `variables.template == ${celString(template.name)} ? ${templatePatch(template, index, captureLists(template, `t${index}`))} : ${expression}`;
   }
-  return `!variables.inject ? [] : ${expression}`;
+  // A Pod we injected: reinvoked after a later webhook, only the order of its init containers (docs/design.md §14).
+  return `!variables.inject ? [] : variables.injected ? (${reorderOps()}) : ${expression}`;
 }

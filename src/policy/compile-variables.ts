@@ -4,6 +4,7 @@ import { defaultContainerVariables, lifecycleProxyEntries, lifecycleSharedVariab
 import { celString, celValue } from './cel-literal.js';
 import { annotation, explicitRequest } from './cel-pod.js';
 import { conflictVariables, containerLiteral, overrideVariables } from './compile-overrides.js';
+import { orderVariables } from './compile-order.js';
 import { anySelectorCel } from './compile-selectors.js';
 import { statusText } from './compile-patch.js';
 
@@ -17,6 +18,7 @@ export function policyVariables(
 ): JsonObject[] {
   return [
     ...podVariables(defaultName, alwaysInject),
+    ...orderVariables(),
     ...captureSharedVariables(entries),
     ...lifecycleSharedVariables(entries),
     ...overrideVariables(allowed),
