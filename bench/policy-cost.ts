@@ -9,8 +9,9 @@
  * - injected shape: the Pod as our policy stores it (less the token mount the
  *   ServiceAccount plugin adds), created as such: the price of its size alone;
  * - constant policy: the seed's Pod, a policy whose JSONPatch adds that very
- *   content as CEL literals (our matchConstraints, with the objectSelector on
- *   our injected label, our `not-injected` condition and IfNeeded, as ours):
+ *   content as CEL literals (our matchConstraints and IfNeeded, as ours, and a
+ *   condition of its own skipping an injected Pod, which ours now reaches to
+ *   restore the order of its init containers):
  *   the price of any policy injecting this sidecar;
  * - ours: the seed's Pod, our compiled policy (compilePolicy, as the policy
  *   controller applies it) bound to its namespace.
@@ -19,7 +20,7 @@
  */
 import { Agent } from 'node:https';
 import { parseArgs } from 'node:util';
-import { BUNDLED_TEMPLATE_DATA, InjectedLabel, jsonPointer, parseTemplateData, type JsonObject, type JsonValue } from '../src/injection/index.js';
+import { Annotations, BUNDLED_TEMPLATE_DATA, InjectedLabel, jsonPointer, parseTemplateData, type JsonObject, type JsonValue } from '../src/injection/index.js';
 import { celValue } from '../src/policy/cel-literal.js';
 import { compilePolicy } from '../src/policy/compile-policy.js';
 import { createNamespace, eventually } from '../test/e2e/cluster.js';
@@ -94,9 +95,9 @@ try {
       spec: {
         failurePolicy: 'Fail',
         reinvocationPolicy: 'IfNeeded',
-        // Ours, so the two are matched alike (the objectSelector on the injected label included).
+        // Ours, so the two are matched alike; it must not add its literals to a Pod already injected.
         matchConstraints: ours.spec.matchConstraints,
-        matchConditions: ours.spec.matchConditions.filter((condition) => condition['name'] === 'not-injected'),
+        matchConditions: [{ name: 'not-injected', expression: `!has(object.metadata.annotations) || !(${JSON.stringify(Annotations.status)} in object.metadata.annotations)` }],
         mutations: [{ patchType: 'JSONPatch', jsonPatch: { expression: `[${operations.map(({ path, value }) => `JSONPatch{op: "add", path: ${JSON.stringify(path)}, value: ${celValue(value as JsonValue)}}`).join(', ')}]` } }],
       },
     },
