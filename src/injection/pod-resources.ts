@@ -41,11 +41,6 @@ export interface AddedContainers {
   readonly lastInits: readonly JsonObject[];
 }
 
-interface Entry {
-  readonly container: JsonObject;
-  readonly restartable: boolean;
-}
-
 type Kind = 'requests' | 'limits';
 
 /** The padding of the Pod's `spec.resources`; undefined when the Pod sets none (or the merge adds no container). */
@@ -142,8 +137,8 @@ function aggregate(name: string, kind: Kind, lists: { containers: readonly JsonO
   for (const container of lists.inits) {
     const value = amount(container, kind, name);
     if (typeof value === 'string') return value;
-    const entry: Entry = { container, restartable: own(container, 'restartPolicy') === 'Always' };
-    if (entry.restartable) {
+    // A restartable init container (a native sidecar) runs beside everything after it.
+    if (own(container, 'restartPolicy') === 'Always') {
       sum = addQuantities(sum, value ?? ZERO);
       sidecars = addQuantities(sidecars, value ?? ZERO);
       inits = maxQuantity(inits, sidecars);
