@@ -1,14 +1,15 @@
 /**
  * A constant MutatingAdmissionPolicy: one that adds to the seed's Pod, as
  * CEL literals, exactly what our policy mode added to it, matched as ours
- * is (our matchConstraints with the objectSelector on the injected label,
- * our `not-injected` condition, IfNeeded). The price of any policy
+ * is (our matchConstraints, IfNeeded), with a `not-injected` condition of
+ * its own: ours has none since it reorders init containers on reinvocation
+ * (issue 34), and a constant must not add its literals twice. The price of any policy
  * injecting this sidecar, against which ours is judged (issue 39): used by
  * the `apiserver` part's fifth path (cluster-paths.ts) and by the
  * policy-cost.ts diagnostic.
  */
 import type { Agent } from 'node:https';
-import { BUNDLED_TEMPLATE_DATA, InjectedLabel, jsonPointer, parseTemplateData, type JsonObject, type JsonValue } from '../src/injection/index.js';
+import { Annotations, BUNDLED_TEMPLATE_DATA, InjectedLabel, jsonPointer, parseTemplateData, type JsonObject, type JsonValue } from '../src/injection/index.js';
 import { celValue } from '../src/policy/cel-literal.js';
 import { compilePolicy } from '../src/policy/compile-policy.js';
 import { apiCall, type ApiAccess } from './pod-load.js';
@@ -75,9 +76,9 @@ export function constantPolicy(name: string, ours: NamedPolicy, operations: read
     spec: {
       failurePolicy: 'Fail',
       reinvocationPolicy: 'IfNeeded',
-      // Ours, so the two are matched alike (the objectSelector on the injected label included).
+      // Ours, so the two are matched alike.
       matchConstraints: ours.spec.matchConstraints,
-      matchConditions: ours.spec.matchConditions.filter((condition) => condition['name'] === 'not-injected'),
+      matchConditions: [{ name: 'not-injected', expression: `!has(object.metadata.annotations) || !(${JSON.stringify(Annotations.status)} in object.metadata.annotations)` }],
       mutations: [{ patchType: 'JSONPatch', jsonPatch: { expression: `[${patch}]` } }],
     },
   };

@@ -7,9 +7,10 @@ import { isCelError, isCelList, isCelMap, run, type CelValue } from '@bufbuild/c
 import fc from 'fast-check';
 import { runCli } from '../src/cli.js';
 import { PolicyLimitError } from '../src/errors.js';
-import { parseTemplateFile, type JsonObject, type JsonValue } from '../src/injection/index.js';
+import { parseTemplateFile, windowsOnly, type JsonObject, type JsonValue } from '../src/injection/index.js';
 import { celValue } from '../src/policy/cel-literal.js';
 import { compilePolicy, TEMPLATES_ANNOTATION } from '../src/policy/compile-policy.js';
+import { evaluateCondition } from './helpers/selectors.js';
 import { ROOT, seedTemplates } from './helpers/fixtures.js';
 
 /**
@@ -249,4 +250,55 @@ describe('envoy-injector policy', () => {
     assert.equal(stdout, '');
     assert.match(stderr, /annotation-keys\.yaml: config: .*unknown field/);
   });
+});
+
+describe('the not-windows match condition', () => {
+  const condition = (): string => {
+    const found = (spec(compilePolicy(seedTemplates()).policy)['matchConditions'] as JsonObject[]).find((entry) => entry['name'] === 'not-windows');
+    assert.ok(found !== undefined, 'a not-windows match condition');
+    return String(found['expression']);
+  };
+  const terms = (...oses: string[][]): JsonObject => ({
+    nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: oses.map((values) => ({ matchExpressions: [{ key: 'kubernetes.io/os', operator: 'In', values }] })) } },
+  });
+  const cases: [string, JsonObject, boolean][] = [
+    ['a plain Pod', {}, true],
+    ['spec.os.name windows', { os: { name: 'windows' } }, false],
+    ['spec.os.name linux', { os: { name: 'linux' } }, true],
+    ['a nodeSelector for Windows', { nodeSelector: { 'kubernetes.io/os': 'windows' } }, false],
+    ['a nodeSelector for Linux', { nodeSelector: { 'kubernetes.io/os': 'linux', zone: 'a' } }, true],
+    ['a required affinity for Windows only', { affinity: terms(['windows'], ['windows']) }, false],
+    ['a required affinity for Windows or Linux', { affinity: terms(['windows'], ['linux']) }, true],
+    ['a required affinity naming both in one term', { affinity: terms(['windows', 'linux']) }, true],
+    ['a required affinity without terms', { affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [] } } } }, true],
+    ['a required affinity term on another key', { affinity: { nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'zone', operator: 'Exists' }] }] } } } }, true],
+  ];
+  for (const [title, podSpec, expected] of cases) {
+    it(`${title}: ${expected ? 'matches' : 'does not match'}, as the webhook's windows rule decides`, () => {
+      const pod = { metadata: { annotations: { 'envoy-injector.io/inject': 'true' } }, spec: { containers: [{ name: 'app', image: 'a' }], ...podSpec } };
+      assert.equal(evaluateCondition(condition(), pod), expected);
+      assert.equal(windowsOnly(pod) === undefined, expected);
+    });
+  }
+});
+
+describe('the no-pod-resources match condition', () => {
+  const condition = (): string => {
+    const found = (spec(compilePolicy(seedTemplates()).policy)['matchConditions'] as JsonObject[]).find((entry) => entry['name'] === 'no-pod-resources');
+    assert.ok(found !== undefined, 'a no-pod-resources match condition');
+    return String(found['expression']);
+  };
+  const cases: [string, JsonObject | undefined, boolean][] = [
+    ['no spec.resources', undefined, true],
+    ['an empty spec.resources', {}, true],
+    ['empty requests and limits', { requests: {}, limits: {} }, true],
+    ['Pod-level requests', { requests: { cpu: '1' } }, false],
+    ['Pod-level limits', { limits: { memory: '1Gi' } }, false],
+  ];
+  for (const [title, resources, expected] of cases) {
+    it(`${title}: ${expected ? 'matches' : 'is left to the webhook (the policy cannot pad it)'}`, () => {
+      const pod = { metadata: {}, spec: { containers: [{ name: 'app', image: 'a' }], ...(resources === undefined ? {} : { resources }) } };
+      assert.equal(evaluateCondition(condition(), pod), expected);
+    });
+  }
 });

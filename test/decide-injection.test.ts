@@ -157,6 +157,68 @@ describe('the injection decision (docs/design.md §4), branch by branch', () => 
       message: 'the Pod is annotated envoy-injector.io/inject: "true"',
     },
     {
+      name: 'a Windows Pod (spec.os.name) is never injected, even when annotated true',
+      input: { pod: pod({ 'envoy-injector.io/inject': 'true' }, { os: { name: 'windows' } }) },
+      inject: false, reason: Reason.windowsPod, rule: Rule.windows,
+      message: 'the Pod runs on Windows (spec.os.name: windows): a Linux proxy cannot run there',
+    },
+    {
+      name: 'a Pod whose nodeSelector picks Windows nodes is never injected',
+      input: { pod: pod(undefined, { nodeSelector: { 'kubernetes.io/os': 'windows', zone: 'a' } }) },
+      inject: false, reason: Reason.windowsPod, rule: Rule.windows,
+      message: 'the Pod runs on Windows (its nodeSelector kubernetes.io/os: windows): a Linux proxy cannot run there',
+    },
+    {
+      name: 'a Pod whose required node affinity matches only Windows nodes is never injected',
+      input: {
+        pod: pod(undefined, {
+          affinity: {
+            nodeAffinity: {
+              requiredDuringSchedulingIgnoredDuringExecution: {
+                nodeSelectorTerms: [
+                  { matchExpressions: [{ key: 'kubernetes.io/os', operator: 'In', values: ['windows'] }] },
+                  { matchExpressions: [{ key: 'zone', operator: 'In', values: ['a'] }, { key: 'kubernetes.io/os', operator: 'In', values: ['windows'] }] },
+                ],
+              },
+            },
+          },
+        }),
+      },
+      inject: false, reason: Reason.windowsPod, rule: Rule.windows,
+      message: 'the Pod runs on Windows (its required node affinity matches only kubernetes.io/os: windows): a Linux proxy cannot run there',
+    },
+    {
+      name: 'a Pod whose required node affinity also matches Linux nodes is injected',
+      input: {
+        pod: pod(undefined, {
+          affinity: {
+            nodeAffinity: {
+              requiredDuringSchedulingIgnoredDuringExecution: {
+                nodeSelectorTerms: [
+                  { matchExpressions: [{ key: 'kubernetes.io/os', operator: 'In', values: ['windows'] }] },
+                  { matchExpressions: [{ key: 'kubernetes.io/os', operator: 'In', values: ['linux'] }] },
+                ],
+              },
+            },
+          },
+        }),
+      },
+      inject: true, reason: Reason.namespaceEnabled, rule: Rule.namespaceEnabled,
+      message: 'namespace "shop" is labeled envoy-injector.io/inject=enabled',
+    },
+    {
+      name: 'a Linux Pod (spec.os.name: linux) is injected',
+      input: { pod: pod(undefined, { os: { name: 'linux' }, nodeSelector: { 'kubernetes.io/os': 'linux' } }) },
+      inject: true, reason: Reason.namespaceEnabled, rule: Rule.namespaceEnabled,
+      message: 'namespace "shop" is labeled envoy-injector.io/inject=enabled',
+    },
+    {
+      name: 'a Windows Pod that did not ask is skipped for that, not for Windows',
+      input: { namespaceLabels: {}, pod: pod(undefined, { os: { name: 'windows' } }) },
+      inject: false, reason: Reason.namespaceNotEnabled, rule: Rule.namespaceEnabled,
+      message: 'namespace "shop" is not labeled envoy-injector.io/inject=enabled and the Pod is not annotated envoy-injector.io/inject: "true"',
+    },
+    {
       name: 'an already injected Pod is left as it is',
       input: { pod: pod({ 'envoy-injector.io/inject': 'true', 'envoy-injector.io/status': '{}' }) },
       inject: false, reason: Reason.alreadyInjected, rule: Rule.alreadyInjected,
@@ -276,6 +338,7 @@ describe('the injection decision (docs/design.md §4), branch by branch', () => 
         'pod-annotation:continue',
         'namespace-enabled:inject',
         'host-network:continue',
+        'windows:continue',
         'already-injected:continue',
         'template:continue',
       ],

@@ -620,7 +620,8 @@ function problemsWith(sent: FuzzCase, answer: PostAnswer): string[] {
     if (injected) problems.push('injected without a patch');
     return problems;
   }
-  if (!injected) problems.push(`a patch for decision ${JSON.stringify(own(audit, 'decision'))}`);
+  // A reinvocation of an injected Pod may put its init containers back in order (docs/design.md §14).
+  if (!injected && own(audit, 'reordered') !== 'true') problems.push(`a patch for decision ${JSON.stringify(own(audit, 'decision'))}`);
   if (patchType !== 'JSONPatch') problems.push(`patchType ${JSON.stringify(patchType)}`);
   if (typeof patch !== 'string' || Buffer.from(patch, 'base64').toString('base64') !== patch) return [...problems, 'patch is not canonical base64'];
   let operations: Json;

@@ -96,6 +96,22 @@ describe('the proxy in the Pod life: classic sidecars', () => {
     assert.deepEqual(warnings, []);
   });
 
+  it('holding: kubectl.kubernetes.io/default-container names the Pod\'s first own container, so kubectl logs and exec still reach the app', () => {
+    const { annotations, injection } = admit(pod({}, { containers: [{ name: 'web', image: 'nginx:1.27' }, { name: 'worker', image: 'w:1' }] }), false);
+    assert.equal(annotations['kubectl.kubernetes.io/default-container'], 'web');
+    assert.ok(injection?.annotations.includes('kubectl.kubernetes.io/default-container'));
+    const own = admit(pod({ 'kubectl.kubernetes.io/default-container': 'worker' }, { containers: [{ name: 'web', image: 'nginx:1.27' }, { name: 'worker', image: 'w:1' }] }), false);
+    assert.equal(own.annotations['kubectl.kubernetes.io/default-container'], 'worker', "the Pod's own choice is kept");
+    assert.ok(!own.injection?.annotations.includes('kubectl.kubernetes.io/default-container'));
+    for (const [title, received, native] of [
+      ['not holding', pod({ 'envoy-injector.io/hold-application': 'false' }), false],
+      ['native', pod(), true],
+      ['no containers of its own', pod({}, { containers: undefined }), false],
+    ] as const) {
+      assert.equal(admit(received, native).annotations['kubectl.kubernetes.io/default-container'], undefined, `${title}: the proxy is not first, or there is no app to name`);
+    }
+  });
+
   it('a Pod without containers (invalid, but admission runs first) still gets the proxy first', () => {
     const { spec } = admit(pod({}, { containers: undefined }), false);
     assert.deepEqual(names(spec['containers']), ['envoy', 'helper']);

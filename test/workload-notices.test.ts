@@ -39,6 +39,14 @@ describe('which reviews make a workload Event', () => {
     assert.deepEqual(notices(pod({ 'envoy-injector.io/proxy-cpu': '250m' })), [], 'an applied override is no notice');
   });
 
+  it('a Windows Pod that asked: WindowsPod, saying why and how to say it is meant', () => {
+    const windows = { ...pod({}), spec: { os: { name: 'windows' }, containers: [{ name: 'web', image: 'mcr.microsoft.com/windows/servercore:ltsc2022' }] } };
+    const [notice, ...rest] = notices(windows);
+    assert.deepEqual(rest, []);
+    assert.equal(notice?.reason, 'WindowsPod');
+    assert.equal(notice?.note, 'Pods were created without the envoy-injector sidecar: the Pod runs on Windows (spec.os.name: windows): a Linux proxy cannot run there; annotate the Pod template envoy-injector.io/inject: "false" to say it is meant, or run it on Linux nodes');
+  });
+
   it('an ignored override: OverrideIgnored with the warning that says why', () => {
     const found = notices(pod({ 'envoy-injector.io/proxy-image': 'evil/envoy:1', 'envoy-injector.io/proxy-cpu': '250m' }));
     assert.equal(found.length, 1);

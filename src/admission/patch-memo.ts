@@ -125,7 +125,7 @@ function entryBytes(key: string, value: MemoizedInjection): number {
  * containers get the ServiceAccount token mount (its volume's name, random
  * per Pod, is not part of the shape: the answer leaves a gap for it), and what
  * the proxy's lifecycle reads (hold-application, the autoscaler annotation,
- * the grace period).
+ * the grace period, kubectl's default container and the first container's name).
  */
 export function podShape(
   pod: JsonObject,
@@ -150,7 +150,9 @@ export function podShape(
   }
   // What the proxy's lifecycle and the autoscaler annotation read (proxy-lifecycle.ts).
   const lifecycle = (key: string): string => (annotations === undefined ? '0' : `[${JSON.stringify(own(annotations, key) ?? null)}]`);
-  shape += `],${JSON.stringify(captureKey)},${tokenMount},[${lifecycle(Annotations.holdApplication)},${lifecycle(Annotations.safeToEvictLocalVolumes)}]`;
+  // kubectl's default container, when the proxy goes first: the Pod's own, or its first container's name.
+  const first = entryName(arrayAt(spec, 'containers')?.[0]);
+  shape += `],${JSON.stringify(captureKey)},${tokenMount},[${lifecycle(Annotations.holdApplication)},${lifecycle(Annotations.safeToEvictLocalVolumes)},${lifecycle(Annotations.defaultContainer)},${JSON.stringify(first ?? null)}]`;
   return `${shape},${JSON.stringify(spec === undefined ? null : (own(spec, 'terminationGracePeriodSeconds') ?? null))}]`;
 }
 

@@ -3,18 +3,23 @@ import {
   decideCapture,
   decideInjection,
   DEFAULT_ALLOWED_OVERRIDES,
+  entryName,
   injectDecided,
   isJsonObject,
+  objectAt,
   OVERRIDE_ANNOTATION_PREFIX,
+  Reason,
+  restoreInitOrder,
   serviceAccountTokenVolume,
   TOKEN_MOUNT_PLACEHOLDER,
   type AdmitOptions,
   type Admission,
-  type Reason,
+  type Decision,
+  type PatchOperation,
   type TemplateSet,
 } from '../injection/index.js';
 import { podShape, type MemoizedInjection, type PatchMemo } from './patch-memo.js';
-import { allowed, encodePatchPieces, fillPatch, patched, toReview, type AdmissionReviewResponse } from './responses.js';
+import { allowed, encodePatchBase64, encodePatchPieces, fillPatch, patched, toReview, type AdmissionReviewResponse } from './responses.js';
 import type { AdmissionRequest } from './review-schema.js';
 
 /** Everything one review is decided on, read once at its start so it sees one consistent state. */
@@ -60,6 +65,9 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
     rule: decision.rule,
   };
   if (!decision.inject) {
+    // A reinvocation after another webhook: the order of init containers our design needs, restored (docs/design.md §14).
+    const reorder = decision.reason === Reason.alreadyInjected ? restoreInitOrder(pod) : [];
+    if (reorder.length > 0) return reordered(request, decision, audit, reorder);
     // One literal, no spread (see responses.ts).
     return {
       decision,
@@ -76,8 +84,16 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
   const capture = decideCapture({ pod, template: decision.template, namespace: input.namespace, namespaceLabels: input.namespaceLabels });
   // The ServiceAccount token volume, per Pod (its name has a random suffix): the patch leaves a gap for its name.
   const tokenVolume = serviceAccountTokenVolume(pod);
+  const tokenMount = tokenVolume === undefined ? undefined : TOKEN_MOUNT_PLACEHOLDER;
+  // Pod-level resources are padded from the Pod's own values, which no shape holds: computed per request, and may skip the Pod.
+  const direct = objectAt(objectAt(pod, 'spec'), 'resources') === undefined ? undefined : injectDecided(input, decision, capture, tokenMount);
+  if (direct !== undefined && direct.injection === undefined) {
+    const { decision: skipped } = direct;
+    return { ...direct, review: toReview(allowed(request.uid, { decision: 'skipped', reason: skipped.reason, rule: skipped.rule }, direct.warnings)), result: 'skipped', reason: skipped.reason };
+  }
   const compute = (): MemoizedInjection => {
-    const { injection, overrides, warnings } = injectDecided(input, decision, capture, tokenVolume === undefined ? undefined : TOKEN_MOUNT_PLACEHOLDER);
+    const { injection, overrides, warnings } = direct ?? injectDecided(input, decision, capture, tokenMount);
+    if (injection === undefined) throw new Error('a merge without spec.resources always injects');
     // Its warnings start with the decision's and the capture's, which are per request.
     return { injection, overrides, warnings: warnings.slice(decision.warnings.length + capture.warnings.length), patch: encodePatchPieces(injection.patch) };
   };
@@ -86,12 +102,22 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
   const captureKey = (capture.capture ? JSON.stringify(capture.exclusions) : '') + namespaceDefaultsKey(input.namespace, context.namespaceAnnotations);
   const shape = (): string =>
     podShape(pod, decision.template, decision.nativeSidecar, context.options.allowedOverrides ?? DEFAULT_ALLOWED_OVERRIDES, captureKey, tokenVolume !== undefined);
-  const { injection, overrides, warnings: injectionWarnings, patch: pieces } = memo === undefined || templates === undefined ? compute() : memo.answer(templates, shape(), compute);
+  const perPod = memo === undefined || templates === undefined || direct !== undefined;
+  const { injection, overrides, warnings: injectionWarnings, patch: pieces } = perPod ? compute() : memo.answer(templates, shape(), compute);
   const patch = fillPatch(pieces, tokenVolume);
   const warnings = [...decision.warnings, ...capture.warnings, ...injectionWarnings];
   audit['template'] = `${decision.template.name}@${decision.template.hash}`;
   if (overrides.length > 0) audit['overrides'] = overrides.map((override) => override.annotation.slice(OVERRIDE_ANNOTATION_PREFIX.length)).join(',');
   return { decision, injection, overrides, capture, warnings, review: toReview(patched(request.uid, patch, audit, warnings)), result: 'injected', reason: decision.reason };
+}
+
+/** The answer that puts our init containers back where the design needs them. */
+function reordered(request: AdmissionRequest, decision: Decision, audit: Record<string, string>, patch: readonly PatchOperation[]): ReviewOutcome {
+  const list = patch[0]?.value;
+  const order = Array.isArray(list) ? list.map((entry) => entryName(entry) ?? '').join(', ') : '';
+  const warnings = [...decision.warnings, `spec.initContainers: another admission webhook changed the order the sidecar needs; restored the order of init containers: ${order}`];
+  const answer = patched(request.uid, encodePatchBase64(patch), { ...audit, reordered: 'true' }, warnings);
+  return { decision, injection: undefined, overrides: [], capture: undefined, warnings, review: toReview(answer), result: 'skipped', reason: decision.reason };
 }
 
 /** "" without namespace proxy defaults, else the namespace and its override annotations' values. */

@@ -70,6 +70,8 @@ export interface Explanation {
   readonly capture?: CaptureExplanation;
   /** When injected with a template that has proxyLifecycle: holding the app, the drain. */
   readonly lifecycle?: LifecycleExplanation;
+  /** When injected and the Pod sets spec.resources: each value padded, before and after (empty: none needed). */
+  readonly podResources?: readonly { field: string; before: string; after: string }[];
   /** `where`, in policy mode: the part of the compiled policy that holds the rule. */
   readonly trace: readonly { rule: string; outcome: string; detail: string; where?: string }[];
   readonly changes: {
@@ -85,6 +87,9 @@ export interface Explanation {
   readonly warnings: readonly string[];
   readonly patch: readonly unknown[];
 }
+
+/** What policy mode does with a Pod that sets spec.resources (compile-match-conditions.ts, no-pod-resources). */
+const POLICY_POD_RESOURCES = 'policy mode leaves this Pod as it is: it sets spec.resources, which the policy cannot pad (CEL cannot write a sum of quantities back as text); the webhook pads it';
 
 export async function runExplain(args: readonly string[], io: CommandIo): Promise<number> {
   const { values } = parseArgs({
@@ -156,6 +161,7 @@ export function toExplanation(report: ManifestReport, mode: 'webhook' | 'policy'
     ...(decision.inject ? { template: `${decision.template.name}@${decision.template.hash}`, templateSource: decision.templateSource, proxy: proxyValues(report), nativeSidecar: decision.nativeSidecar } : {}),
     ...(report.capture === undefined ? {} : { capture: explainCapture(report.capture) }),
     ...lifecycleOf(report),
+    ...(injection?.podResources === undefined ? {} : { podResources: injection.podResources }),
     trace: mode === 'policy' ? decision.trace.map((step) => ({ ...step, where: POLICY_RULE_PLACES[step.rule] })) : decision.trace,
     changes: {
       containers: addedContainers(report, 'containers'),
@@ -167,7 +173,7 @@ export function toExplanation(report: ManifestReport, mode: 'webhook' | 'policy'
     },
     kept: injection?.kept ?? [],
     overrides: report.overrides,
-    warnings: report.warnings,
+    warnings: mode === 'policy' && injection?.podResources !== undefined ? [...report.warnings, POLICY_POD_RESOURCES] : report.warnings,
     patch: injection?.patch ?? [],
   };
 }
@@ -212,6 +218,10 @@ export function formatExplanation(explanation: Explanation): string {
     for (const { field, value, source } of explanation.proxy) lines.push(`    ${field.padEnd(width)}  ${value}  (${describeSource(source, explanation.namespace)})`);
   }
   if (explanation.lifecycle !== undefined) lines.push(`  proxy lifecycle: ${explanation.lifecycle.message}`);
+  if (explanation.podResources !== undefined) {
+    lines.push(`  pod-level resources: ${explanation.podResources.length === 0 ? 'nothing to pad (the sidecar adds nothing to what the containers aggregate to)' : 'padded by what the sidecar adds'}`);
+    for (const { field, before, after } of explanation.podResources) lines.push(`    ${field}: ${before} -> ${after}`);
+  }
   if (explanation.overrides.length > 0) {
     lines.push('  overrides:');
     for (const { annotation, value, field, source } of explanation.overrides) lines.push(`    ${annotation}: ${value} -> proxy ${field}${source === 'namespace' ? ` (namespace "${explanation.namespace}"'s default)` : ''}`);

@@ -1,7 +1,8 @@
 import { captureInitContainer, captureLockVolume, decideCapture, type CaptureDecision } from './capture.js';
-import { decideInjection, type Decision, type DecisionInput, type DecisionOptions } from './decide-injection.js';
+import { decideInjection, Reason, Rule, type Decision, type DecisionInput, type DecisionOptions } from './decide-injection.js';
 import { injectPod, type InjectionResult } from './inject-pod.js';
 import { entryName, objectAt, type JsonObject } from './json.js';
+import type { ResourceChange } from './pod-resources.js';
 import { applyLifecycle, decideLifecycle, lifecycleIgnoredWarnings, type LifecycleDecision } from './proxy-lifecycle.js';
 import { serviceAccountTokenMount, serviceAccountTokenVolume } from './token-mount.js';
 import { DEFAULT_ALLOWED_OVERRIDES, resolveOverrides, type AppliedOverride, type OverrideName } from './overrides.js';
@@ -39,7 +40,7 @@ export function injectDecided(
   decision: Extract<Decision, { inject: true }>,
   capture: CaptureDecision = decideCapture({ ...input, template: decision.template }),
   tokenMount: JsonObject | undefined = defaultTokenMount(input.pod),
-): Admission & { readonly injection: InjectionResult; readonly capture: CaptureDecision } {
+): Admission & { readonly capture: CaptureDecision } {
   const annotations = objectAt(objectAt(input.pod, 'metadata'), 'annotations');
   const overrides = resolveOverrides(annotations, decision.template.containers[0], input.options.allowedOverrides ?? DEFAULT_ALLOWED_OVERRIDES, {
     name: input.namespace,
@@ -58,6 +59,7 @@ export function injectDecided(
     capture: capture.capture ? { initContainer: captureInitContainer(capture.settings, capture.exclusions), volume: captureLockVolume() } : undefined,
     tokenMount,
   });
+  if (injection.podResourcesProblem !== undefined) return unpaddable(decision, capture, injection.podResourcesProblem);
   // The proxy is the template's first container; the Pod may already have its own by that name.
   const proxyName = entryName(decision.template.containers[0]);
   const proxyInjected = proxyName !== undefined && !injection.kept.some((kept) => kept.list === 'containers' && kept.name === proxyName);
@@ -78,8 +80,31 @@ export function injectDecided(
       ...overrides.warnings,
       ...overrideWarnings,
       ...injection.warnings,
+      ...paddingWarnings(injection.podResources),
     ],
   };
+}
+
+/** The merge could not keep the Pod valid: it is left as it was, and says why. */
+function unpaddable(decision: Extract<Decision, { inject: true }>, capture: CaptureDecision, problem: string): Admission & { readonly capture: CaptureDecision } {
+  const message = `the Pod's spec.resources cannot be padded by what the sidecar adds (${problem})`;
+  const warnings = [...decision.warnings, `${message}; the Pod was not injected, as the API server would refuse it injected`];
+  const skipped: Decision = {
+    inject: false,
+    reason: Reason.podResourcesUnpaddable,
+    rule: Rule.podResources,
+    message,
+    warnings,
+    trace: [...decision.trace, { rule: Rule.podResources, outcome: 'skip', detail: message }],
+  };
+  return { decision: skipped, injection: undefined, overrides: [], capture, warnings };
+}
+
+/** What was padded, said once (kubectl prints it): the values before and after. */
+function paddingWarnings(changes: readonly ResourceChange[] | undefined): string[] {
+  if (changes === undefined || changes.length === 0) return [];
+  const list = changes.map(({ field, before, after }) => `${field.slice('spec.resources.'.length)} ${before} -> ${after}`).join(', ');
+  return [`spec.resources: padded by what the injected containers add, so the app keeps what the Pod asked for: ${list}`];
 }
 
 /** The ServiceAccount token mount the API server would give the added containers, of the Pod's own volume. */

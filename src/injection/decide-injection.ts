@@ -2,6 +2,7 @@ import { describeValue, objectAt, own, stringAt, type JsonObject } from './json.
 import { describeSelector, selectorMatches, type LabelSelector } from './label-selector.js';
 import { ALWAYS_EXCLUDED_NAMESPACES, Annotations, NamespaceLabel } from './names.js';
 import type { SidecarTemplate, TemplateSet } from './parse-template.js';
+import { windowsOnly } from './pod-os.js';
 
 /**
  * Why a Pod was or was not injected: a fixed set, used as metric labels, log
@@ -21,12 +22,16 @@ export const Reason = {
   namespaceEnabled: 'namespace_enabled',
   namespaceNotEnabled: 'namespace_not_enabled',
   hostNetwork: 'host_network',
+  /** The Pod runs on Windows nodes only: a Linux proxy cannot run there, and the API server refuses its Linux-only fields. */
+  windowsPod: 'windows_pod',
   alreadyInjected: 'already_injected',
   statusCopied: 'status_copied',
   unknownTemplate: 'unknown_template',
   /** The namespace's `envoy-injector.io/template` label names no template (the Pod names none). */
   unknownNamespaceTemplate: 'unknown_namespace_template',
   requestedOffline: 'requested_offline',
+  /** A value of the Pod's spec.resources cannot be padded by what the injected containers add (pod-resources.ts). */
+  podResourcesUnpaddable: 'pod_resources_unpaddable',
   templateNotLoaded: 'template_not_loaded',
 } as const;
 export type Reason = (typeof Reason)[keyof typeof Reason];
@@ -40,8 +45,11 @@ export const Rule = {
   podSelector: 'pod-selector',
   namespaceEnabled: 'namespace-enabled',
   hostNetwork: 'host-network',
+  windows: 'windows',
   alreadyInjected: 'already-injected',
   template: 'template',
+  /** After the merge: the Pod-level resources padded (pod-resources.ts). */
+  podResources: 'pod-resources',
 } as const;
 export type Rule = (typeof Rule)[keyof typeof Rule];
 
@@ -126,7 +134,7 @@ export function decideInjection(input: DecisionInput): Decision {
   const optIn = optInRules(input, annotations, namespaceLabel, walk);
   if ('inject' in optIn) return optIn;
   walk.trace.push({ rule: optIn.rule, outcome: 'inject', detail: optIn.message });
-  const podSkip = hostNetworkRule(input.pod, optIn, walk) ?? alreadyInjectedRule(input.pod, annotations, walk);
+  const podSkip = hostNetworkRule(input.pod, optIn, walk) ?? windowsRule(input.pod, walk) ?? alreadyInjectedRule(input.pod, annotations, walk);
   if (podSkip !== undefined) return podSkip;
   const chosen = templateRule(input, annotations, labels, walk);
   if ('inject' in chosen) return chosen;
@@ -220,6 +228,17 @@ function hostNetworkRule(pod: JsonObject, optIn: OptIn, walk: RuleWalk): Decisio
     return walk.skip(Rule.hostNetwork, Reason.hostNetwork, `the Pod uses hostNetwork; annotate it ${Annotations.inject}: "true" to inject it anyway`);
   }
   walk.pass(Rule.hostNetwork, explicitlyAsked ? 'hostNetwork allowed by the annotation' : 'the Pod does not use hostNetwork');
+  return undefined;
+}
+
+/** 6a. A Pod that runs on Windows nodes only: whoever asked, a Linux proxy cannot run there. */
+function windowsRule(pod: JsonObject, walk: RuleWalk): Decision | undefined {
+  const why = windowsOnly(pod);
+  if (why !== undefined) {
+    walk.warnings.push(`the Pod runs on Windows (${why}): it was not injected, as a Linux proxy cannot run there; annotate it ${Annotations.inject}: "false" to say it is meant`);
+    return walk.skip(Rule.windows, Reason.windowsPod, `the Pod runs on Windows (${why}): a Linux proxy cannot run there`);
+  }
+  walk.pass(Rule.windows, 'the Pod may run on Linux nodes');
   return undefined;
 }
 

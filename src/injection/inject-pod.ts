@@ -1,7 +1,8 @@
-import { arrayAt, entryName, isJsonObject, objectAt, type JsonObject, type JsonValue } from './json.js';
+import { arrayAt, entryName, isJsonObject, objectAt, own, type JsonObject, type JsonValue } from './json.js';
 import { jsonPointer } from './json-pointer.js';
 import { Annotations, InjectedLabel } from './names.js';
 import type { SidecarTemplate } from './parse-template.js';
+import { padPodResources, type AddedContainers, type ResourceChange } from './pod-resources.js';
 import { localVolumeNames, safeToEvictValue } from './proxy-lifecycle.js';
 import { withTokenMount } from './token-mount.js';
 
@@ -40,10 +41,14 @@ export interface InjectionResult {
   readonly status: InjectionStatus;
   readonly kept: readonly KeptEntry[];
   readonly warnings: readonly string[];
-  /** The annotations the patch writes: the status, and the autoscaler's when it names volumes. */
+  /** The annotations the patch writes: the status, the autoscaler's when it names volumes, kubectl's default container when the proxy goes first. */
   readonly annotations: readonly string[];
   /** The labels the patch writes: InjectedLabel. */
   readonly labels: readonly string[];
+  /** When the Pod sets `spec.resources`: each value the patch pads, before and after (pod-resources.ts). */
+  readonly podResources?: readonly ResourceChange[];
+  /** Why a value of the Pod's `spec.resources` cannot be padded: the Pod must not be injected (admitPod skips it). */
+  readonly podResourcesProblem?: string;
 }
 
 export interface InjectOptions {
@@ -132,6 +137,8 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
   const patch: PatchOperation[] =
     specPatch.length === 0 || isJsonObject(pod['spec']) ? specPatch : [{ op: 'add', path: jsonPointer('spec'), value: createdLists }];
 
+  const resources = padResources(pod, { containers: classicSidecars, firstInits, lastInits }, patch);
+
   const status: InjectionStatus = {
     template: template.name,
     hash: template.hash,
@@ -140,16 +147,23 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
     volumes: volumes.map(nameOf),
     imagePullSecrets: pullSecrets.map(nameOf),
   };
-  const annotations: Record<string, string> = { [Annotations.status]: JSON.stringify(status) };
-  const safeToEvict = template.safeToEvictLocalVolumes ? safeToEvictValue(pod, localVolumeNames(volumes)) : undefined;
-  if (safeToEvict !== undefined) annotations[Annotations.safeToEvictLocalVolumes] = safeToEvict;
+  const annotations = patchAnnotations(pod, status, template.safeToEvictLocalVolumes ? volumes : [], proxyFirst.length > 0);
   const labels: Record<string, string> = { [InjectedLabel.key]: InjectedLabel.value };
   addMetadataEntries(objectAt(pod, 'metadata'), { annotations, labels }, patch);
 
   const warnings = kept.map(
     ({ list, name }) => `${list} "${name}" from template "${template.name}" is already in the Pod; kept the Pod's own`,
   );
-  return { patch, status, kept, warnings, annotations: Object.keys(annotations), labels: Object.keys(labels) };
+  return { patch, status, kept, warnings, annotations: Object.keys(annotations), labels: Object.keys(labels), ...resources };
+}
+
+/** Pod-level resources padded by what the added containers bring to the API server's aggregate: the operations into PATCH, what InjectionResult says. */
+function padResources(pod: JsonObject, added: AddedContainers, patch: PatchOperation[]): Pick<InjectionResult, 'podResources' | 'podResourcesProblem'> {
+  const padding = padPodResources(pod, added);
+  if (padding === undefined) return {};
+  if (!padding.ok) return { podResourcesProblem: padding.problem };
+  for (const { path, value } of padding.patch) patch.push({ op: 'add', path, value });
+  return { podResources: padding.changes };
 }
 
 /**
@@ -195,6 +209,27 @@ function addMetadataEntries(
     if (objectAt(metadata, field) === undefined) patch.push({ op: 'add', path: jsonPointer('metadata', field), value: { ...entries } });
     else for (const [key, value] of Object.entries(entries)) patch.push({ op: 'add', path: jsonPointer('metadata', field, key), value });
   }
+}
+
+/** The annotations the patch writes: the status, the autoscaler's for LOCAL volumes added, kubectl's default container when the proxy goes FIRST. */
+function patchAnnotations(pod: JsonObject, status: InjectionStatus, local: readonly JsonObject[], first: boolean): Record<string, string> {
+  const annotations: Record<string, string> = { [Annotations.status]: JSON.stringify(status) };
+  const safeToEvict = local.length === 0 ? undefined : safeToEvictValue(pod, localVolumeNames(local));
+  if (safeToEvict !== undefined) annotations[Annotations.safeToEvictLocalVolumes] = safeToEvict;
+  const defaultContainer = first ? defaultContainerValue(pod) : undefined;
+  if (defaultContainer !== undefined) annotations[Annotations.defaultContainer] = defaultContainer;
+  return annotations;
+}
+
+/**
+ * With the proxy first in `containers`, `kubectl logs/exec` would reach it
+ * rather than the app: the Pod's first own container becomes the default
+ * (as Istio does), unless the Pod names one itself.
+ */
+function defaultContainerValue(pod: JsonObject): string | undefined {
+  const metadata = objectAt(pod, 'metadata');
+  if (own(objectAt(metadata, 'annotations') ?? {}, Annotations.defaultContainer) !== undefined) return undefined;
+  return entryName(arrayAt(objectAt(pod, 'spec'), 'containers')?.[0]);
 }
 
 function nameOf(entry: JsonObject): string {

@@ -14,6 +14,8 @@ export const Annotations = {
   holdApplication: 'envoy-injector.io/hold-application',
   /** cluster-autoscaler (1.27+): the local volumes it may lose when it evicts the Pod, comma-separated. */
   safeToEvictLocalVolumes: 'cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes',
+  /** kubectl (1.20+): the container `kubectl logs/exec` pick when none is named; set to the app's when the proxy goes first. */
+  defaultContainer: 'kubectl.kubernetes.io/default-container',
   /** The seed's Initializer annotation; `"true"` still means inject. */
   legacyInject: 'initializer.kubernetes.io/envoy',
 } as const;

@@ -101,6 +101,23 @@ export function classicContainerLists(template: SidecarTemplate, prefix: string)
 }
 
 /**
+ * kubectl's default container when the classic proxy goes first, as the
+ * webhook's defaultContainerValue: the Pod's first own container, unless the
+ * Pod names one; "" for none. None for a template without proxyLifecycle.
+ */
+export function defaultContainerVariables(template: SidecarTemplate, prefix: string): JsonObject[] {
+  const classic = classicContainerLists(template, prefix);
+  if (classic === undefined) return [];
+  const named = `variables.annotations[?${celString(Annotations.defaultContainer)}].hasValue()`;
+  return [
+    {
+      name: `${prefix}DefaultContainer`,
+      expression: `!variables.${prefix}Native && size(${classic.lead}) > 0 && !${named} && has(object.spec.containers) && size(object.spec.containers) > 0 ? string(object.spec.containers[0].name) : ""`,
+    },
+  ];
+}
+
+/**
  * `cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes` as the
  * webhook writes it (safeToEvictValue): the template's local volumes that
  * the patch adds, appended to the Pod's own list; "" when there is nothing to add.

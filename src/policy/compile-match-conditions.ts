@@ -1,10 +1,10 @@
-import { Annotations, type JsonObject, type LabelSelector } from '../injection/index.js';
+import { Annotations, OS_LABEL, type JsonObject, type LabelSelector } from '../injection/index.js';
 import { celString, celValue } from './cel-literal.js';
 import { explicitRequest, podAnnotation } from './cel-pod.js';
 import { anySelectorCel, POD_LABELS } from './compile-selectors.js';
 
 /**
- * What the Pod alone decides (docs/design.md §4 rules 4, 4a, 6, 7 and the
+ * What the Pod alone decides (docs/design.md §4 rules 4, 4a, 6, 6a, 7 and the
  * Pod's template): before any variable is evaluated. The namespace's
  * template is the mutation's (namespaceObject is only given to mutations).
  */
@@ -17,13 +17,34 @@ export function matchConditions(templateNames: readonly string[], defaultName: s
       name: 'not-host-network',
       expression: `!has(object.spec.hostNetwork) || !object.spec.hostNetwork || ${explicitRequest((key) => podAnnotation(key))}`,
     },
-    {
-      name: 'not-injected',
-      expression: `!has(object.metadata.annotations) || !(${celString(Annotations.status)} in object.metadata.annotations)`,
-    },
+    { name: 'not-windows', expression: notWindows() },
+    // The webhook pads Pod-level resources by what the sidecar adds (injection/pod-resources.ts); CEL's quantity
+    // library adds and compares quantities but cannot write one back as the text a JSON Patch needs: left as it is.
+    { name: 'no-pod-resources', expression: noPodResources() },
     {
       name: 'known-template',
       expression: `${podAnnotation(Annotations.template, defaultName)} in ${celValue([...templateNames])}`,
     },
   ];
+}
+
+/** As the webhook's windows rule (injection/pod-os.ts): spec.os.name, the nodeSelector, every required node affinity term. */
+function notWindows(): string {
+  const spec = 'object.spec';
+  const os = celString(OS_LABEL);
+  const required = `${spec}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`;
+  const terms = `${required}.nodeSelectorTerms`;
+  const term = `has(t.matchExpressions) && t.matchExpressions.exists(e, e.key == ${os} && e.operator == "In" && has(e.values) && size(e.values) > 0 && e.values.all(v, v == "windows"))`;
+  return [
+    `!(has(${spec}.os) && ${spec}.os.name == "windows")`,
+    `!(has(${spec}.nodeSelector) && ${os} in ${spec}.nodeSelector && ${spec}.nodeSelector[${os}] == "windows")`,
+    `!(has(${spec}.affinity) && has(${spec}.affinity.nodeAffinity) && has(${required}) && has(${terms}) && size(${terms}) > 0 && ${terms}.all(t, ${term}))`,
+  ].join(' && ');
+}
+
+/** The Pod sets no Pod-level request or limit (spec.resources absent, or its maps empty). */
+function noPodResources(): string {
+  const resources = 'object.spec.resources';
+  const empty = (kind: string): string => `(!has(${resources}.${kind}) || size(${resources}.${kind}) == 0)`;
+  return `!has(${resources}) || (${empty('requests')} && ${empty('limits')})`;
 }

@@ -1,5 +1,6 @@
 import { Annotations, CAPTURE_INIT_NAME, CAPTURE_LOCK_VOLUME, InjectedLabel, type SidecarTemplate } from '../injection/index.js';
 import { captureLists, type CaptureLists } from './compile-capture.js';
+import { reorderOps } from './compile-order.js';
 import { classicContainerLists, safeToEvictCandidates } from './compile-lifecycle.js';
 import { celMap, celString } from './cel-literal.js';
 
@@ -22,13 +23,16 @@ function templatePatch(template: SidecarTemplate, index: number, capture: Captur
   // Holding the app with classic sidecars: the proxy first (at most one entry, so its reverse is itself).
   const classic = classicContainerLists(template, `t${index}`);
   const containers = classic === undefined ? listOps('containers', undefined, v('Containers')) : listOps('containers', { list: classic.lead, reversed: classic.lead }, classic.rest);
-  const evict = safeToEvictCandidates(template).length > 0 ? v('Evict') : undefined;
+  const optional = [
+    ...(safeToEvictCandidates(template).length > 0 ? [{ key: Annotations.safeToEvictLocalVolumes, value: v('Evict') }] : []),
+    ...(classic === undefined ? [] : [{ key: Annotations.defaultContainer, value: v('DefaultContainer') }]),
+  ];
   const parts = [
     `(${native} ? [] : ${containers})`,
     `(${native} ? ${listOps('initContainers', { list: leading, reversed: leadingReversed }, v('InitContainers'))} : ${listOps('initContainers', undefined, trailing)})`,
     listOps('volumes', undefined, volumes),
     listOps('imagePullSecrets', undefined, v('PullSecrets')),
-    annotationOps(v('Status'), evict),
+    annotationOps(v('Status'), optional),
     labelOps(),
   ];
   return parts.join(' + ');
@@ -87,16 +91,16 @@ export function statusText(template: SidecarTemplate, prefix: string): string {
 }
 
 /**
- * Adds the status annotation, and the autoscaler's when `evict` (its value,
- * "" for none) is given, without replacing the map (which would wipe the others).
+ * Adds the status annotation, and each optional one whose value is not ""
+ * (the autoscaler's, kubectl's default container), without replacing the map
+ * (which would wipe the others).
  */
-function annotationOps(status: string, evict: string | undefined): string {
+function annotationOps(status: string, optional: readonly { readonly key: string; readonly value: string }[]): string {
   const key = celString(Annotations.status);
-  const evictKey = celString(Annotations.safeToEvictLocalVolumes);
   const add = (name: string, value: string): string => `JSONPatch{op: "add", path: "/metadata/annotations/" + jsonpatch.escapeKey(${name}), value: ${value}}`;
-  if (evict === undefined) return `[has(object.metadata.annotations) ? ${add(key, status)} : JSONPatch{op: "add", path: "/metadata/annotations", value: {${key}: ${status}}}]`;
-  const whole = `{${key}: ${status}, ?${evictKey}: ${evict} != "" ? optional.of(${evict}) : optional.none()}`;
-  const existing = `[${add(key, status)}] + (${evict} != "" ? [${add(evictKey, evict)}] : [])`;
+  if (optional.length === 0) return `[has(object.metadata.annotations) ? ${add(key, status)} : JSONPatch{op: "add", path: "/metadata/annotations", value: {${key}: ${status}}}]`;
+  const whole = `{${key}: ${status}, ${optional.map(({ key: name, value }) => `?${celString(name)}: ${value} != "" ? optional.of(${value}) : optional.none()`).join(', ')}}`;
+  const existing = `[${add(key, status)}] + ${optional.map(({ key: name, value }) => `(${value} != "" ? [${add(celString(name), value)}] : [])`).join(' + ')}`;
   return `(has(object.metadata.annotations) ? ${existing} : [JSONPatch{op: "add", path: "/metadata/annotations", value: ${whole}}])`;
 }
 
@@ -115,5 +119,6 @@ export function patchExpression(entries: readonly SidecarTemplate[]): string {
     if (template === undefined) continue;
     expression = `variables.template == ${celString(template.name)} ? ${templatePatch(template, index, captureLists(template, `t${index}`))} : ${expression}`;
   }
-  return `!variables.inject ? [] : ${expression}`;
+  // A Pod we injected: reinvoked after a later webhook, only the order of its init containers (docs/design.md §14).
+  return `!variables.inject ? [] : variables.injected ? (${reorderOps()}) : ${expression}`;
 }

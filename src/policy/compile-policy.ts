@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { ALWAYS_EXCLUDED_NAMESPACES, DEFAULT_ALLOWED_OVERRIDES, InjectedLabel, NamespaceLabel, Rule, type JsonObject, type LabelSelector, type OverrideName, type TemplateSet } from '../injection/index.js';
+import { ALWAYS_EXCLUDED_NAMESPACES, DEFAULT_ALLOWED_OVERRIDES, NamespaceLabel, Rule, type JsonObject, type LabelSelector, type OverrideName, type TemplateSet } from '../injection/index.js';
 import { PolicyLimitError } from '../errors.js';
 import { matchConditions } from './compile-match-conditions.js';
 import { patchExpression } from './compile-patch.js';
@@ -66,7 +66,9 @@ export interface CompiledPolicy {
  * the effect of the webhook's patch (docs/design.md §4-§5). The split:
  * - the binding's namespaceSelector: excluded namespaces and the `disabled` label;
  * - matchConditions: what the Pod alone decides (opted out, a never-inject
- *   selector, hostNetwork, already injected, an unknown Pod template);
+ *   selector, hostNetwork, Windows, Pod-level resources, an unknown Pod
+ *   template); an already injected Pod reaches the mutation, which only
+ *   restores the order of its init containers (compile-order.ts);
  * - the mutation: the always-inject selectors and the namespace's labels and
  *   annotations (`enabled`, its template, its proxy defaults: namespaceObject
  *   is only given to mutations), then the merge by name, per template (a
@@ -92,13 +94,11 @@ export function compilePolicy(templates: TemplateSet, settings: PolicySettings =
     metadata: metadata({ [TEMPLATES_ANNOTATION]: templatesFingerprint(templates) }),
     spec: {
       failurePolicy: settings.failurePolicy ?? 'Fail',
-      // As the webhook: run again when a later mutation changed the Pod; the status annotation makes that a no-op.
+      // As the webhook: run again when a later mutation changed the Pod; for a Pod we injected, only the order of its init containers.
       reinvocationPolicy: 'IfNeeded',
       matchConstraints: {
         matchPolicy: 'Equivalent',
         resourceRules: [{ apiGroups: [''], apiVersions: ['v1'], resources: ['pods'], operations: ['CREATE'], scope: 'Namespaced' }],
-        // As the webhooks: a Pod the patch labeled is not matched again in the API server's rerun, before any matchCondition.
-        objectSelector: { matchExpressions: [{ key: InjectedLabel.key, operator: 'DoesNotExist' }] },
       },
       matchConditions: matchConditions([...templates.templates.keys()], templates.defaultTemplate.name, settings.neverInjectSelectors),
       variables: policyVariables(entries, templates.defaultTemplate.name, allowed, settings.nativeSidecar ?? false, settings.alwaysInjectSelectors),
@@ -139,7 +139,9 @@ export const POLICY_RULE_PLACES: Readonly<Record<Rule, string>> = {
   [Rule.podSelector]: 'matchCondition not-never-selected; the mutation\'s inject (always-inject selectors)',
   [Rule.namespaceEnabled]: 'the mutation: namespaceObject labels',
   [Rule.hostNetwork]: 'matchCondition not-host-network',
-  [Rule.alreadyInjected]: `policy matchConstraints objectSelector: ${InjectedLabel.key} DoesNotExist; matchCondition not-injected`,
+  [Rule.windows]: 'matchCondition not-windows',
+  [Rule.alreadyInjected]: 'the mutation: variables.injected (the status annotation): only the order of init containers restored (variables.reorder)',
+  [Rule.podResources]: 'matchCondition no-pod-resources: policy mode leaves a Pod that sets spec.resources as it is',
   [Rule.template]: 'matchCondition known-template (the Pod\'s); the mutation\'s branch per template (the Pod\'s, else namespaceObject\'s label)',
 };
 

@@ -1,9 +1,10 @@
 import { Annotations, NamespaceLabel, type JsonObject, type LabelSelector, type OverrideName, type SidecarTemplate } from '../injection/index.js';
 import { captureLists, captureSharedVariables, captureTemplateVariables } from './compile-capture.js';
-import { lifecycleProxyEntries, lifecycleSharedVariables, lifecycleTemplateVariables, safeToEvictVariables } from './compile-lifecycle.js';
+import { defaultContainerVariables, lifecycleProxyEntries, lifecycleSharedVariables, lifecycleTemplateVariables, safeToEvictVariables } from './compile-lifecycle.js';
 import { celString, celValue } from './cel-literal.js';
 import { annotation, explicitRequest } from './cel-pod.js';
 import { conflictVariables, containerLiteral, overrideVariables } from './compile-overrides.js';
+import { orderVariables } from './compile-order.js';
 import { anySelectorCel } from './compile-selectors.js';
 import { statusText } from './compile-patch.js';
 
@@ -17,6 +18,7 @@ export function policyVariables(
 ): JsonObject[] {
   return [
     ...podVariables(defaultName, alwaysInject),
+    ...orderVariables(),
     ...captureSharedVariables(entries),
     ...lifecycleSharedVariables(entries),
     ...overrideVariables(allowed),
@@ -77,6 +79,7 @@ function templateVariables(template: SidecarTemplate, prefix: string, allowed: r
   list.push(...captureTemplateVariables(template, prefix));
   const captureVolume = captureLists(template, prefix)?.volume;
   list.push(...safeToEvictVariables(template, prefix, captureVolume === undefined ? `variables.${prefix}Volumes` : `(variables.${prefix}Volumes + ${captureVolume})`));
+  list.push(...defaultContainerVariables(template, prefix));
   add(`${prefix}Status`, statusText(template, prefix));
   return list;
 }

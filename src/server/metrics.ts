@@ -36,11 +36,13 @@ export const ADMISSION_REASONS: Readonly<Record<AdmissionResult, readonly (Reaso
     Reason.neverInjectSelector,
     Reason.namespaceNotEnabled,
     Reason.hostNetwork,
+    Reason.windowsPod,
     Reason.alreadyInjected,
     Reason.statusCopied,
     Reason.unknownTemplate,
     Reason.unknownNamespaceTemplate,
     Reason.templateNotLoaded,
+    Reason.podResourcesUnpaddable,
   ],
   error: Object.values(ErrorReason),
 };

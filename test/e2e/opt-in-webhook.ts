@@ -25,19 +25,26 @@ export interface OptInWebhook {
   stop(): Promise<void>;
 }
 
-interface Review {
-  request?: { uid?: string; object?: { metadata?: { annotations?: Record<string, string> } } };
+export interface Review {
+  request?: { uid?: string; object?: { metadata?: { annotations?: Record<string, string> }; spec?: { initContainers?: { name: string }[] } } };
 }
 
-/** The answer: the annotation added (no patch when it is there already). */
-function answer(review: Review): unknown {
-  const uid = review.request?.uid ?? '';
+/** What a second webhook does to a Pod: JSON Patch operations, or undefined for none. */
+export type PatchOf = (review: Review) => readonly object[] | undefined;
+
+/** Opts the Pod in: the annotation added (no patch when it is there already). */
+export const optInPatch: PatchOf = (review) => {
   const annotations = review.request?.object?.metadata?.annotations;
-  if (annotations?.[OPT_IN_ANNOTATION] === 'true') return { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid, allowed: true } };
-  const patch =
-    annotations === undefined
-      ? [{ op: 'add', path: '/metadata/annotations', value: { [OPT_IN_ANNOTATION]: 'true' } }]
-      : [{ op: 'add', path: `/metadata/annotations/${OPT_IN_ANNOTATION.replaceAll('~', '~0').replaceAll('/', '~1')}`, value: 'true' }];
+  if (annotations?.[OPT_IN_ANNOTATION] === 'true') return undefined;
+  return annotations === undefined
+    ? [{ op: 'add', path: '/metadata/annotations', value: { [OPT_IN_ANNOTATION]: 'true' } }]
+    : [{ op: 'add', path: `/metadata/annotations/${OPT_IN_ANNOTATION.replaceAll('~', '~0').replaceAll('/', '~1')}`, value: 'true' }];
+};
+
+function answer(review: Review, patchOf: PatchOf): unknown {
+  const uid = review.request?.uid ?? '';
+  const patch = patchOf(review);
+  if (patch === undefined) return { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid, allowed: true } };
   return {
     apiVersion: 'admission.k8s.io/v1',
     kind: 'AdmissionReview',
@@ -48,9 +55,10 @@ function answer(review: Review): unknown {
 /**
  * Starts the webhook on 127.0.0.1 and registers it (as NAME, which must sort
  * after the injector's configuration) for Pod CREATEs in namespaces labeled
- * SELECTOR, `reinvocationPolicy: Never`, `failurePolicy: Fail`.
+ * SELECTOR, `reinvocationPolicy: Never`, `failurePolicy: Fail`; what it does
+ * to a Pod is PATCHOF's (by default, opting it in).
  */
-export async function startOptInWebhook(plane: ControlPlane, name: string, selector: Record<string, string>): Promise<OptInWebhook> {
+export async function startOptInWebhook(plane: ControlPlane, name: string, selector: Record<string, string>, patchOf: PatchOf = optInPatch): Promise<OptInWebhook> {
   const ca = await makeCa({ commonName: `${name}-ca`, validDays: 1 });
   const serving = await makeServingCertificate({ ca, hosts: ['127.0.0.1'], validDays: 1 });
   let calls = 0;
@@ -60,7 +68,7 @@ export async function startOptInWebhook(plane: ControlPlane, name: string, selec
     req.on('data', (chunk: string) => (body += chunk));
     req.on('end', () => {
       calls += 1;
-      const text = JSON.stringify(answer(JSON.parse(body) as Review));
+      const text = JSON.stringify(answer(JSON.parse(body) as Review, patchOf));
       res.writeHead(200, { 'content-type': 'application/json' }).end(text);
     });
   });

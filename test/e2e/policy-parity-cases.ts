@@ -27,6 +27,10 @@ export const NamespaceKind = {
   defaults: 'defaults',
   /** Labeled enabled, envoy-injector.io/template=limits-only, proxy defaults invalid or above the template's limits. */
   badDefaults: 'bad-defaults',
+  /** Labeled enabled, and pod-security.kubernetes.io/enforce=restricted (the Pod features corpus). */
+  restricted: 'restricted',
+  /** Labeled disabled, and enforcing restricted: Pods as written (the Pod features corpus). */
+  restrictedDisabled: 'restricted-disabled',
 } as const;
 export type NamespaceKind = (typeof NamespaceKind)[keyof typeof NamespaceKind];
 
@@ -54,6 +58,8 @@ export const NAMESPACE_METADATA: Readonly<Record<NamespaceKind, { readonly label
       'example.com/unrelated': 'kept out of the cache',
     },
   },
+  restricted: { labels: { ...enabled, 'pod-security.kubernetes.io/enforce': 'restricted' } },
+  'restricted-disabled': { labels: { 'envoy-injector.io/inject': 'disabled', 'pod-security.kubernetes.io/enforce': 'restricted' } },
   'bad-defaults': {
     labels: { ...enabled, 'envoy-injector.io/template': 'limits-only' },
     annotations: { [defaultOf('proxy-cpu')]: '1', [defaultOf('proxy-memory')]: 'lots', [defaultOf('proxy-memory-limit')]: '64Mi', [defaultOf('proxy-image')]: 'bad image' },
@@ -431,8 +437,28 @@ function lifecycleCases(): ParityCase[] {
   ];
 }
 
+/**
+ * Pod-level resources (issue 34): the webhook pads them, the API server must
+ * take the Pod; the policy leaves such a Pod as it is (no-pod-resources).
+ * Only on API servers that serve spec.resources (1.34+), as policy mode is.
+ */
+function podResourcesCases(): ParityCase[] {
+  const app = (resources: JsonObject): JsonObject => ({ containers: [{ name: 'app', image: 'registry.example/app:1.0', resources }] });
+  const c = (title: string, annotations: Record<string, string>, spec: JsonObject): ParityCase => ({ title: `pod resources: ${title}`, namespace: 'enabled', pod: pod({ annotations, spec }) });
+  return [
+    c('requests only, classic', {}, { ...app({ requests: { cpu: '100m', memory: '64Mi' } }), resources: { requests: { cpu: '100m', memory: '64Mi' } } }),
+    c('limits only, native', { [NATIVE]: 'true' }, { ...app({}), resources: { limits: { cpu: '2', memory: '1Gi' } } }),
+    c('requests and limits, a big init container', {}, {
+      ...app({ requests: { cpu: '100m' }, limits: { cpu: '500m' } }),
+      initContainers: [{ name: 'migrate', image: 'registry.example/migrate:1', resources: { requests: { cpu: '2' } } }],
+      resources: { requests: { cpu: '2' }, limits: { cpu: '3' } },
+    }),
+    c('capture, native', { [TEMPLATE]: 'capture-on' }, { ...app({ requests: { cpu: '50m', memory: '32Mi' } }), resources: { requests: { cpu: '50m', memory: '32Mi' } } }),
+  ];
+}
+
 export const RANDOM_SEED = 12;
 
 export function parityCases(randomCount = 40): ParityCase[] {
-  return [...goldenCorpus(), ...handWritten(), ...captureCases(), ...namespaceCases(), ...lifecycleCases(), ...combinations(), ...randomPods(randomCount, RANDOM_SEED)];
+  return [...goldenCorpus(), ...handWritten(), ...captureCases(), ...namespaceCases(), ...lifecycleCases(), ...podResourcesCases(), ...combinations(), ...randomPods(randomCount, RANDOM_SEED)];
 }

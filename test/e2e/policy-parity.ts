@@ -34,8 +34,8 @@ export interface ApiAccess {
 export const PARITY_TEMPLATES = 'test/e2e/policy-parity-templates.yaml';
 const ALLOWED: readonly OverrideName[] = ['proxy-image', 'proxy-cpu', 'proxy-memory', 'proxy-cpu-limit', 'proxy-memory-limit'];
 const PATH_LABEL = 'parity.envoy-injector.io/path';
-const Path = { webhook: 'webhook', policy: 'policy' } as const;
-type Path = (typeof Path)[keyof typeof Path];
+export const Path = { webhook: 'webhook', policy: 'policy' } as const;
+export type Path = (typeof Path)[keyof typeof Path];
 
 export interface ApiResponse {
   readonly status: number;
@@ -101,6 +101,8 @@ export interface ParityReport {
   readonly policyInjected: number;
   /** Refused by the API server on the webhook path (the policy path must refuse them alike). */
   readonly refused: number;
+  /** Pods that set spec.resources: injected and padded by the webhook (accepted by the API server), left as they are by the policy. */
+  readonly podResourcesPadded: number;
   readonly differences: readonly ParityDifference[];
 }
 
@@ -117,15 +119,22 @@ export class ParityRun {
 
   readonly #collection: string;
 
-  /** APIVERSION: the MutatingAdmissionPolicy version the cluster serves (the objects are created through it). */
-  constructor(access: ApiAccess, apiVersion: PolicyApiVersion) {
+  readonly #templateFile: string;
+
+  /**
+   * APIVERSION: the MutatingAdmissionPolicy version the cluster serves (the
+   * objects are created through it). TEMPLATEFILE: the templates of both
+   * paths (default: the parity templates).
+   */
+  constructor(access: ApiAccess, apiVersion: PolicyApiVersion, templateFile = join(ROOT, PARITY_TEMPLATES)) {
+    this.#templateFile = templateFile;
     this.#access = access;
     this.#collection = `/apis/admissionregistration.k8s.io/${apiVersion}`;
     const names = (path: Path): Record<NamespaceKind, string> =>
       Object.fromEntries(Object.values(NamespaceKind).map((kind) => [kind, `${path}-${kind}-${this.id}`])) as Record<NamespaceKind, string>;
     this.namespaces = { webhook: names(Path.webhook), policy: names(Path.policy) };
     this.#webhookName = `parity-${this.id}`;
-    const templates = parseTemplateFile(readFileSync(join(ROOT, PARITY_TEMPLATES), 'utf8'));
+    const templates = parseTemplateFile(readFileSync(templateFile, 'utf8'));
     this.policy = compilePolicy(templates, {
       name: `parity-${this.id}`,
       injectorNamespace: this.injectorNamespace,
@@ -160,7 +169,7 @@ export class ParityRun {
     await Promise.all([writeFile(cert, serving.cert), writeFile(key, serving.key, { mode: 0o600 })]);
     this.#injector = await spawnServer([
       '--kubeconfig', this.#access.kubeconfigPath,
-      '--template-file', join(ROOT, PARITY_TEMPLATES),
+      '--template-file', this.#templateFile,
       '--namespace', this.injectorNamespace,
       '--excluded-namespaces', this.#excluded().join(','),
       '--native-sidecar', 'off',
@@ -214,6 +223,7 @@ export class ParityRun {
     let injected = 0;
     let policyInjected = 0;
     let refused = 0;
+    let podResourcesPadded = 0;
     for (const [index, parityCase] of cases.entries()) {
       const name = `case-${index}`;
       const results = await Promise.all(
@@ -225,12 +235,26 @@ export class ParityRun {
         }),
       );
       const [webhook, policy] = results;
+      if (setsPodResources(parityCase.pod)) {
+        // Policy mode leaves such a Pod as it is (no-pod-resources); the webhook pads it, and the API server must take it.
+        if (isInjected(policy) || (policy as JsonObject)['refused'] !== undefined || (webhook as JsonObject)['refused'] !== undefined) differences.push({ title: `${name}: ${parityCase.title} (spec.resources)`, webhook, policy });
+        if (isInjected(webhook)) podResourcesPadded += 1;
+        continue;
+      }
       if (JSON.stringify(webhook) !== JSON.stringify(policy)) differences.push({ title: `${name}: ${parityCase.title}`, webhook, policy });
       if (isInjected(webhook)) injected += 1;
       if ((webhook as JsonObject)['refused'] !== undefined) refused += 1;
       if (isInjected(policy)) policyInjected += 1;
     }
-    return { compared: cases.length, injected, policyInjected, refused, differences };
+    return { compared: cases.length, injected, policyInjected, refused, podResourcesPadded, differences };
+  }
+
+  /** Creates POD as NAME in this run's namespace of KIND on PATH: the stored Pod (normalized) or the refusal, and the answer's warnings. */
+  async createIn(path: Path, kind: NamespaceKind, pod: JsonObject, name: string): Promise<{ stored: unknown; warnings: readonly string[] }> {
+    const namespace = this.namespaces[path][kind];
+    const body = { ...pod, metadata: { ...((pod['metadata'] ?? {}) as JsonObject), name } };
+    const response = await kubeCall(this.#access, 'POST', `/api/v1/namespaces/${namespace}/pods`, body);
+    return { stored: this.#normalize(response), warnings: response.warnings };
   }
 
   /** The stored Pod (or the refusal) without what differs by nature: names, uids, versions, times, the token volume's suffix. */
@@ -276,7 +300,13 @@ export class ParityRun {
   }
 }
 
-function isInjected(stored: unknown): boolean {
+/** Pod-level requests or limits: the policy leaves the Pod alone (its no-pod-resources match condition). */
+function setsPodResources(pod: JsonObject): boolean {
+  const resources = ((pod['spec'] as JsonObject | undefined)?.['resources'] ?? {}) as JsonObject;
+  return ['requests', 'limits'].some((kind) => Object.keys((resources[kind] ?? {}) as JsonObject).length > 0);
+}
+
+export function isInjected(stored: unknown): boolean {
   const metadata = (stored as JsonObject)['metadata'] as JsonObject | undefined;
   const annotations = metadata?.['annotations'] as JsonObject | undefined;
   return annotations?.['envoy-injector.io/status'] !== undefined;

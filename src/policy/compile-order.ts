@@ -1,0 +1,49 @@
+import { Annotations, CAPTURE_INIT_NAME, type JsonObject } from '../injection/index.js';
+import { celString } from './cel-literal.js';
+
+/**
+ * The order of init containers after other injectors, in policy mode
+ * (docs/design.md §14): injection/init-order.ts's restoreInitOrder in CEL,
+ * for a Pod the policy already injected and the API server reinvokes it on.
+ * The names come from our status annotation (its JSON holds container names,
+ * DNS labels: no escapes to undo), the sidecars are the restartable ones.
+ */
+
+/** `"<list>":["a","b"]` of the status annotation as a list of names; [] when absent. */
+function statusNames(list: string): string {
+  const found = `variables.statusText.find(${celString(`"${list}":\\[[^\\]]*\\]`)})`;
+  const inner = `${found}.substring(${list.length + 4}, size(${found}) - 1)`;
+  return `(${found} == "" || ${inner} == "" ? [] : ${inner}.split(",").map(n, n.substring(1, size(n) - 1)))`;
+}
+
+export function orderVariables(): JsonObject[] {
+  const list = 'variables.initList';
+  const restartable = `${list}.exists(c, c.name == n && has(c.restartPolicy) && c.restartPolicy == "Always")`;
+  const current = `${list}.map(c, c.name)`;
+  const capture = celString(CAPTURE_INIT_NAME);
+  return [
+    { name: 'statusText', expression: `variables.annotations[?${celString(Annotations.status)}].orValue("")` },
+    { name: 'injected', expression: `variables.statusText != ""` },
+    { name: 'initList', expression: 'has(object.spec.initContainers) ? object.spec.initContainers : []' },
+    { name: 'ourInits', expression: `variables.statusText.startsWith("{") ? ${statusNames('initContainers')} : []` },
+    {
+      // Our status names containers the Pod lacks: not ours (copied), left alone, as the webhook leaves it.
+      name: 'statusOurs',
+      expression: `variables.ourInits.all(n, ${list}.exists(c, c.name == n)) && ${statusNames('containers')}.all(n, has(object.spec.containers) && object.spec.containers.exists(c, c.name == n))`,
+    },
+    { name: 'ourSidecarIndexes', expression: `variables.ourInits.transformList(i, n, ${restartable}, i)` },
+    {
+      name: 'wantedInits',
+      expression:
+        `size(variables.ourSidecarIndexes) > 0 ? ` +
+        `variables.ourInits.transformList(i, n, i <= variables.ourSidecarIndexes.max(), n) + ${current}.filter(n, !(n in variables.ourInits.transformList(i, m, i <= variables.ourSidecarIndexes.max(), m))) : ` +
+        `size(variables.ourInits) > 0 && variables.ourInits[size(variables.ourInits) - 1] == ${capture} ? ${current}.filter(n, n != ${capture}) + [${capture}] : ${current}`,
+    },
+    { name: 'reorder', expression: `variables.statusOurs && size(variables.ourInits) > 0 && variables.wantedInits != ${current}` },
+  ];
+}
+
+/** The mutation's operations for a Pod we injected (JSONPatch exists only in mutations): the whole list reordered, or none. */
+export function reorderOps(): string {
+  return 'variables.reorder ? [JSONPatch{op: "add", path: "/spec/initContainers", value: variables.wantedInits.map(n, variables.initList.filter(c, c.name == n)[0])}] : []';
+}

@@ -1,0 +1,160 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, it } from 'node:test';
+import type { JsonObject } from '../../src/injection/index.js';
+import { renderChart, only } from '../helpers/helm.js';
+import { forEachKubeVersion, servedPolicyApiVersion } from './control-plane.js';
+import { isInjected, ParityRun, Path } from './policy-parity.js';
+import type { NamespaceKind } from './policy-parity-cases.js';
+
+/**
+ * The invariant of docs/design.md §14, "injection never makes a valid Pod
+ * invalid", on a real API server: Pods using each Pod feature of Kubernetes
+ * 1.33-1.36 are created as written (in a namespace the injector skips) and
+ * through the injector (webhook and policy mode), classic and native,
+ * capture off and on, with the chart's own default template. Whenever the
+ * API server accepts the Pod as written, it must accept it injected, or the
+ * injector must leave it as it was for a reason the feature names. A feature
+ * the version does not serve (the Pod as written refused) is skipped, by name.
+ */
+
+type Outcome = 'injected' | 'uninjected';
+
+interface Feature {
+  readonly title: string;
+  readonly spec: JsonObject;
+  /** Created in a namespace enforcing Pod Security `restricted`. */
+  readonly restricted?: boolean;
+  /** What each mode does when the Pod as written is accepted (default: injected). */
+  readonly webhook?: Outcome;
+  readonly policy?: Outcome;
+}
+
+const app = (extra: JsonObject = {}): JsonObject => ({ name: 'app', image: 'registry.example/app:1.0', ...extra });
+const restrictedContext = { runAsNonRoot: true, runAsUser: 1000, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] }, seccompProfile: { type: 'RuntimeDefault' } };
+
+const FEATURES: readonly Feature[] = [
+  { title: 'a plain Pod', spec: { containers: [app()] } },
+  { title: 'Pod-level requests', spec: { resources: { requests: { cpu: '100m', memory: '64Mi' } }, containers: [app({ resources: { requests: { cpu: '100m', memory: '64Mi' } } })] }, policy: 'uninjected' },
+  { title: 'Pod-level limits only (requests defaulted from them)', spec: { resources: { limits: { cpu: '1', memory: '1Gi' } }, containers: [app()] }, policy: 'uninjected' },
+  {
+    title: 'Pod-level requests and limits, an init container and a native sidecar of its own',
+    spec: {
+      resources: { requests: { cpu: '1200m', memory: '256Mi' }, limits: { cpu: '2', memory: '512Mi' } },
+      initContainers: [
+        { name: 'log', image: 'registry.example/log:1', restartPolicy: 'Always', resources: { requests: { cpu: '200m', memory: '32Mi' }, limits: { cpu: '500m', memory: '64Mi' } } },
+        { name: 'migrate', image: 'registry.example/migrate:1', resources: { requests: { cpu: '1', memory: '128Mi' } } },
+      ],
+      containers: [app({ resources: { requests: { cpu: '100m', memory: '64Mi' }, limits: { cpu: '1', memory: '256Mi' } } })],
+    },
+    policy: 'uninjected',
+  },
+  { title: 'Pod-level resources Guaranteed (requests equal limits)', spec: { resources: { requests: { cpu: '500m', memory: '128Mi' }, limits: { cpu: '500m', memory: '128Mi' } }, containers: [app({ resources: { requests: { cpu: '200m' } } })] }, policy: 'uninjected' },
+  { title: 'hostUsers: false (user namespaces)', spec: { hostUsers: false, containers: [app()] } },
+  { title: 'spec.os.name: linux', spec: { os: { name: 'linux' }, containers: [app()] } },
+  { title: 'spec.os.name: windows', spec: { os: { name: 'windows' }, containers: [app()] }, webhook: 'uninjected', policy: 'uninjected' },
+  { title: 'a nodeSelector for Windows nodes', spec: { nodeSelector: { 'kubernetes.io/os': 'windows' }, containers: [app()] }, webhook: 'uninjected', policy: 'uninjected' },
+  { title: 'the sleep lifecycle action', spec: { terminationGracePeriodSeconds: 20, containers: [app({ lifecycle: { preStop: { sleep: { seconds: 5 } } } })] } },
+  { title: 'resizePolicy', spec: { containers: [app({ resizePolicy: [{ resourceName: 'cpu', restartPolicy: 'NotRequired' }, { resourceName: 'memory', restartPolicy: 'RestartContainer' }], resources: { requests: { cpu: '100m', memory: '64Mi' } } })] } },
+  {
+    title: 'native sidecars and init containers of its own',
+    spec: { initContainers: [{ name: 'vault-agent', image: 'registry.example/vault:1', restartPolicy: 'Always' }, { name: 'migrate', image: 'registry.example/migrate:1' }], containers: [app()] },
+  },
+  { title: 'automountServiceAccountToken: false', spec: { automountServiceAccountToken: false, containers: [app()] } },
+  { title: 'dnsPolicy: None', spec: { dnsPolicy: 'None', dnsConfig: { nameservers: ['192.0.2.53'], searches: ['svc.example'] }, containers: [app()] } },
+  { title: 'shareProcessNamespace', spec: { shareProcessNamespace: true, containers: [app()] } },
+  { title: 'restricted Pod Security by container-level fields only', restricted: true, spec: { containers: [app({ securityContext: restrictedContext })] } },
+  {
+    title: 'an image volume (ImageVolume)',
+    spec: { volumes: [{ name: 'models', image: { reference: 'registry.example/models:1', pullPolicy: 'IfNotPresent' } }], containers: [app({ volumeMounts: [{ name: 'models', mountPath: '/models' }] })] },
+  },
+];
+
+const VARIANTS = [
+  { name: 'classic', native: 'false', capture: 'false' },
+  { name: 'classic, capture', native: 'false', capture: 'true' },
+  { name: 'native', native: 'true', capture: 'false' },
+  { name: 'native, capture', native: 'true', capture: 'true' },
+] as const;
+
+forEachKubeVersion('every valid Pod stays valid: the Pod features of Kubernetes 1.33-1.36, as written and injected', (plane, version) => {
+  const apiVersion = servedPolicyApiVersion(version);
+  if (apiVersion === undefined) {
+    it(`${version}: skipped, it serves none of these features (no Pod-level resources, native sidecars off by default, no policy mode); the other files of this tier cover it`, () => undefined);
+    return;
+  }
+  let run: ParityRun | undefined;
+  let dir: string | undefined;
+  before(async () => {
+    // The chart's own default template: the proxy a user gets, restricted-compliant, able to capture.
+    const configMap = only(await renderChart({}), 'ConfigMap', 'envoy-initializer');
+    dir = mkdtempSync(join(tmpdir(), 'ei-features-'));
+    const file = join(dir, 'templates.json');
+    writeFileSync(file, JSON.stringify(configMap));
+    run = new ParityRun(plane(), apiVersion, file);
+    await run.start();
+  });
+  after(async () => {
+    await run?.stop();
+    if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it(`a Pod the API server accepts as written is accepted injected, or left as it was (${FEATURES.length} features x ${VARIANTS.length} variants x webhook and policy)`, async (t) => {
+    assert.ok(run !== undefined);
+    const problems: string[] = [];
+    let checked = 0;
+    let index = 0;
+    for (const feature of FEATURES) {
+      const written: NamespaceKind = feature.restricted === true ? 'restricted-disabled' : 'disabled';
+      const through: NamespaceKind = feature.restricted === true ? 'restricted' : 'enabled';
+      const pod = (annotations: Record<string, string>): JsonObject => ({ apiVersion: 'v1', kind: 'Pod', metadata: { annotations }, spec: feature.spec });
+      const asWritten = await run.createIn(Path.webhook, written, pod({}), `written-${++index}`);
+      const refused = (asWritten.stored as JsonObject)['refused'];
+      if (refused !== undefined) {
+        t.diagnostic(`Kubernetes ${version} does not serve "${feature.title}" (the Pod as written is refused: ${String((asWritten.stored as JsonObject)['message'])}): skipped`);
+        continue;
+      }
+      assert.ok(!isInjected(asWritten.stored), `${feature.title}: created as written in a namespace labeled disabled`);
+      // A field behind a feature gate that is off is dropped, not refused: such a Pod says nothing of the feature.
+      const dropped = missingPaths(feature.spec, ((asWritten.stored as JsonObject)['spec'] ?? {}) as JsonObject, 'spec');
+      if (dropped.length > 0) {
+        t.diagnostic(`Kubernetes ${version} does not serve "${feature.title}" (it dropped ${dropped.join(', ')}): skipped`);
+        continue;
+      }
+      for (const variant of VARIANTS) {
+        const annotations = { 'envoy-injector.io/native-sidecar': variant.native, 'envoy-injector.io/capture': variant.capture };
+        for (const path of [Path.webhook, Path.policy]) {
+          const { stored, warnings } = await run.createIn(path, through, pod(annotations), `injected-${++index}`);
+          checked += 1;
+          const where = `${feature.title} (${variant.name}, ${path})`;
+          const answer = stored as JsonObject;
+          if (answer['refused'] !== undefined) {
+            problems.push(`${where}: accepted as written, refused injected: ${String(answer['message'])}`);
+            continue;
+          }
+          const expected = (path === Path.webhook ? feature.webhook : feature.policy) ?? 'injected';
+          const outcome: Outcome = isInjected(stored) ? 'injected' : 'uninjected';
+          if (outcome !== expected) problems.push(`${where}: ${outcome}, expected ${expected}${warnings.length > 0 ? ` (warnings: ${warnings.join(' | ')})` : ''}`);
+        }
+      }
+    }
+    t.diagnostic(`Kubernetes ${version}: ${checked} injected Pods checked against their Pods as written`);
+    assert.deepEqual(problems, []);
+    assert.ok(checked >= 100, `only ${checked} Pods were checked`);
+  });
+});
+
+/** The paths of WANTED (its keys, list items by index) that STORED lacks. */
+function missingPaths(wanted: unknown, stored: unknown, path: string): string[] {
+  if (Array.isArray(wanted)) {
+    if (!Array.isArray(stored)) return [path];
+    return wanted.flatMap((item, index) => missingPaths(item, stored[index], `${path}[${index}]`));
+  }
+  if (wanted !== null && typeof wanted === 'object') {
+    if (stored === null || typeof stored !== 'object' || Array.isArray(stored)) return [path];
+    return Object.entries(wanted).flatMap(([key, item]) => (key in stored ? missingPaths(item, (stored as Record<string, unknown>)[key], `${path}.${key}`) : [`${path}.${key}`]));
+  }
+  return [];
+}
