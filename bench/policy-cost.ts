@@ -9,8 +9,8 @@
  * - injected shape: the Pod as our policy stores it (less the token mount the
  *   ServiceAccount plugin adds), created as such: the price of its size alone;
  * - constant policy: the seed's Pod, a policy whose JSONPatch adds that very
- *   content as CEL literals (our matchConstraints, with the objectSelector on
- *   our injected label, our `not-injected` condition and IfNeeded, as ours):
+ *   content as CEL literals (our matchConstraints and IfNeeded, as ours, and
+ *   a `not-injected` condition of its own, constant-policy.ts):
  *   the price of any policy injecting this sidecar;
  * - ours: the seed's Pod, our compiled policy (compilePolicy, as the policy
  *   controller applies it) bound to its namespace.
