@@ -34,7 +34,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe } from 'node:test';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { PolicyApiVersion } from '../../src/policy/policy-api-version.js';
-import { makeCa, makeServingCertificate } from '../../src/tls/certificates.js';
+import { makeCa, makeServingCertificate, type KeyPair } from '../../src/tls/certificates.js';
 import { startProcess, type ManagedProcess } from './child-processes.js';
 import { KUBE_VERSIONS, kubeBinary, type KubeVersion } from './kube-binaries.js';
 
@@ -77,6 +77,12 @@ interface StartOptions {
   readonly betaPolicyApi?: boolean;
   /** More kube-controller-manager flags (the bench lifts its client's rate limit: --kube-api-qps, --kube-api-burst). */
   readonly controllerManagerArgs?: readonly string[];
+  /** Controllers beyond the default list (the node tier adds OpenShift's service-ca-certificate-publisher-controller). */
+  readonly extraControllers?: readonly string[];
+  /** The cluster CA (default: a new one), for a caller that signs certificates of its own with it (a kubelet's). */
+  readonly ca?: KeyPair;
+  /** More kube-apiserver flags, e.g. how it reaches kubelets. */
+  readonly apiServerArgs?: readonly string[];
 }
 
 /**
@@ -130,7 +136,7 @@ export async function startControlPlane(version: KubeVersion, options: StartOpti
     await rm(dir, { recursive: true, force: true });
   };
   try {
-    const ca = await makeCa({ commonName: `kube-test-ca-${version}`, validDays: 7 });
+    const ca = options.ca ?? (await makeCa({ commonName: `kube-test-ca-${version}`, validDays: 7 }));
     const serving = await makeServingCertificate({ ca, hosts: ['127.0.0.1', 'localhost', 'kubernetes.default.svc'], validDays: 7 });
     const serviceAccountKey = generateKeyPairSync('rsa', { modulusLength: 2048 });
     const adminToken = randomBytes(24).toString('hex');
@@ -189,6 +195,7 @@ export async function startControlPlane(version: KubeVersion, options: StartOpti
       '--allow-privileged=true',
       '--profiling=false',
       ...(beta ? betaPolicyApiFlags(version) : []),
+      ...(options.apiServerArgs ?? []),
     ];
     let starts = 0;
     const startApiServer = async (beta: boolean): Promise<void> => {
@@ -224,7 +231,7 @@ export async function startControlPlane(version: KubeVersion, options: StartOpti
         `--root-ca-file=${files.ca}`,
         '--use-service-account-credentials=false',
         '--leader-elect=false',
-        '--controllers=serviceaccount,serviceaccount-token,namespace,garbagecollector,root-ca-cert-publisher,deployment,replicaset,statefulset',
+        `--controllers=${['serviceaccount', 'serviceaccount-token', 'namespace', 'garbagecollector', 'root-ca-cert-publisher', 'deployment', 'replicaset', 'statefulset', ...(options.extraControllers ?? [])].join(',')}`,
         ...(options.controllerManagerArgs ?? []),
       ], join(dir, 'kube-controller-manager.log'));
       processes.push(controllerManager);
@@ -359,7 +366,7 @@ async function waitFor(managed: ManagedProcess, what: string, check: () => Promi
   }
 }
 
-async function freePorts(count: number): Promise<number[]> {
+export async function freePorts(count: number): Promise<number[]> {
   // All held open at once so that they differ; a race with another process remains possible and shows as a start failure.
   const servers = await Promise.all(
     Array.from({ length: count }, () => new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
