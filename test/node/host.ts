@@ -21,7 +21,7 @@ const run = promisify(execFile);
 /** Sysctls the kubelet sets (seen on these machines), with no switch to stop it. */
 const SYSCTLS = ['vm.overcommit_memory', 'kernel.panic', 'kernel.panic_on_oops', 'vm.panic_on_oom', 'kernel.keys.root_maxkeys', 'kernel.keys.root_maxbytes'];
 /** Fixed host paths the kubelet, containerd or libcni create; removed at the end when they did not exist before. */
-const HOST_DIRS = ['/run/containerd/s', '/run/containerd', '/var/lib/cni/results', '/var/lib/cni', '/var/log/containers', '/var/lib/kubelet/device-plugins', '/var/lib/kubelet'];
+const HOST_DIRS = ['/run/containerd/s', '/run/containerd/runc/k8s.io', '/run/containerd/runc', '/run/containerd', '/var/lib/cni/results', '/var/lib/cni', '/var/log/containers', '/var/lib/kubelet/device-plugins', '/var/lib/kubelet'];
 const CGROUP_BASE = '/sys/fs/cgroup';
 const STATE = join(NODE_DIR, 'host.json');
 

@@ -64,7 +64,7 @@ export async function initRecipe(): Promise<ImageRecipe> {
   for (const copy of copySteps(stage)) {
     for (const source of copy.sources) {
       const destination = copy.destination.endsWith('/') ? `${copy.destination}${source}` : copy.destination;
-      files.push({ path: destination, content: await readFile(join(ROOT, 'init', source)), mode: 0o755 });
+      files.push({ path: destination, content: brokenRules(await readFile(join(ROOT, 'init', source), 'utf8')), mode: 0o755 });
     }
   }
   const entrypoint = instructionsOf(stage, 'ENTRYPOINT').map(execForm).at(-1);
@@ -80,6 +80,14 @@ export async function initRecipe(): Promise<ImageRecipe> {
     entrypoint,
     ...(user === undefined ? {} : { user }),
   };
+}
+
+/** NODE_TIER_BREAK=capture-rules: the rule script without its OUTPUT jump (a rule left out), to see the capture scenarios fail. */
+function brokenRules(script: string): string {
+  if (process.env['NODE_TIER_BREAK'] !== 'capture-rules') return script;
+  const broken = script.replace('  jump_once "$ipt" OUTPUT "$OUTBOUND_CHAIN"\n', '');
+  if (broken === script) throw new Error('NODE_TIER_BREAK=capture-rules: the OUTPUT jump is not in init/capture-rules.sh any more');
+  return broken;
 }
 
 /** The chart's default Envoy image (values.yaml proxy.image), which the stand-in is tagged as. */

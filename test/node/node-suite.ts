@@ -13,12 +13,15 @@
  * NODE_TIER_BREAK=<name> takes one behaviour away, so that a scenario can be
  * seen to fail (docs/design.md "The node tier").
  */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { after, before, describe } from 'node:test';
 import { CoreV1Api, type V1Container, type V1ContainerStatus, type V1Pod } from '@kubernetes/client-node';
 import { connect, sharedAddresses, type ControlPlane } from '../e2e/control-plane.js';
 import { createNamespace, deleteNamespaces, eventually, helmInstall, helmUninstall, uniqueName, type Release } from '../e2e/cluster.js';
 import { startChartInjector, type ChartInjector } from '../e2e/injector-process.js';
 import type { KubeVersion } from '../e2e/kube-binaries.js';
+import { ROOT } from '../helpers/fixtures.js';
 import { APP_IMAGE } from './image-recipes.js';
 import { NODE_NAME } from './network.js';
 import { NODE_VERSIONS, startNode, type KubeNode } from './node.js';
@@ -75,6 +78,7 @@ export function forEachNode(title: string, body: (suite: () => NodeSuite, versio
       after(async () => {
         await injector?.stop().catch(() => undefined);
         if (current !== undefined) {
+          await saveRecords(version, title, current.recorder);
           await helmUninstall(current.plane, current.release).catch(() => undefined);
           await deleteNamespaces(current.plane, [current.namespace]);
           await current.recorder.close();
@@ -87,6 +91,13 @@ export function forEachNode(title: string, body: (suite: () => NodeSuite, versio
       }, version);
     });
   }
+}
+
+/** The suite's records, kept for a look after a failure: node_modules/.cache/envoy-injector-node/logs/VERSION/. */
+async function saveRecords(version: KubeVersion, title: string, recorder: Recorder): Promise<void> {
+  const dir = join(ROOT, 'node_modules', '.cache', 'envoy-injector-node', 'logs', version);
+  await mkdir(dir, { recursive: true });
+  await writeFile(join(dir, `records-${title.replace(/[^a-z0-9]+/gi, '-')}.jsonl`), recorder.records.map((record) => JSON.stringify(record)).join('\n'));
 }
 
 async function setUp(version: KubeVersion, plane: ControlPlane): Promise<NodeSuite> {

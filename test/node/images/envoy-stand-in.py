@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 import signal
+import traceback
 
 import yaml
 
@@ -75,6 +76,15 @@ def fail(message):
 def socket_address(address):
     inner = (address or {}).get("socket_address", {})
     return inner.get("address", "0.0.0.0"), int(inner.get("port_value", 0)), bool(inner.get("ipv4_compat", False))
+
+
+def guarded(handler, conn, peer):
+    """Runs a connection's handler; a failure of the stand-in itself is recorded, never silent."""
+    try:
+        handler(conn, peer)
+    except Exception:  # noqa: BLE001 -- recorded whole for the test's error message
+        record("stand-in", "error", traceback=traceback.format_exc())
+        conn.close()
 
 
 def plain(address):
@@ -133,7 +143,7 @@ class Proxy:
                     conn, peer = sock.accept()
                 except OSError:
                     return
-                threading.Thread(target=handler, args=(conn, peer), daemon=True).start()
+                threading.Thread(target=guarded, args=(handler, conn, peer), daemon=True).start()
         threading.Thread(target=loop, daemon=True).start()
 
     def start(self):
