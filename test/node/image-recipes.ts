@@ -37,8 +37,16 @@ export function pauseRecipe(): ImageRecipe {
 /** What a Dockerfile's `apt-get install` lines install: the package names, flags left out. */
 export function aptInstalled(runArgs: string): string[] {
   const packages: string[] = [];
-  for (const [, words] of runArgs.matchAll(/apt-get install((?:\s+(?!&&|\|\||;)\S+)+)/g)) {
-    for (const word of (words ?? '').trim().split(/\s+/)) if (!word.startsWith('-')) packages.push(word);
+  const words = runArgs.split(/\s+/);
+  for (let index = 0; index < words.length; index += 1) {
+    if (words[index] !== 'apt-get' || words[index + 1] !== 'install') continue;
+    for (index += 2; index < words.length; index += 1) {
+      const word = words[index] ?? '';
+      if (['&&', '||', ';', '|'].includes(word)) break;
+      const name = word.replace(/;$/, '');
+      if (name !== '' && !name.startsWith('-')) packages.push(name);
+      if (name !== word) break;
+    }
   }
   return packages;
 }
