@@ -81,6 +81,8 @@ interface StartOptions {
   readonly extraControllers?: readonly string[];
   /** The cluster CA (default: a new one), for a caller that signs certificates of its own with it (a kubelet's). */
   readonly ca?: KeyPair;
+  /** More names and addresses the API server's serving certificate holds (the node tier reaches it from Pods). */
+  readonly servingHosts?: readonly string[];
   /** More kube-apiserver flags, e.g. how it reaches kubelets. */
   readonly apiServerArgs?: readonly string[];
 }
@@ -137,7 +139,7 @@ export async function startControlPlane(version: KubeVersion, options: StartOpti
   };
   try {
     const ca = options.ca ?? (await makeCa({ commonName: `kube-test-ca-${version}`, validDays: 7 }));
-    const serving = await makeServingCertificate({ ca, hosts: ['127.0.0.1', 'localhost', 'kubernetes.default.svc'], validDays: 7 });
+    const serving = await makeServingCertificate({ ca, hosts: ['127.0.0.1', 'localhost', 'kubernetes.default.svc', ...(options.servingHosts ?? [])], validDays: 7 });
     const serviceAccountKey = generateKeyPairSync('rsa', { modulusLength: 2048 });
     const adminToken = randomBytes(24).toString('hex');
     const files = {

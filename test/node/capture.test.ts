@@ -149,4 +149,8 @@ forEachNode('traffic capture', (suite, version) => {
     // The stand-in's outbound listener took the connection: the rules hold in the user namespace.
     await waitRelayed(recorder, 'userns', 'outbound', [server, 8080]);
   });
+
+  // Both need other issues first: a Pod, an `it` and what the kubelet and the recorder report, as above.
+  it(`6. an init container another webhook added still reaches its server with capture on, native mode (${version})`, { skip: 'waits for issue 34 (the injected init containers after other injectors\' ones)' }, () => undefined);
+  it(`8. an app running as the proxy's uid bypasses capture, and the warning says so (${version})`, { skip: 'waits for issue 35 (the proxy\'s uid 1337 and the warning)' }, () => undefined);
 });

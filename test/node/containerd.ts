@@ -79,6 +79,13 @@ export interface Containerd {
   crictl(...args: string[]): Promise<string>;
 }
 
+/** Imports an OCI layout archive into the node's containerd (the tier's fixed socket), for a test file that builds an image of its own. */
+export async function importArchive(archive: string): Promise<void> {
+  await run('ctr', ['--address', CONTAINERD_SOCKET, '-n', 'k8s.io', 'images', 'import', archive], { maxBuffer: 16 * 1024 * 1024 }).catch((error: { stderr?: string; message: string }) => {
+    throw new Error(`ctr images import ${archive}: ${error.stderr?.trim() ?? error.message}`);
+  });
+}
+
 export async function startContainerd(pauseImage: string, crictlBin: string): Promise<Containerd> {
   await mkdir(join(CONTAINERD_DIR, 'net.d'), { recursive: true });
   const configPath = join(CONTAINERD_DIR, 'config.toml');
@@ -95,11 +102,7 @@ export async function startContainerd(pauseImage: string, crictlBin: string): Pr
   }
   return {
     process: managed,
-    importImage: async (archive) => {
-      await ctr('-n', 'k8s.io', 'images', 'import', archive).catch((error: { stderr?: string; message: string }) => {
-        throw new Error(`ctr images import ${archive}: ${error.stderr?.trim() ?? error.message}`);
-      });
-    },
+    importImage: importArchive,
     crictl: async (...args) => (await run(crictlBin, ['--runtime-endpoint', `unix://${CONTAINERD_SOCKET}`, '--image-endpoint', `unix://${CONTAINERD_SOCKET}`, ...args], { maxBuffer: 16 * 1024 * 1024 })).stdout,
   };
 }

@@ -45,6 +45,7 @@ export interface ImageRecipe {
   /** uid:gid, as a Dockerfile's USER. */
   readonly user?: string;
   readonly env?: readonly string[];
+  readonly workdir?: string;
 }
 
 export interface BuiltImage {
@@ -86,7 +87,7 @@ export async function resolvePackages(packages: readonly string[]): Promise<stri
 export async function buildImage(recipe: ImageRecipe): Promise<BuiltImage> {
   const packages = await resolvePackages(recipe.packages);
   const key = createHash('sha256')
-    .update(JSON.stringify({ builder: BUILDER_VERSION, packages, reference: recipe.reference, entrypoint: recipe.entrypoint, cmd: recipe.cmd, user: recipe.user, env: recipe.env }))
+    .update(JSON.stringify({ builder: BUILDER_VERSION, packages, reference: recipe.reference, entrypoint: recipe.entrypoint, cmd: recipe.cmd, user: recipe.user, env: recipe.env, workdir: recipe.workdir }))
     .update(JSON.stringify(recipe.symlinks ?? []))
     .update(JSON.stringify(recipe.files.map((file) => [file.path, file.mode ?? 0o644, createHash('sha256').update(file.content).digest('hex')])))
     .digest('hex')
@@ -170,6 +171,7 @@ async function writeLayout(recipe: ImageRecipe, layers: readonly string[], layou
       ...(recipe.entrypoint === undefined ? {} : { Entrypoint: recipe.entrypoint }),
       ...(recipe.cmd === undefined ? {} : { Cmd: recipe.cmd }),
       ...(recipe.user === undefined ? {} : { User: recipe.user }),
+      ...(recipe.workdir === undefined ? {} : { WorkingDir: recipe.workdir }),
       Env: ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', ...(recipe.env ?? [])],
     },
     rootfs: { type: 'layers', diff_ids: layerDescriptors.map((layer) => layer.digest) },

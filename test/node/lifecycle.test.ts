@@ -88,6 +88,8 @@ forEachNode('the proxy in the Pod\'s life', (suite, version) => {
       const { core, namespace, recorder, waitPod } = suite();
       const name = `shut-${mode}`;
       await waitPod(name, running('envoy', 'app'), 'both containers running');
+      // Running is not ready for SIGTERM yet: the app records `started` once its handler is in place.
+      await recorder.waitFor('the app started', name, (record) => record.source === 'app' && record.event === 'started');
       await core.deleteNamespacedPod({ name, namespace });
       const pod = await waitPod(name, terminated('envoy', 'app'), 'both containers terminated after the delete', 60_000);
       const deleted = new Date(pod.metadata?.deletionTimestamp ?? 0).getTime() / 1000 - (pod.metadata?.deletionGracePeriodSeconds ?? 0);

@@ -33,7 +33,8 @@ export interface NodeSuite {
   readonly core: CoreV1Api;
   readonly recorder: Recorder;
   readonly namespace: string;
-  readonly release: Release;
+  /** The chart's release whose injector runs as a local process; undefined for a suite made with `injector: 'none'`. */
+  readonly release: Release | undefined;
   /** Creates the Pods at once in the suite's namespace, on the node. */
   createPods(pods: readonly V1Pod[]): Promise<void>;
   /** Polls Pod NAME until READY says it is as wanted; the bound and WHAT name it in the error. */
@@ -53,7 +54,14 @@ export function nodeVersions(): KubeVersion[] {
   return NODE_VERSIONS.filter((version) => wanted === undefined || wanted === '' || wanted.split(',').map((v) => v.trim()).includes(version));
 }
 
-export function forEachNode(title: string, body: (suite: () => NodeSuite, version: KubeVersion) => void): void {
+/**
+ * `describe(TITLE on VERSION)` per node version. With `injector: 'process'`
+ * (the default) the suite's release runs the injector as a local process on
+ * its Service's ClusterIP; with 'none' the suite has no release and installs
+ * what it needs itself.
+ */
+export function forEachNode(title: string, body: (suite: () => NodeSuite, version: KubeVersion) => void, options: { injector?: 'process' | 'none' } = {}): void {
+  const withInjector = options.injector !== 'none';
   for (const version of nodeVersions()) {
     describe(`${title} (Kubernetes ${version}, a real node)`, () => {
       let node: KubeNode | undefined;
@@ -67,7 +75,8 @@ export function forEachNode(title: string, body: (suite: () => NodeSuite, versio
           node = await startNode(version);
           plane = node.plane;
         }
-        current = await setUp(version, plane);
+        current = await setUp(version, plane, withInjector);
+        if (current.release === undefined) return;
         injector = await startChartInjector(plane, current.release);
         const namespace = current.namespace;
         await eventually('a first Pod injected through the API server', async () => {
@@ -79,7 +88,7 @@ export function forEachNode(title: string, body: (suite: () => NodeSuite, versio
         await injector?.stop().catch(() => undefined);
         if (current !== undefined) {
           await saveRecords(version, title, current.recorder);
-          await helmUninstall(current.plane, current.release).catch(() => undefined);
+          if (current.release !== undefined) await helmUninstall(current.plane, current.release).catch(() => undefined);
           await deleteNamespaces(current.plane, [current.namespace]);
           await current.recorder.close();
         }
@@ -100,10 +109,10 @@ async function saveRecords(version: KubeVersion, title: string, recorder: Record
   await writeFile(join(dir, `records-${title.replace(/[^a-z0-9]+/gi, '-')}.jsonl`), recorder.records.map((record) => JSON.stringify(record)).join('\n'));
 }
 
-async function setUp(version: KubeVersion, plane: ControlPlane): Promise<NodeSuite> {
+async function setUp(version: KubeVersion, plane: ControlPlane, withRelease: boolean): Promise<NodeSuite> {
   const core = plane.kubeConfig.makeApiClient(CoreV1Api);
   const recorder = await startRecorder();
-  const release = await helmInstall(plane, { name: uniqueName('mesh'), namespace: uniqueName('mesh-system') });
+  const release = withRelease ? await helmInstall(plane, { name: uniqueName('mesh'), namespace: uniqueName('mesh-system') }) : undefined;
   const namespace = uniqueName('node');
   await createNamespace(plane, namespace, { 'envoy-injector.io/inject': 'enabled', 'pod-security.kubernetes.io/enforce': 'privileged' });
   // The OpenShift fork's token volume needs this ConfigMap; its controller publishes it into every namespace.

@@ -21,7 +21,7 @@ import { prepareHost, restoreHost, trackProcess } from './host.js';
 import { buildImage, type BuiltImage } from './images.js';
 import { appRecipe, initRecipe, pauseRecipe, PAUSE_IMAGE, standInRecipe } from './image-recipes.js';
 import { apiServerKubeletArgs, makeNodeCertificates, startKubelet } from './kubelet.js';
-import { NODE_DIR, NODE_NAME } from './network.js';
+import { NODE_DIR, NODE_IP, NODE_NAME } from './network.js';
 
 /** The versions with a kubelet in KUBE_ASSETS, newest first. */
 export const NODE_VERSIONS = ['1.36', '1.34'] as const satisfies readonly KubeVersion[];
@@ -82,6 +82,8 @@ export async function startNode(version: KubeVersion): Promise<KubeNode> {
       ca,
       apiServerArgs: apiServerKubeletArgs(certificates),
       extraControllers: ['job', 'service-ca-certificate-publisher-controller'],
+      // Pods reach the API server at the node's address (relay.ts), as a cluster's Pods reach the kubernetes Service.
+      servingHosts: [NODE_IP],
     }));
     containerd = await step('containerd', () => startContainerd(PAUSE_IMAGE, crictlBin));
     await trackProcess(record, 'containerd', containerd.process.child.pid ?? 0);
