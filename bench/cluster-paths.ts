@@ -9,7 +9,7 @@
  *   chart's (reinvocationPolicy IfNeeded) and reached like ours, through a
  *   Service of its own (its ClusterIP, where it listens); one webhook, a
  *   label namespaceSelector, no objectSelector and no matchConditions: those
- *   are our choices, counted as ours (bench/README.md, Findings (issue 27)).
+ *   are our choices, counted as ours (bench/FINDINGS.md, issue 27).
  * - webhook: our injector as the chart installs and registers it (mode
  *   webhook, certificates auto), run as the chart's ServiceAccount and reached
  *   through the chart's Service (test/e2e/injector-process.ts).

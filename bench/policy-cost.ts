@@ -1,7 +1,7 @@
 /**
  * A diagnostic, not part of `npm run bench`: what a MutatingAdmissionPolicy
  * costs the API server per Pod, to tell the price of any policy from the part
- * that is ours (bench/README.md, Findings (issue 27)). One real kube-apiserver
+ * that is ours (bench/FINDINGS.md, issue 27). One real kube-apiserver
  * (with its controller manager), one namespace per case, Pods created one at a
  * time in alternating rounds:
  *

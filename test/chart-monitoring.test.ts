@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { CHART_DIR, helm, KUBE_VERSION, NAMESPACE, only, RELEASE, renderChart, valuesArgs, type Manifest } from './helpers/helm.js';
-import { alertRules, dashboardQueries, injectorSeries, readmeAnchors, renderedDashboard, renderMonitoring, scrapedService } from './helpers/monitoring.js';
+import { alertRules, dashboardQueries, injectorSeries, renderedDashboard, renderMonitoring, RUNBOOK_PATH, runbookSections, scrapedService } from './helpers/monitoring.js';
+import { REPOSITORY } from './helpers/docs-links.js';
 
 /** metrics.serviceMonitor / prometheusRule / dashboards, as helm renders them. */
 
@@ -76,9 +77,9 @@ describe('chart: the monitoring objects', () => {
     assert.ok(containerPorts(manifests).some((container) => container.name === 'http' && container.containerPort === port.port));
   });
 
-  it('the rules select the scraped job and namespace, and link each alert to its runbook entry in the README', async () => {
-    const anchors = readmeAnchors();
-    assert.ok(anchors.has('monitoring'), 'the README has a Monitoring section');
+  it('the rules select the scraped job and namespace, and link each alert to its own section of the runbook', async () => {
+    const sections = runbookSections();
+    const alerts = new Set<string>();
     for (const mode of ['webhook', 'policy'] as const) {
       const manifests = await renderMonitoring(mode);
       const job = scrapedService(manifests).service.metadata.name;
@@ -88,10 +89,18 @@ describe('chart: the monitoring objects', () => {
           assert.ok(selectors.length > 0, `${rule.alert}: ${series} without selector`);
           for (const selector of selectors) assert.ok(selector.includes(`job="${job}"`) && selector.includes(`namespace="${NAMESPACE}"`), `${rule.alert}: ${series}{${selector}}`);
         }
-        const url = new URL(rule.annotations?.['runbook_url'] ?? '');
-        assert.ok(anchors.has(url.hash.slice(1)), `${rule.alert}: runbook_url ${url.href} names no README heading`);
+        const alert = rule.alert ?? '';
+        alerts.add(alert);
+        // The default runbookBaseUrl is the runbook's page in the repository; the anchor is the alert's section.
+        assert.equal(rule.annotations?.['runbook_url'], `${REPOSITORY}/blob/main/${RUNBOOK_PATH}#${sections.get(alert) ?? '(no section)'}`, `${rule.alert}: runbook_url`);
       }
     }
+    assert.deepEqual([...sections.keys()].sort(), [...alerts].sort(), `${RUNBOOK_PATH} has one section per alert, and none other`);
+  });
+
+  it('runbookBaseUrl moves every runbook_url to the team\'s own copy', async () => {
+    const manifests = await renderMonitoring('webhook', { metrics: { prometheusRule: { enabled: true, runbookBaseUrl: 'https://wiki.example.com/envoy-injector/runbook' } } });
+    for (const rule of alertRules(manifests)) assert.equal(rule.annotations?.['runbook_url'], `https://wiki.example.com/envoy-injector/runbook#${(rule.alert ?? '').toLowerCase()}`);
   });
 
   it('EnvoyInjectorWorkloadEventsDropped only where Events are posted: webhook mode with events.queueSize above 0', async () => {

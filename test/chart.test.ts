@@ -21,6 +21,7 @@ import { CHART_DIR, ensureHelm, helm, KUBE_VERSION, NAMESPACE, only, RELEASE, re
 import { schemaProblems } from './helpers/kube-schema.js';
 import { evaluateCondition, webhooksCalled, type Webhook } from './helpers/selectors.js';
 import { bootstrapProblems } from './helpers/envoy-bootstrap.js';
+import { valueRows } from './helpers/values-reference.js';
 
 // ---- what the chart is rendered with -------------------------------------
 
@@ -928,7 +929,7 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     assert.match(set.stderr, /at '\/certificates\/mode': value must be one of/);
   });
 
-  it('documents every value: a comment in values.yaml, a schema entry and a row in the chart README', () => {
+  it('documents every value: a schema entry, a `# --` comment in values.yaml and so a row of the values reference', () => {
     const schema = JSON.parse(readFileSync(`${CHART_DIR}/values.schema.json`, 'utf8')) as Obj;
     const values = parseYaml(readFileSync(`${CHART_DIR}/values.yaml`, 'utf8')) as Obj;
     // A value is a schema property that is not itself a closed object of values.
@@ -944,24 +945,10 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     assert.ok(leaves.length > 60, `only ${leaves.length} values`);
     for (const path of leaves) assert.notEqual(at(values, ...path.split('.')), undefined, `${path}: in the schema, not in values.yaml`);
 
-    const lines = readFileSync(`${CHART_DIR}/values.yaml`, 'utf8').split('\n');
-    const stack: { indent: number; key: string }[] = [];
-    const commented = new Set<string>();
-    lines.forEach((line, index) => {
-      const match = /^(\s*)([A-Za-z][\w-]*):/.exec(line);
-      if (match === null) return;
-      const indent = (match[1] ?? '').length;
-      while (stack.length > 0 && (stack.at(-1)?.indent ?? 0) >= indent) stack.pop();
-      stack.push({ indent, key: match[2] ?? '' });
-      const previous = lines.slice(0, index).reverse().find((candidate) => candidate.trim() !== '') ?? '';
-      if (previous.trim().startsWith('#')) commented.add(stack.map((entry) => entry.key).join('.'));
-    });
-    for (const path of leaves) assert.ok(commented.has(path), `values.yaml: ${path} has no comment above it`);
-
-    const readme = readFileSync(`${CHART_DIR}/README.md`, 'utf8').split(/^## /m).find((section) => section.startsWith('Values\n')) ?? '';
-    const rows = new Set([...readme.matchAll(/^\| `([\w.]+)` \|/gm)].map((match) => match[1]));
-    assert.deepEqual([...rows].filter((row) => !leaves.includes(row as string)), [], 'README rows for values that do not exist');
-    assert.deepEqual(leaves.filter((path) => !rows.has(path)), [], 'values missing from the README table');
+    // The reference (the chart README's table, test/docs-references.test.ts) has one row per `# --` comment.
+    const rows = valueRows().map((row) => row.path);
+    assert.deepEqual(rows.filter((row) => !leaves.includes(row)), [], 'values.yaml documents with `# --` what the schema has no value for');
+    assert.deepEqual(leaves.filter((path) => !rows.includes(path)), [], 'values without a `# --` comment of their own in values.yaml');
   });
 
   it('secret mode fails with a clear message without its caBundle', async () => {

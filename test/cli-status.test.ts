@@ -240,7 +240,7 @@ describe('envoy-injector status against an API server', () => {
     assert.match(accepted.stdout, /  restarted Deployment shop\/web\n  restarted StatefulSet shop\/db\n/);
     assert.equal(patches().length, 2);
     const printed = accepted.stdout.slice(accepted.stdout.indexOf('Set kubectl')).replace(/restartedAt=\S+ on:/, 'restartedAt=2026-12-01T03:24:10Z on:');
-    assert.ok(readFileSync(join(ROOT, 'README.md'), 'utf8').includes('```\n' + printed + '```\n'), `the README shows what --restart prints:\n${printed}`);
+    assert.ok(readFileSync(join(ROOT, 'docs/fleet.md'), 'utf8').includes('```\n' + printed + '```\n'), `docs/fleet.md shows what --restart prints:\n${printed}`);
   });
 
   it('--restart without --yes and without a terminal refuses before touching the cluster', async () => {

@@ -37,7 +37,7 @@ import { startTestServer, type TestServer } from './helpers/server.js';
  * Thousands of malformed and adversarial AdmissionReviews against the real
  * server over HTTPS. Every case is generated from one seed: FUZZ_SEED=N
  * replays a run (the seed is printed), FUZZ_SCALE=4 sends four times as many.
- * Every answer is checked against an oracle written from the contract (README
+ * Every answer is checked against an oracle written from the contract (docs/operations.md
  * endpoints table, the review schema), not from the server's code.
  */
 const SEED = Number(process.env['FUZZ_SEED'] ?? 6_2026);

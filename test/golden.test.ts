@@ -172,7 +172,7 @@ describe('golden files: inject output for each input manifest', () => {
         const goldenPath = join(GOLDEN_DIR, STATUS_GOLDEN[format]);
         if (UPDATE) writeFileSync(goldenPath, stdout);
         assert.equal(stdout, readFileSync(goldenPath, 'utf8'), `${STATUS_GOLDEN[format]} is stale: run UPDATE_GOLDEN=1 npm test and review the diff`);
-        if (format === 'table') assert.ok(readFileSync(join(ROOT, 'README.md'), 'utf8').includes('```\n' + stdout + '```\n'), 'the README shows this very table: copy it there');
+        if (format === 'table') assert.ok(readFileSync(join(ROOT, 'docs/fleet.md'), 'utf8').includes('```\n' + stdout + '```\n'), 'docs/fleet.md shows this very table: copy it there');
       } finally {
         await fake.close();
       }

@@ -8,6 +8,7 @@ import { FakeApiServer } from './helpers/fake-api-server.js';
 import { httpsCall } from './helpers/https-client.js';
 import { NAMESPACE, startHarness, until, type Harness } from './helpers/injector-harness.js';
 import { alertRules, dashboardQueries, injectorSeries, renderMonitoring } from './helpers/monitoring.js';
+import { injectorMetrics, seriesNames } from './helpers/metrics-reference.js';
 import { captureLog } from './helpers/server.js';
 
 /**
@@ -92,5 +93,10 @@ describe('the series the alerts and the dashboard read exist in a live /metrics'
     assert.ok(named.size >= 8, `only ${named.size} series named`);
     const dead = [...named].filter(([series]) => !exported.has(series)).map(([series, where]) => `${series} (${where})`);
     assert.deepEqual(dead, [], 'series no running injector exports');
+  });
+
+  it('the metrics reference (docs/reference/metrics.md) names exactly the envoy_injector_* series both modes export', () => {
+    const live = [...exported].filter((name) => name.startsWith('envoy_injector_')).sort();
+    assert.deepEqual([...seriesNames(injectorMetrics())].sort(), live);
   });
 });

@@ -115,7 +115,7 @@ describe('envoy-injector serve, as a process', () => {
     const decided = new Set(server.logs.map((line) => line['uid']).filter((uid) => typeof uid === 'string'));
     // Every request the server accepted was answered 200.
     assert.deepEqual(outcomes.filter((o) => decided.has(o.uid) && o.status !== 200).map((o) => `${o.uid}: ${o.status ?? o.error}`), []);
-    // The rest can only be HTTP/1.1's close race (README, Shutdown): reset before any response, never seen.
+    // The rest can only be HTTP/1.1's close race (docs/operations.md, Shutdown): reset before any response, never seen.
     assert.deepEqual(outcomes.filter((o) => !decided.has(o.uid) && !(o.error === 'ECONNRESET' && !o.responded)).map((o) => `${o.uid}: ${o.status ?? o.error}`), []);
     assert.ok(decided.size > 0, 'the server answered none of the burst');
     await assert.rejects(httpsCall(`${base}/healthz`, { ca }), /ECONNREFUSED/, 'nothing listens after exit');

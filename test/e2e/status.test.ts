@@ -29,12 +29,12 @@ const EXAMPLE_DEPLOYMENT_CRD = {
   },
 };
 
-/** The README's RBAC block for `status`, applied as written (the Role moved to the release's namespace). */
+/** docs/fleet.md's RBAC block for `status`, applied as written (the Role moved to the release's namespace). */
 function readmeRbac(injectorNamespace: string): KubernetesObject[] {
-  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
-  const section = readme.slice(readme.indexOf('### The permissions each form needs'));
+  const readme = readFileSync(join(ROOT, 'docs/fleet.md'), 'utf8');
+  const section = readme.slice(readme.indexOf('## The permissions each form needs'));
   const yaml = /```yaml\n([\s\S]*?)```/.exec(section)?.[1];
-  assert.ok(yaml !== undefined, 'the README has the RBAC block');
+  assert.ok(yaml !== undefined, 'docs/fleet.md has the RBAC block');
   return (parseYamlDocuments(yaml) as KubernetesObject[]).map((object) =>
     object.kind === 'Role' ? { ...object, metadata: { ...object.metadata, namespace: injectorNamespace } } : object,
   );
@@ -86,7 +86,7 @@ forEachKubeVersion('envoy-injector status and --restart against the API server a
       return envoyImage(pod) === undefined ? undefined : true;
     }, 30_000, 200);
 
-    // Two users: one with the README's read rules, one with the restart rules as well.
+    // Two users: one with the guide's read rules, one with the restart rules as well.
     const objects = KubernetesObjectApi.makeApiClient(plane().kubeConfig);
     const rbac = plane().kubeConfig.makeApiClient(RbacAuthorizationV1Api);
     for (const object of readmeRbac(release.namespace)) {
@@ -168,7 +168,7 @@ forEachKubeVersion('envoy-injector status and --restart against the API server a
     const { code, report } = await statusJson(['-n', ns.enabled]);
     assert.equal(code, 3);
     assert.deepEqual(rows(report, ns.enabled), expected);
-    // Cluster-wide, with the README's ClusterRole: the same rows (other tests' namespaces may add theirs).
+    // Cluster-wide, with the guide's ClusterRole: the same rows (other tests' namespaces may add theirs).
     const everywhere = await statusJson([]);
     assert.equal(everywhere.code, 3);
     assert.deepEqual(rows(everywhere.report, ns.enabled), expected);

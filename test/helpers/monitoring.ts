@@ -102,16 +102,16 @@ export function injectorSeries(expr: string): string[] {
   return [...new Set(expr.match(/\benvoy_injector_[a-z0-9_]+/g) ?? [])];
 }
 
-/** The README's headings, as GitHub makes anchors of them. */
-export function readmeAnchors(): Set<string> {
-  const text = readFileSync(join(ROOT, 'README.md'), 'utf8');
-  return new Set(
-    [...text.matchAll(/^#{1,6} (.+)$/gm)].map((match) =>
-      (match[1] ?? '')
-        .trim()
-        .toLowerCase()
-        .replace(/[^\p{L}\p{N} _-]/gu, '')
-        .replace(/ /g, '-'),
-    ),
+/** The runbook's page: one `##` section per alert, which the alerts' runbook_url point at. */
+export const RUNBOOK_PATH = 'docs/runbook.md';
+
+/** The runbook's `##` sections: their titles and the anchors GitHub makes of them. */
+export function runbookSections(): Map<string, string> {
+  const text = readFileSync(join(ROOT, RUNBOOK_PATH), 'utf8');
+  return new Map(
+    [...text.matchAll(/^## (.+)$/gm)].map((match) => {
+      const title = (match[1] ?? '').trim();
+      return [title, title.toLowerCase().replace(/[^\p{L}\p{N} _-]/gu, '').replace(/ /g, '-')];
+    }),
   );
 }

@@ -167,7 +167,7 @@ inline, so it needs no object in the injected namespace. Admin listens on
 127.0.0.1 only; a one-route listener on healthPort forwards GET /ready to it
 for the kubelet's readiness and startup probes and answers 404 to anything
 else. proxyLifecycle tells the injector how to hold the app until Envoy is
-ready and how to drain it (README "The proxy in the Pod's life").
+ready and how to drain it (docs/lifecycle.md).
 */}}
 {{- define "envoy-injector.defaultTemplate" -}}
 {{- $p := .Values.proxy -}}

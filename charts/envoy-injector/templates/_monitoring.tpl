@@ -28,8 +28,8 @@ The API server's name for our webhooks, as a PromQL regex (its metrics label
 {{- end }}
 
 {{/*
-An alert's runbook_url: metrics.prometheusRule.runbookBaseUrl plus the anchor
-of its entry in the README's Monitoring section.
+An alert's runbook_url: metrics.prometheusRule.runbookBaseUrl (the runbook's
+page, docs/runbook.md) plus the anchor of the alert's section.
 include "envoy-injector.runbookUrl" (list . "EnvoyInjectorDown")
 */}}
 {{- define "envoy-injector.runbookUrl" -}}
