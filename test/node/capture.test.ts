@@ -24,6 +24,8 @@ const CAPTURE = {
   'envoy-injector.io/capture-exclude-outbound-ports': '8081',
 };
 const probe = { httpGet: { path: '/', port: 8080 }, periodSeconds: 1, failureThreshold: 3 };
+// The liveness probe counts only once the app has started: Python takes seconds to listen on a loaded machine.
+const startupProbe = { ...probe, failureThreshold: 120 };
 
 /** GET http://HOST:8080/call?target=TARGET from the test: the app at HOST calls TARGET and answers with the reply's first line. */
 function askToCall(host: string, target: string): Promise<{ status: number; body: string }> {
@@ -55,7 +57,7 @@ forEachNode('traffic capture', (suite, version) => {
     await createPods([
       appPod('server', plain, { containers: [appContainer(['--port', '8080', '--port', '8081'])] }),
       appPod('client', plain),
-      appPod('captured', CAPTURE, { containers: [appContainer(['--port', '8080'], { readinessProbe: probe, livenessProbe: probe })] }),
+      appPod('captured', CAPTURE, { containers: [appContainer(['--port', '8080'], { startupProbe, readinessProbe: probe, livenessProbe: probe })] }),
       appPod('uncaptured', { 'envoy-injector.io/capture': 'false' }),
       appPod('userns', CAPTURE, { hostUsers: false }),
     ]);
