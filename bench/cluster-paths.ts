@@ -46,7 +46,8 @@ export const PATH_DESCRIPTIONS: Record<PathName, string> = {
 export const PATH_WEBHOOKS: Record<PathName, readonly string[]> = {
   none: [],
   floor: ['floor.bench.envoy-injector.io'],
-  webhook: ['enabled-namespaces.envoy-injector.io', 'opted-in-pods.envoy-injector.io', 'other-pods.envoy-injector.io'],
+  // The chart names a release's webhooks after its configuration (release bench in bench-system).
+  webhook: ['enabled-namespaces', 'opted-in-pods', 'other-pods'].map((purpose) => `${purpose}.bench-envoy-injector-bench-system.envoy-injector.io`),
   policy: [],
 };
 

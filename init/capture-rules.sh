@@ -3,7 +3,7 @@
 # The envoy-init image runs this script, and test/capture-rules.test.ts runs this very
 # file in network namespaces of its own. POSIX sh: Debian's dash runs it.
 #
-#   capture-rules.sh --proxy-uid=101 --outbound-port=15001 --inbound-port=15006 \
+#   capture-rules.sh --proxy-uid=1337 --outbound-port=15001 --inbound-port=15006 \
 #     --proxy-ports=9901,9902 [--exclude-outbound-cidrs=LIST] [--exclude-outbound-ports=LIST] \
 #     [--exclude-inbound-ports=LIST] [--include-inbound-ports=LIST] [--backend=auto|nft|legacy]
 #

@@ -4,9 +4,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { formatYaml } from '../src/injection/index.js';
-import { ALERT_CASES, type AlertCase, type AlertVariant } from './fixtures/alert-cases.js';
-import { NAMESPACE, type Manifest } from './helpers/helm.js';
-import { alertRules, dashboardQueries, renderMonitoring, ruleFile, scrapedService, substituteVariables, type PromRule } from './helpers/monitoring.js';
+import { ADMISSION_REASONS, ErrorReason } from '../src/server/metrics.js';
+import { ALERT_CASES, SKIPS_NOT_ALERTING, type AlertCase, type AlertVariant } from './fixtures/alert-cases.js';
+import { NAMESPACE, only, renderChart, type Manifest } from './helpers/helm.js';
+import { alertRules, dashboardQueries, MONITORING_ON, renderMonitoring, ruleFile, scrapedService, substituteVariables, type PromRule } from './helpers/monitoring.js';
 import { promtool, promtoolOrSkip } from './helpers/promtool.js';
 
 /**
@@ -78,6 +79,20 @@ describe('the PrometheusRule and the dashboard, checked by promtool', () => {
     }
   });
 
+  it('every skip reason the webhook can give is named by an alert, or listed as deliberately not alerting (not both)', () => {
+    // The reasons an alert selects with reason=~"a|b" or reason="a".
+    const named = new Set(
+      alertRules(manifests('webhook')).flatMap((rule) => [...rule.expr.matchAll(/\breason=~?"([^"]+)"/g)].flatMap((match) => (match[1] ?? '').split('|'))),
+    );
+    const skips = ADMISSION_REASONS.skipped;
+    assert.deepEqual(skips.filter((reason) => !named.has(reason) && !Object.hasOwn(SKIPS_NOT_ALERTING, reason)), [], 'skip reasons no alert names and none lists as deliberate');
+    assert.deepEqual(skips.filter((reason) => named.has(reason) && Object.hasOwn(SKIPS_NOT_ALERTING, reason)), [], 'both named by an alert and listed as not alerting');
+    const known = new Set<string>([...skips, ...Object.values(ErrorReason)]);
+    assert.deepEqual([...named].filter((reason) => !known.has(reason)), [], 'an alert names a reason the webhook never gives');
+    assert.deepEqual(Object.keys(SKIPS_NOT_ALERTING).filter((reason) => !skips.some((skip) => skip === reason)), [], 'listed as not alerting, but no skip reason');
+    assert.ok(named.has('unknown_namespace_template') && named.has('status_copied'));
+  });
+
   for (const variant of ['webhook', 'policy'] as const) {
     it(`promtool test rules: each alert of ${variant} mode quiet, then firing with its labels and annotations`, async (t) => {
       const bin = promtoolOrSkip(t);
@@ -87,7 +102,7 @@ describe('the PrometheusRule and the dashboard, checked by promtool', () => {
       const job = scrapedService(chart).service.metadata.name;
       const rules = alertRules(chart);
       const cases = ALERT_CASES.filter((testCase) => testCase.variants.includes(variant));
-      const tests = cases.map((testCase) => unitTest(testCase, rules, { JOB: job, NS: NAMESPACE }));
+      const tests = cases.map((testCase) => unitTest(testCase, rules, { JOB: job, NS: NAMESPACE, REL: releaseLabel(chart), HOOKS: webhookNameSuffix(chart) }));
       await writeFile(join(work, `${variant}-test.yaml`), formatYaml({ rule_files: [`${variant}-rules.yaml`], evaluation_interval: '1m', tests }));
       const result = await promtool(bin, ['test', 'rules', `${variant}-test.yaml`], work);
       assert.equal(result.code, 0, result.output);
@@ -95,6 +110,55 @@ describe('the PrometheusRule and the dashboard, checked by promtool', () => {
       t.diagnostic(`${cases.length} cases over ${new Set(cases.map((testCase) => testCase.alert)).size} alerts`);
     });
   }
+
+  it("two releases side by side, one scraped by its Pods' annotations: each release's alerts see only its own series and its own webhooks", async (t) => {
+    const bin = promtoolOrSkip(t);
+    if (bin === undefined) return;
+    const a = manifests('webhook');
+    const b = await renderChart({ metrics: MONITORING_ON }, { release: 'edge', namespace: 'edge-system' });
+    await writeFile(join(work, 'a-rules.yaml'), formatYaml(ruleFile(a)));
+    await writeFile(join(work, 'b-rules.yaml'), formatYaml(ruleFile(b)));
+    const [relA, relB] = [releaseLabel(a), releaseLabel(b)];
+    assert.notEqual(relA, relB);
+    const webhook = (chart: Manifest[], purpose: string): string => {
+      const names = (only(chart, 'MutatingWebhookConfiguration')['webhooks'] as { name: string }[]).map((entry) => entry.name);
+      const name = names.find((candidate) => candidate.startsWith(`${purpose}.`));
+      assert.ok(name !== undefined, `${purpose} in ${names.join(', ')}`);
+      return name;
+    };
+    const [otherA, otherB] = [webhook(a, 'other-pods'), webhook(b, 'other-pods')];
+    assert.notEqual(otherA, otherB, "each release's webhooks have names of their own: the API server's metrics tell them apart");
+    // A runs, scraped by its Pods' prometheus.io annotations (a job of the Prometheus' own, other target labels) and
+    // skips a Pod for an unknown template; B is not scraped at all, and the API server fails open on B's webhook.
+    const annotationsScrape = `job="kubernetes-pods", kubernetes_namespace="${NAMESPACE}", kubernetes_pod_name="a-1", envoy_injector_release="${relA}"`;
+    const series = {
+      [`envoy_injector_template_kept_last_good{${annotationsScrape}}`]: '0x20',
+      [`envoy_injector_admission_requests_total{${annotationsScrape}, result="skipped", reason="unknown_template"}`]: '0+1x20',
+      [`apiserver_admission_webhook_fail_open_count{name="${otherB}", type="admit", operation="CREATE"}`]: '0+6x20',
+      [`apiserver_admission_webhook_fail_open_count{name="${otherA}", type="admit", operation="CREATE"}`]: '0x20',
+    };
+    const annotations = (chart: Manifest[], alert: string, labels: Record<string, string>) => {
+      const rule = alertRules(chart).find((candidate) => candidate.alert === alert);
+      assert.ok(rule !== undefined);
+      return Object.fromEntries(Object.entries(rule.annotations ?? {}).map(([key, text]) => [key, text.replace(/\{\{ \$labels\.(\w+) \}\}/g, (_whole, label: string) => labels[label] ?? '')]));
+    };
+    const expected = (chart: Manifest[], alert: string, labels: Record<string, string>) => ({ exp_labels: labels, exp_annotations: annotations(chart, alert, labels) });
+    const tests = [
+      {
+        name: 'two releases',
+        interval: '1m',
+        input_series: Object.entries(series).map(([name, values]) => ({ series: name, values })),
+        alert_rule_test: [
+          { eval_time: '8m', alertname: 'EnvoyInjectorDown', exp_alerts: [expected(b, 'EnvoyInjectorDown', { severity: 'critical', envoy_injector_release: relB })] },
+          { eval_time: '8m', alertname: 'EnvoyInjectorPodsSkippedByMisconfiguration', exp_alerts: [expected(a, 'EnvoyInjectorPodsSkippedByMisconfiguration', { severity: 'warning', reason: 'unknown_template' })] },
+          { eval_time: '8m', alertname: 'EnvoyInjectorWebhookUnreachable', exp_alerts: [expected(b, 'EnvoyInjectorWebhookUnreachable', { severity: 'critical', name: otherB })] },
+        ],
+      },
+    ];
+    await writeFile(join(work, 'two-test.yaml'), formatYaml({ rule_files: ['a-rules.yaml', 'b-rules.yaml'], evaluation_interval: '1m', tests }));
+    const result = await promtool(bin, ['test', 'rules', 'two-test.yaml'], work);
+    assert.equal(result.code, 0, result.output);
+  });
 
   it('every dashboard query, its variables substituted, is valid PromQL', async (t) => {
     const bin = promtoolOrSkip(t);
@@ -110,8 +174,8 @@ describe('the PrometheusRule and the dashboard, checked by promtool', () => {
 });
 
 /** One promtool test group: CASE's series, no alert at quietAt, exactly the expected one at firesAt. */
-function unitTest(testCase: AlertCase, rules: readonly PromRule[], names: Readonly<Record<'JOB' | 'NS', string>>) {
-  const fill = (text: string): string => text.replace(/\bJOB\b/g, names.JOB).replace(/\bNS\b/g, names.NS);
+function unitTest(testCase: AlertCase, rules: readonly PromRule[], names: Readonly<Record<'JOB' | 'NS' | 'REL' | 'HOOKS', string>>) {
+  const fill = (text: string): string => text.replace(/\bJOB\b/g, names.JOB).replace(/\bREL\b/g, names.REL).replace(/\bHOOKS\b/g, names.HOOKS).replace(/\bNS\b/g, names.NS);
   const rule = rules.find((candidate) => candidate.alert === testCase.alert);
   assert.ok(rule !== undefined, `alert ${testCase.alert} is rendered`);
   const labels = Object.fromEntries(Object.entries(testCase.labels).map(([key, value]) => [key, fill(value)]));
@@ -135,4 +199,19 @@ function unitTest(testCase: AlertCase, rules: readonly PromRule[], names: Readon
       { eval_time: testCase.firesAt, alertname: testCase.alert, exp_alerts: [{ exp_labels: labels, exp_annotations: annotations }] },
     ],
   };
+}
+
+/** The envoy_injector_release label the release's injector puts on its series: the chart's METRICS_RELEASE. */
+function releaseLabel(chart: readonly Manifest[]): string {
+  const containers = ((only(chart, 'Deployment')['spec'] as { template: { spec: { containers: { env?: { name: string; value?: string }[] }[] } } }).template.spec.containers);
+  const value = containers.flatMap((container) => container.env ?? []).find((entry) => entry.name === 'METRICS_RELEASE')?.value;
+  assert.ok(value !== undefined, 'the Deployment sets METRICS_RELEASE');
+  return value;
+}
+
+/** What follows the purpose in the release's webhook names; empty in policy mode (no webhooks). */
+function webhookNameSuffix(chart: readonly Manifest[]): string {
+  const config = chart.find((manifest) => manifest.kind === 'MutatingWebhookConfiguration');
+  const first = (config?.['webhooks'] as { name: string }[] | undefined)?.[0]?.name ?? '';
+  return first.slice(first.indexOf('.') + 1);
 }

@@ -1,11 +1,14 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import {
   admitPod,
   applyPodPatch,
   captureListProblem,
+  formatYaml,
   parseTemplateData,
   parseTemplateFile,
   type Admission,
@@ -50,7 +53,7 @@ describe('traffic capture: the decision and the envoy-init container', () => {
       image: 'envoy-injector-init:0.1.0',
       imagePullPolicy: 'IfNotPresent',
       args: [
-        '--proxy-uid=101',
+        '--proxy-uid=1337',
         '--outbound-port=15001',
         '--inbound-port=15006',
         '--proxy-ports=9901,9902',
@@ -195,6 +198,59 @@ describe('traffic capture: the decision and the envoy-init container', () => {
   });
 });
 
+describe("traffic capture: an app running as the proxy's uid (issue 35)", () => {
+  const warning = (container: string, where: string) =>
+    `container "${container}" runs as user 1337 (${where}), the proxy's uid: the capture rules let that user's traffic past the proxy; run it as another user`;
+
+  it("warns for every container whose effective runAsUser (its own, else the Pod's) is the proxy's uid, when capture is on", () => {
+    const received = pod(
+      { 'envoy-injector.io/capture': 'true' },
+      {
+        securityContext: { runAsUser: 1337 },
+        initContainers: [{ name: 'migrate', image: 'migrate:1' }],
+        containers: [
+          { name: 'app', image: 'nginx:1.27' },
+          { name: 'own', image: 'x:1', securityContext: { runAsUser: 1000 } },
+          { name: 'worker', image: 'x:1', securityContext: { runAsUser: 1337 } },
+        ],
+      },
+    );
+    const { capture, warnings } = admit(received);
+    assert.equal(capture?.capture, true, 'still captured: a warning, never a refusal');
+    assert.deepEqual(warnings, [
+      warning('migrate', "the Pod's securityContext.runAsUser"),
+      warning('app', "the Pod's securityContext.runAsUser"),
+      warning('worker', 'its securityContext.runAsUser'),
+    ]);
+  });
+
+  it('no warning without capture, or for another uid, or for a container whose user the Pod does not set (the image decides)', () => {
+    assert.deepEqual(admit(pod({ 'envoy-injector.io/capture': 'false' }, { securityContext: { runAsUser: 1337 } })).warnings, []);
+    assert.deepEqual(admit(pod({ 'envoy-injector.io/capture': 'true' }, { securityContext: { runAsUser: 101 } })).warnings, []);
+    assert.deepEqual(admit(pod({ 'envoy-injector.io/capture': 'true' })).warnings, []);
+  });
+
+  it('the webhook answers with it (computed per request, never memoised), and inject and explain print it', async () => {
+    const received = pod({ 'envoy-injector.io/capture': 'true' }, { containers: [{ name: 'app', image: 'nginx:1.27', securityContext: { runAsUser: 1337 } }] });
+    const memo = new PatchMemo();
+    const request = (uid: string, object: JsonObject) =>
+      ({ uid, kind: { group: '', version: 'v1', kind: 'Pod' }, resource: { group: '', version: 'v1', resource: 'pods' }, operation: 'CREATE', namespace: 'shop', object }) as AdmissionRequest;
+    const plain = pod({ 'envoy-injector.io/capture': 'true' }, { containers: [{ name: 'app', image: 'nginx:1.27', securityContext: { runAsUser: 1000 } }] });
+    reviewAdmission(request('a', plain), { templates, namespaceLabels: {}, options: {}, memo });
+    const answered = reviewAdmission(request('b', received), { templates, namespaceLabels: {}, options: {}, memo });
+    assert.deepEqual(answered.review.response.warnings, [warning('app', 'its securityContext.runAsUser')]);
+    const file = join(await mkdtemp(join(tmpdir(), 'ei-uid-')), 'pod.yaml');
+    await writeFile(file, formatYaml(received));
+    const templateFile = ['--template-file', join(ROOT, 'test/golden/capture-templates.yaml')];
+    for (const command of ['inject', 'explain']) {
+      let output = '';
+      const write = (chunk: string) => (output += chunk);
+      await runCli([command, '-f', file, ...templateFile], { stdin: process.stdin, stdout: { write }, stderr: { write } });
+      assert.ok(output.includes(warning('app', 'its securityContext.runAsUser')), `${command}:\n${output}`);
+    }
+  });
+});
+
 describe('traffic capture: the template\'s capture section', () => {
   const problemsOf = (capture: string, proxy = '{name: envoy, image: "e:1"}'): string[] => {
     try {
@@ -302,7 +358,7 @@ describe('traffic capture: what explain and inject say', () => {
     assert.match(stdout, /name: envoy-init/);
     const lines = stderr.split('\n');
     assert.ok(lines.includes('Pod/exclusions: traffic capture ON: the Pod is annotated envoy-injector.io/capture: "true" [reason annotation_true]'), stderr);
-    assert.ok(lines.includes('Pod/exclusions: outbound TCP -> port 15001, except uid 101, loopback, CIDRs 10.96.0.0/12,fd00:10:96::/112, ports 9901,9902,5432,6379'), stderr);
+    assert.ok(lines.includes('Pod/exclusions: outbound TCP -> port 15001, except uid 1337, loopback, CIDRs 10.96.0.0/12,fd00:10:96::/112, ports 9901,9902,5432,6379'), stderr);
     assert.ok(lines.includes('Pod/exclusions: inbound TCP -> port 15006, ports 8080,8443, except 9901,9902'), stderr);
     assert.ok(lines.includes('Pod/opted-out: traffic capture off: the Pod is annotated envoy-injector.io/capture: "false" [reason annotation_false]'), stderr);
   });

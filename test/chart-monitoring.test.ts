@@ -77,18 +77,20 @@ describe('chart: the monitoring objects', () => {
     assert.ok(containerPorts(manifests).some((container) => container.name === 'http' && container.containerPort === port.port));
   });
 
-  it('the rules select the scraped job and namespace, and link each alert to its own section of the runbook', async () => {
+  it("the rules select the release by the label its injector puts on every series (not the scrape's job), and link each alert to its own section of the runbook", async () => {
     const sections = runbookSections();
     const alerts = new Set<string>();
     for (const mode of ['webhook', 'policy'] as const) {
       const manifests = await renderMonitoring(mode);
-      const job = scrapedService(manifests).service.metadata.name;
+      const env = ((only(manifests, 'Deployment')['spec'] as { template: { spec: { containers: { env?: { name: string; value?: string }[] }[] } } }).template.spec.containers[0]?.env ?? []);
+      assert.equal(env.find((entry) => entry.name === 'METRICS_RELEASE')?.value, `${NAMESPACE}/${RELEASE}`);
       for (const rule of alertRules(manifests)) {
         for (const series of injectorSeries(rule.expr)) {
           const selectors = [...rule.expr.matchAll(new RegExp(`${series}\\{([^}]*)\\}`, 'g'))].map((match) => match[1] ?? '');
           assert.ok(selectors.length > 0, `${rule.alert}: ${series} without selector`);
-          for (const selector of selectors) assert.ok(selector.includes(`job="${job}"`) && selector.includes(`namespace="${NAMESPACE}"`), `${rule.alert}: ${series}{${selector}}`);
+          for (const selector of selectors) assert.equal(selector.trim(), `envoy_injector_release="${NAMESPACE}/${RELEASE}"${selector.includes(',') ? selector.slice(selector.indexOf(',')) : ''}`, `${rule.alert}: ${series}{${selector}}`);
         }
+        assert.doesNotMatch(rule.expr, /\bjob=|\bup\{/, `${rule.alert}: reads the scrape's own labels`);
         const alert = rule.alert ?? '';
         alerts.add(alert);
         // The default runbookBaseUrl is the runbook's page in the repository; the anchor is the alert's section.

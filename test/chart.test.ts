@@ -369,6 +369,8 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
       TEMPLATE_CONFIGMAP: 'envoy-initializer',
       NATIVE_SIDECAR: 'auto',
       ALLOWED_OVERRIDES: 'proxy-cpu,proxy-memory,proxy-cpu-limit,proxy-memory-limit',
+      // The label envoy_injector_release of every series: what the alerts select.
+      METRICS_RELEASE: `${NAMESPACE}/${RELEASE}`,
       SHUTDOWN_DELAY: '2s',
       SHUTDOWN_TIMEOUT: '10s',
       EVENT_QUEUE_SIZE: '1000',
@@ -423,7 +425,7 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     };
     assert.deepEqual(webhooks, [
       {
-        name: 'enabled-namespaces.envoy-injector.io',
+        name: `enabled-namespaces.${CLUSTER_NAME}.envoy-injector.io`,
         ...common,
         namespaceSelector: {
           matchExpressions: [
@@ -436,7 +438,7 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
         ],
       },
       {
-        name: 'opted-in-pods.envoy-injector.io',
+        name: `opted-in-pods.${CLUSTER_NAME}.envoy-injector.io`,
         ...common,
         namespaceSelector: ordinaryNamespaces,
         matchConditions: [
@@ -448,7 +450,7 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
         ],
       },
       {
-        name: 'other-pods.envoy-injector.io',
+        name: `other-pods.${CLUSTER_NAME}.envoy-injector.io`,
         ...common,
         failurePolicy: 'Ignore',
         namespaceSelector: ordinaryNamespaces,
@@ -623,18 +625,18 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     assert.deepEqual(
       webhooks.map((webhook) => [webhook.name, webhook.failurePolicy, webhook.matchConditions]),
       [
-        ['enabled-namespaces.envoy-injector.io', 'Fail', undefined],
-        ['opted-in-pods.envoy-injector.io', 'Ignore', undefined],
-        ['other-pods.envoy-injector.io', 'Ignore', undefined],
+        [`enabled-namespaces.${CLUSTER_NAME}.envoy-injector.io`, 'Fail', undefined],
+        [`opted-in-pods.${CLUSTER_NAME}.envoy-injector.io`, 'Ignore', undefined],
+        [`other-pods.${CLUSTER_NAME}.envoy-injector.io`, 'Ignore', undefined],
       ],
     );
     // It then sees every Pod of an ordinary namespace, and the injector decides.
-    assert.deepEqual(webhooksCalled(webhooks, { 'kubernetes.io/metadata.name': 'plain' }, { metadata: {} }), ['opted-in-pods.envoy-injector.io']);
+    assert.deepEqual(webhooksCalled(webhooks, { 'kubernetes.io/metadata.name': 'plain' }, { metadata: {} }), [`opted-in-pods.${CLUSTER_NAME}.envoy-injector.io`]);
   });
 
   it('other-pods (issue 27): failurePolicy Ignore whatever webhook.failurePolicy says; with laterOptIn or matchConditions off it is kept but matches no Pod', () => {
     const policies = (scenario: string) => webhooksOf(manifestsOf(scenario)).map((webhook) => [webhook.name, webhook.failurePolicy]);
-    const names = ['enabled-namespaces.envoy-injector.io', 'opted-in-pods.envoy-injector.io', 'other-pods.envoy-injector.io'];
+    const names = [`enabled-namespaces.${CLUSTER_NAME}.envoy-injector.io`, `opted-in-pods.${CLUSTER_NAME}.envoy-injector.io`, `other-pods.${CLUSTER_NAME}.envoy-injector.io`];
     assert.deepEqual(policies('default'), [[names[0], 'Fail'], [names[1], 'Fail'], [names[2], 'Ignore']]);
     assert.deepEqual(policies('failOpen'), [[names[0], 'Ignore'], [names[1], 'Ignore'], [names[2], 'Ignore']]);
     // Kept, so that an upgrade turning it off removes no webhook whose caBundle the injector co-owns (server-side apply).
@@ -667,13 +669,15 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
         role: [
           configMapRule,
           { apiGroups: [''], resources: ['secrets'], verbs: ['create'] },
-          { apiGroups: [''], resources: ['secrets'], resourceNames: [`${FULLNAME}-tls`], verbs: ['get', 'list', 'watch', 'update', 'patch'] },
+          // Read, watched, replaced whole (certificate-secret.ts): never patched.
+          { apiGroups: [''], resources: ['secrets'], resourceNames: [`${FULLNAME}-tls`], verbs: ['get', 'list', 'watch', 'update'] },
         ],
         clusterRole: [
           namespacesRule,
           nodesRule,
           ...eventRules,
-          { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: [CLUSTER_NAME], verbs: ['get', 'list', 'watch', 'update', 'patch'] },
+          // Read, watched, its caBundle applied (a PATCH, ca-bundle-patcher.ts): never replaced.
+          { apiGroups: ['admissionregistration.k8s.io'], resources: ['mutatingwebhookconfigurations'], resourceNames: [CLUSTER_NAME], verbs: ['get', 'list', 'watch', 'patch'] },
         ],
       },
       files: { role: [configMapRule], clusterRole: [namespacesRule, nodesRule, ...eventRules] },
@@ -779,8 +783,8 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     assert.deepEqual(envoy['ports'], [{ name: 'envoy-health', containerPort: 9902, protocol: 'TCP' }]);
     assert.deepEqual(envoy['securityContext'], {
       runAsNonRoot: true,
-      runAsUser: 101,
-      runAsGroup: 101,
+      runAsUser: 1337,
+      runAsGroup: 1337,
       allowPrivilegeEscalation: false,
       readOnlyRootFilesystem: true,
       capabilities: { drop: ['ALL'] },
@@ -857,7 +861,7 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     assert.deepEqual(capture, {
       image: 'registry.example.com/envoy-injector-init:0.1.0',
       imagePullPolicy: 'IfNotPresent',
-      proxyUid: 101,
+      proxyUid: 1337,
       outboundPort: 16001,
       inboundPort: 16006,
       proxyPorts: [15000, 9902],

@@ -50,9 +50,9 @@ describe('envoy-injector status against an API server', () => {
     const report = JSON.parse(stdout) as StatusJson;
     assert.equal(report.source, `ConfigMap ${INJECTOR_NAMESPACE}/envoy-initializer`);
     assert.deepEqual(report.templates, [...LIVE.templates.values()].map(({ name, hash }) => ({ name, hash })));
-    assert.deepEqual(report.totals, { pods: 12, current: 4, outdated: 6, notInjected: 2, unknown: 0 });
+    assert.deepEqual(report.totals, { pods: 12, current: 4, outdated: 6, notInjected: 2, unknown: 0, copied: 0 });
     const web = report.workloads.find((workload) => workload.name === 'web');
-    assert.deepEqual(web, { namespace: 'shop', apiVersion: 'apps/v1', kind: 'Deployment', name: 'web', templates: ['config'], current: 1, outdated: 2, notInjected: 1, unknown: 0, outdatedHashes: [{ template: 'config', hash: OLD.defaultTemplate.hash, pods: 2 }], restartable: true });
+    assert.deepEqual(web, { namespace: 'shop', apiVersion: 'apps/v1', kind: 'Deployment', name: 'web', templates: ['config'], current: 1, outdated: 2, notInjected: 1, unknown: 0, copied: 0, copiedMarks: [], outdatedHashes: [{ template: 'config', hash: OLD.defaultTemplate.hash, pods: 2 }], restartable: true });
     assert.equal(report.restart, undefined);
   });
 
@@ -66,6 +66,55 @@ describe('envoy-injector status against an API server', () => {
     const none = await status(['-n', 'quiet']);
     assert.equal(none.code, 0);
     assert.match(none.stdout, /No injected Pods, and none missing the sidecar, in namespace quiet\./);
+  });
+
+  it("--never-inject-selector and --always-inject-selector, as serve's: the Pod's labels decide with them", async () => {
+    // shop is enabled: a Pod the never-selector matches is none of our business; legacy is not: one the always-selector matches should have the sidecar.
+    addPod(fake, 'shop', 'etcd-0', { labels: { app: 'etcd' } });
+    addPod(fake, 'legacy', 'member', { labels: { 'mesh.example.com/member': '' } });
+    const without = JSON.parse((await status(['-o', 'json'])).stdout) as StatusJson;
+    assert.deepEqual(without.workloads.filter((w) => w.name === 'etcd-0' || w.name === 'member').map((w) => `${w.namespace}/${w.name} ${w.notInjected}`), ['shop/etcd-0 1']);
+    const { code, stdout, stderr } = await status([
+      '-o', 'json',
+      '--never-inject-selector', '[{"matchLabels":{"app":"etcd"}}]',
+      '--always-inject-selector', '[{"matchExpressions":[{"key":"mesh.example.com/member","operator":"Exists"}]}]',
+    ]);
+    assert.equal(code, 3, stderr);
+    const report = JSON.parse(stdout) as StatusJson;
+    assert.deepEqual(report.workloads.filter((w) => w.name === 'etcd-0' || w.name === 'member').map((w) => `${w.namespace}/${w.name} ${w.notInjected}`), ['legacy/member 1']);
+    assert.deepEqual(report.totals, without.totals, 'one Pod out, one in');
+    const bad = await status(['--never-inject-selector', '[{"matchLabels":{"app":1}}]']);
+    assert.equal(bad.code, 2);
+    assert.match(bad.stderr, /--never-inject-selector: /);
+    const help = await runStatusCli(['--help']);
+    assert.match(help.stdout, /--never-inject-selector JSON/);
+    assert.match(help.stdout, /--always-inject-selector JSON/);
+  });
+
+  it('a Deployment whose Pod template carries copied marks: its Pods are their own state, with the fix, exit 3; --restart leaves it to a human while the marks are there', async () => {
+    const marks = { annotations: injectedAnnotations(LIVE), labels: { app: 'copy', 'envoy-injector.io/injected': 'true' } };
+    fake.apply('deployments', { metadata: { name: 'copy', namespace: 'legacy' }, spec: { template: { metadata: marks, spec: { containers: [{ name: 'app', image: 'app:1' }] } } } });
+    fake.apply('replicasets', { metadata: { name: 'copy-1', namespace: 'legacy', ownerReferences: [{ apiVersion: 'apps/v1', kind: 'Deployment', name: 'copy', uid: 'u-copy', controller: true }] } });
+    // In legacy (not enabled), as copied from a Pod that was opted in: the annotation came along.
+    const annotations = { ...marks.annotations, 'envoy-injector.io/inject': 'true' };
+    for (const name of ['copy-1-a', 'copy-1-b']) addPod(fake, 'legacy', name, { owner: { kind: 'ReplicaSet', name: 'copy-1' }, annotations, labels: marks.labels, copied: true });
+    const { code, stdout, stderr } = await status(['-n', 'legacy']);
+    assert.equal(code, 3, stderr);
+    assert.match(stdout, /NOT-INJECTED  COPIED  OUTDATED-HASHES/);
+    assert.match(stdout, /^legacy +Deployment\/copy +- +0 +0 +0 +2 +-$/m);
+    assert.match(stdout, /3 Pods in 2 workloads \(namespace legacy\): 1 current, 0 outdated, 0 not injected, 2 with copied marks \(no sidecar\)\./);
+    assert.match(stdout, /^Copied marks, no sidecar: Deployment legacy\/copy \(label envoy-injector\.io\/injected, annotation envoy-injector\.io\/status\)\. Remove them from the Pod template \(kubectl edit\): its Pods are then replaced, injected\.$/m);
+    assert.match(stdout, /^Recreate by hand \(its Pod template carries a copied envoy-injector\.io\/status: remove it\): Deployment legacy\/copy\.$/m);
+    const json = JSON.parse((await status(['-n', 'legacy', '-o', 'json'])).stdout) as { workloads: { name: string; copied: number; copiedMarks: string[] }[]; totals: { copied: number } };
+    assert.deepEqual(json.workloads.filter((w) => w.name === 'copy').map((w) => [w.copied, w.copiedMarks]), [[2, ['injectedLabel', 'statusAnnotation']]]);
+    assert.equal(json.totals.copied, 2);
+    const dryRun = await status(['-n', 'legacy', '--restart', '--dry-run']);
+    assert.match(dryRun.stdout, /Nothing to restart/);
+    assert.match(dryRun.stdout, /Not restarted \(its Pod template carries a copied envoy-injector\.io\/status: remove it; recreate them by hand\): Deployment legacy\/copy\./);
+    // The template cleaned: its old Pods are left, and --restart rolls it.
+    fake.apply('deployments', { metadata: { name: 'copy', namespace: 'legacy' }, spec: { template: { metadata: { labels: { app: 'copy' } }, spec: { containers: [{ name: 'app', image: 'app:1' }] } } } });
+    const cleaned = await status(['-n', 'legacy', '--restart', '--dry-run']);
+    assert.match(cleaned.stdout, /--restart would set kubectl\.kubernetes\.io\/restartedAt on the Pod template of:\n  Deployment legacy\/copy\n/);
   });
 
   it('reads a handful of lists, owners once per scope and never Pod by Pod', async () => {
@@ -168,7 +217,7 @@ describe('envoy-injector status against an API server', () => {
     assert.match(stderr, /^envoy-injector: note: no permission to get namespace shop \(HTTP 403: injected failure\): its labels are unknown, so Pods there without the sidecar are counted as unknown\n$/);
     const json = JSON.parse(stdout) as StatusJson & { totals: { unknown: number } };
     // fresh and web's un-injected Pod: the label decides. opted-out and node-probe are skipped whatever it says.
-    assert.deepEqual(json.totals, { pods: 11, current: 3, outdated: 6, notInjected: 0, unknown: 2 });
+    assert.deepEqual(json.totals, { pods: 11, current: 3, outdated: 6, notInjected: 0, unknown: 2, copied: 0 });
     fake.failNext(1, 403, (path) => path === '/api/v1/namespaces/shop');
     const table = await status(['-n', 'shop']);
     assert.equal(table.code, 3);
@@ -315,7 +364,7 @@ describe('envoy-injector status: paging', () => {
     const { code, stdout, stderr } = await runStatusCli(['--kubeconfig', fake.writeKubeconfig(), '--page-size', '500', '-o', 'json']);
     assert.equal(code, 3, stderr);
     const report = JSON.parse(stdout) as StatusJson;
-    assert.deepEqual(report.totals, { pods: 1200, current: 600, outdated: 600, notInjected: 0, unknown: 0 });
+    assert.deepEqual(report.totals, { pods: 1200, current: 600, outdated: 600, notInjected: 0, unknown: 0, copied: 0 });
     assert.equal(report.workloads.length, 600);
     assert.ok(report.workloads.every((workload) => workload.kind === 'Deployment' && workload.current === 1 && workload.outdated === 1));
     const podPages = fake.requests.filter((request) => request.path === '/api/v1/pods');
@@ -332,7 +381,7 @@ describe('envoy-injector status: paging', () => {
     fake.expireContinueTokens(1);
     const { code, stdout, stderr } = await runStatusCli(['--kubeconfig', fake.writeKubeconfig(), '--page-size', '500', '-o', 'json']);
     assert.equal(code, 3, stderr);
-    assert.deepEqual((JSON.parse(stdout) as StatusJson).totals, { pods: 1200, current: 600, outdated: 600, notInjected: 0, unknown: 0 }, 'no Pod lost or counted twice');
+    assert.deepEqual((JSON.parse(stdout) as StatusJson).totals, { pods: 1200, current: 600, outdated: 600, notInjected: 0, unknown: 0, copied: 0 }, 'no Pod lost or counted twice');
     assert.deepEqual(fake.requests.filter((request) => request.path === '/api/v1/pods').map((request) => request.status), [200, 410, 200, 200]);
     assert.match(stderr, /^envoy-injector: note: listing Pods in all namespaces outlasted the API server's history \(410 Gone\); the rest was listed as it is now/);
   });

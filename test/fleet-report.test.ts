@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { buildFleetReport, describeKind, namespaceTemplates, ownerKey, readInjectionStatus, resolveWorkload, type OwnerRef, type PodRecord } from '../src/fleet/fleet-report.js';
-import { planRestarts, restartCandidates } from '../src/fleet/restart-plan.js';
+import { NotRestartedWhy, planRestarts, restartCandidates } from '../src/fleet/restart-plan.js';
 import { parseTemplateData } from '../src/injection/index.js';
 import { injectedAnnotations } from './helpers/fleet-fixture.js';
 
@@ -13,7 +13,7 @@ const LIVE = parseTemplateData({ config: 'containers: [{name: envoy, image: "env
 const injectedWith = injectedAnnotations;
 
 function pod(name: string, options: Partial<PodRecord> = {}): PodRecord {
-  return { namespace: 'shop', name, owner: undefined, annotations: {}, hostNetwork: false, ...options };
+  return { namespace: 'shop', name, owner: undefined, annotations: {}, labels: {}, containers: ['app', 'envoy', 'tiny'], hostNetwork: false, ...options };
 }
 
 const LABELS: Record<string, Record<string, string>> = {
@@ -70,7 +70,7 @@ describe('fleet report: current, outdated, not injected', () => {
     ]);
     assert.deepEqual(workloads.map((w) => [w.name, w.current, w.outdated]), [['a', 1, 0], ['b', 0, 1], ['c', 1, 0]]);
     assert.deepEqual(workloads[1]?.outdatedHashes, [{ template: 'config', hash: OLD.defaultTemplate.hash, pods: 1 }]);
-    assert.deepEqual(totals, { pods: 3, current: 2, outdated: 1, notInjected: 0, unknown: 0 });
+    assert.deepEqual(totals, { pods: 3, current: 2, outdated: 1, notInjected: 0, unknown: 0, copied: 0 });
   });
 
   it('a template whose YAML only changed layout and key order keeps its Pods current', () => {
@@ -111,6 +111,42 @@ describe('fleet report: current, outdated, not injected', () => {
   });
 });
 
+describe('fleet report: marks copied into a Pod template (issue 35)', () => {
+  const status = injectedWith(LIVE, 'config');
+  const label = { 'envoy-injector.io/injected': 'true' };
+  const web = { apiVersion: 'apps/v1', kind: 'Deployment', name: 'web' } as const;
+
+  it("a status naming containers the Pod lacks, or the injected label without a status, is its own state: copied, with the marks it carries", () => {
+    const { workloads, totals } = report([
+      pod('both', { owner: web, annotations: status, labels: label, containers: ['app'] }),
+      pod('status-only', { annotations: status, containers: ['app'] }),
+      pod('label-only', { labels: label, containers: ['app'] }),
+      // Injected for real: the containers its status names are there.
+      pod('real', { annotations: status, labels: label, containers: ['app', 'envoy'] }),
+      // Copied marks where the webhook would not inject anyway: none of our business.
+      pod('elsewhere', { namespace: 'plain', annotations: status, labels: label, containers: ['app'] }),
+    ]);
+    assert.deepEqual(workloads.map((w) => `${w.kind}/${w.name} ${w.current}/${w.outdated}/${w.notInjected}/${w.copied} ${w.copiedMarks.join(',')}`), [
+      'Deployment/web 0/0/0/1 injectedLabel,statusAnnotation',
+      'Pod/label-only 0/0/0/1 injectedLabel',
+      'Pod/real 1/0/0/0 ',
+      'Pod/status-only 0/0/0/1 statusAnnotation',
+    ]);
+    assert.deepEqual(totals, { pods: 4, current: 1, outdated: 0, notInjected: 0, unknown: 0, copied: 3 });
+  });
+
+  it('--restart: a workload with copied marks is a candidate; rolled once its template is clean, else left to a human saying which mark to remove', () => {
+    const fleet = report([pod('web-1', { owner: web, annotations: status, labels: label, containers: ['app'] })]);
+    assert.deepEqual(restartCandidates(fleet).map((w) => w.name), ['web']);
+    const key = ownerKey('shop', web);
+    const marked = { spec: { template: { metadata: { annotations: { 'envoy-injector.io/status': '{}' }, labels: label } } } };
+    const byHand = planRestarts(fleet, new Map([[key, marked]]), { force: false });
+    assert.deepEqual(byHand.byHand.map((entry) => `${entry.workload.name}: ${entry.why}`), [`web: ${NotRestartedWhy.copiedStatus}`]);
+    const clean = planRestarts(fleet, new Map([[key, { spec: { template: { metadata: { labels: { app: 'web' } } } } }]]), { force: false });
+    assert.deepEqual(clean.restart.map((w) => w.name), ['web']);
+  });
+});
+
 describe('fleet report: namespace labels that could not be read', () => {
   it('Pods without a status count as unknown when the labels would decide, and as what they are when not', () => {
     const unreadable = buildFleetReport({
@@ -134,7 +170,7 @@ describe('fleet report: namespace labels that could not be read', () => {
       'app/plain 0/0/0/1',
       'shop/elsewhere 0/0/1/0',
     ]);
-    assert.deepEqual(unreadable.totals, { pods: 4, current: 1, outdated: 0, notInjected: 1, unknown: 2 });
+    assert.deepEqual(unreadable.totals, { pods: 4, current: 1, outdated: 0, notInjected: 1, unknown: 2, copied: 0 });
   });
 });
 
@@ -182,7 +218,7 @@ describe('fleet report: grouping and the restart plan', () => {
       { template: 'config', hash: OLDER.defaultTemplate.hash, pods: 1 },
     ].sort((a, b) => (a.hash < b.hash ? -1 : 1));
     assert.deepEqual(fleet.workloads.find((w) => w.name === 'web')?.outdatedHashes, webHashes);
-    assert.deepEqual(fleet.totals, { pods: 11, current: 3, outdated: 7, notInjected: 1, unknown: 0 });
+    assert.deepEqual(fleet.totals, { pods: 11, current: 3, outdated: 7, notInjected: 1, unknown: 0, copied: 0 });
     assert.deepEqual(fleet.templates, [...LIVE.templates.values()].map((t) => ({ name: t.name, hash: t.hash })));
   });
 

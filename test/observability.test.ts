@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
 import { describe, it } from 'node:test';
 import { Reason } from '../src/injection/index.js';
-import { ErrorReason } from '../src/server/metrics.js';
+import { ADMISSION_REASONS, ErrorReason } from '../src/server/metrics.js';
 import { httpsCall } from './helpers/https-client.js';
 import { podReview } from './helpers/reviews.js';
 import { startTestServer } from './helpers/server.js';
@@ -86,6 +86,27 @@ describe('metrics', () => {
     } finally {
       await server.shutdown();
     }
+  });
+
+  it('the counters the alerts read are at 0 for every label value known in advance, before any request', async () => {
+    const server = await startTestServer({});
+    try {
+      const text = (await httpsCall(`${server.url}/metrics`, { ca: server.ca })).body;
+      const requests = samples(text, 'envoy_injector_admission_requests_total').map((s) => `${s.labels['result']}/${s.labels['reason']} ${s.value}`);
+      const expected = Object.entries(ADMISSION_REASONS).flatMap(([result, reasons]) => reasons.map((reason) => `${result}/${reason} 0`));
+      assert.deepEqual(requests.sort(), expected.sort());
+      assert.ok(expected.includes('skipped/unknown_namespace_template 0') && expected.includes('error/namespace_labels_unknown 0'));
+      assert.deepEqual(samples(text, 'envoy_injector_admission_warnings_total').map((s) => `${s.labels['result']} ${s.value}`).sort(), ['injected 0', 'skipped 0']);
+    } finally {
+      await server.shutdown();
+    }
+  });
+
+  it("every decision reason is listed under the result the webhook gives it, but requested_offline (the offline inject's own)", () => {
+    const listed = [...ADMISSION_REASONS.injected, ...ADMISSION_REASONS.skipped];
+    assert.equal(new Set(listed).size, listed.length, 'a reason under two results');
+    assert.deepEqual(Object.values(Reason).filter((reason) => !listed.includes(reason)), [Reason.requestedOffline]);
+    assert.deepEqual([...ADMISSION_REASONS.error].sort(), Object.values(ErrorReason).sort());
   });
 
   it('template_info follows a reload: the old hash disappears', async () => {

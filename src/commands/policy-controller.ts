@@ -30,7 +30,7 @@ export async function startPolicyController(
   if (connection === undefined) throw new UsageError('--mode policy needs a cluster (--kubeconfig, or running in a Pod)');
   const namespace = settings.namespace ?? connection.contextNamespace ?? 'default';
   const initial = settings.templateFile === undefined ? undefined : { set: await loadTemplates(settings.templateFile, io), source: settings.templateFile };
-  const { state, metrics } = createServerState(log, initial);
+  const { state, metrics } = createServerState(log, initial, settings.metricsRelease);
 
   const sync = new kube.PolicySync({
     kubeConfig: connection.kubeConfig,

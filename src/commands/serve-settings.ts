@@ -60,6 +60,9 @@ Options:
                                                  every namespace not disabled, unless annotated "false"
   --log-level LEVEL         LOG_LEVEL            trace | debug | info | warn | error (default info)
   --metrics-port N          METRICS_PORT         also serve GET /metrics over plain HTTP on this port (default: none)
+  --metrics-release ID      METRICS_RELEASE      put the label envoy_injector_release="ID" on every metric series, so
+                                                 alerts select this release's whatever the scrape (the chart passes
+                                                 <namespace>/<release>; default: no label)
   --tls-reload-interval D   TLS_RELOAD_INTERVAL  how often the certificate files are checked (default 2s)
   --shutdown-delay D        SHUTDOWN_DELAY       on SIGTERM, stay up unready this long before closing (default 0s)
   --shutdown-timeout D      SHUTDOWN_TIMEOUT     then cut open connections after this long (default 10s)
@@ -100,6 +103,7 @@ const OPTIONS = {
   'always-inject-selector': { env: 'ALWAYS_INJECT_SELECTOR', default: undefined },
   'log-level': { env: 'LOG_LEVEL', default: 'info' },
   'metrics-port': { env: 'METRICS_PORT', default: undefined },
+  'metrics-release': { env: 'METRICS_RELEASE', default: undefined },
   'tls-reload-interval': { env: 'TLS_RELOAD_INTERVAL', default: '2s' },
   'shutdown-delay': { env: 'SHUTDOWN_DELAY', default: '0s' },
   'shutdown-timeout': { env: 'SHUTDOWN_TIMEOUT', default: '10s' },
@@ -151,6 +155,8 @@ export interface ServeSettings {
   /** Bound on queued workload Events (distinct notices); 0 posts none. */
   readonly eventQueueSize: number;
   readonly metricsPort: number | undefined;
+  /** The envoy_injector_release label of every series: the chart's `<namespace>/<release>`. */
+  readonly metricsRelease: string | undefined;
   /** Tests only: serving certificates of auto mode valid this long (see shortLivedCertificateSettings). */
   readonly testCertValidityMs: number | undefined;
 }
@@ -228,6 +234,7 @@ export function parseServeArgs(args: readonly string[], env: NodeJS.ProcessEnv):
     eventQueueSize: parseInteger(setting('event-queue-size'), '--event-queue-size', 0, 100_000),
     // 0 (the chart's "off") and unset both mean no metrics port.
     metricsPort: setting('metrics-port') === undefined || setting('metrics-port') === '0' ? undefined : parseInteger(setting('metrics-port'), '--metrics-port', 1, 65535),
+    metricsRelease: nonEmpty(setting('metrics-release')),
     testCertValidityMs: testCertValidity === undefined ? undefined : parseTestCertValidity(testCertValidity),
   };
 }

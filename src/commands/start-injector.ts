@@ -34,7 +34,7 @@ export interface RunningInjector {
  */
 export async function startInjector(settings: ServeSettings, context: InjectorContext): Promise<RunningInjector> {
   const cluster = await connect(settings, context.env);
-  const { state, metrics } = createServerState(context.log, await initialTemplates(settings, cluster, context));
+  const { state, metrics } = createServerState(context.log, await initialTemplates(settings, cluster, context), settings.metricsRelease);
   const started = new StopList();
   try {
     const tlsSource = await startTlsSource(settings, cluster, state, metrics, context);

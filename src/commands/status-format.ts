@@ -1,4 +1,5 @@
-import { describeKind, type FleetReport, type NamespaceTemplate, type WorkloadReport } from '../fleet/fleet-report.js';
+import { Annotations, InjectedLabel } from '../injection/index.js';
+import { CopiedMark, describeKind, type FleetReport, type NamespaceTemplate, type WorkloadReport } from '../fleet/fleet-report.js';
 import type { NotRestarted, RestartPlan } from '../fleet/restart-plan.js';
 
 /** A workload as the JSON output names it. */
@@ -40,9 +41,10 @@ export function formatReport(report: FleetReport, plan: RestartPlan, source: str
     return lines.join('\n') + '\n';
   }
   const { totals } = report;
-  // UNKNOWN only when some namespace's labels could not be read: the usual table stays as it was.
+  // UNKNOWN only when some namespace's labels could not be read, COPIED only when some Pod carries copied marks: the usual table stays as it was.
   const withUnknown = totals.unknown > 0;
-  const header = ['NAMESPACE', 'WORKLOAD', 'TEMPLATE', 'CURRENT', 'OUTDATED', 'NOT-INJECTED', ...(withUnknown ? ['UNKNOWN'] : []), 'OUTDATED-HASHES'];
+  const withCopied = totals.copied > 0;
+  const header = ['NAMESPACE', 'WORKLOAD', 'TEMPLATE', 'CURRENT', 'OUTDATED', 'NOT-INJECTED', ...(withUnknown ? ['UNKNOWN'] : []), ...(withCopied ? ['COPIED'] : []), 'OUTDATED-HASHES'];
   const rows = report.workloads.map((workload) => [
     workload.namespace,
     `${describeKind(workload)}/${workload.name}`,
@@ -51,14 +53,21 @@ export function formatReport(report: FleetReport, plan: RestartPlan, source: str
     String(workload.outdated),
     String(workload.notInjected),
     ...(withUnknown ? [String(workload.unknown)] : []),
+    ...(withCopied ? [String(workload.copied)] : []),
     workload.outdatedHashes.map((entry) => `${entry.template}@${entry.hash} (${entry.pods})`).join(', ') || '-',
   ]);
   lines.push(...formatColumns([header, ...rows]), '');
   const unknown = withUnknown ? `, ${totals.unknown} unknown (namespace labels not readable)` : '';
+  const copied = withCopied ? `, ${totals.copied} with copied marks (no sidecar)` : '';
   lines.push(
-    `${describeCount(totals.pods, 'Pod')} in ${describeCount(report.workloads.length, 'workload')} (${scope}): ${totals.current} current, ${totals.outdated} outdated, ${totals.notInjected} not injected${unknown}.`,
+    `${describeCount(totals.pods, 'Pod')} in ${describeCount(report.workloads.length, 'workload')} (${scope}): ${totals.current} current, ${totals.outdated} outdated, ${totals.notInjected} not injected${unknown}${copied}.`,
   );
-  if (withHint && totals.outdated > 0) {
+  const marked = report.workloads.filter((workload) => workload.copied > 0);
+  if (marked.length > 0) {
+    const which = marked.map((workload) => `${describeRef(workload)} (${workload.copiedMarks.map(describeMark).join(', ')})`).join(', ');
+    lines.push(`Copied marks, no sidecar: ${which}. Remove them from the Pod template (kubectl edit): its Pods are then replaced, injected.`);
+  }
+  if (withHint && (totals.outdated > 0 || totals.copied > 0)) {
     if (plan.restart.length > 0) lines.push(`--restart would restart: ${plan.restart.map(describeRef).join(', ')}.`);
     lines.push(...byWhy(plan.byHand.map(toNotRestartedRef)).map(([why, refs]) => `Recreate by hand (${why}): ${refs}.`));
     if (plan.inProgress.length > 0) lines.push(`--restart would skip, rollout in progress (--force restarts them anyway): ${describeNotRestarted(plan.inProgress.map(toNotRestartedRef))}.`);
@@ -80,6 +89,11 @@ export function formatRestart(outcome: RestartOutcome, annotation: string): stri
   if (outcome.skipped.length > 0) lines.push(`Skipped, rollout in progress (--force restarts them anyway): ${describeNotRestarted(outcome.skipped)}.`);
   lines.push(...byWhy(outcome.notRestartable).map(([why, refs]) => `Not restarted (${why}; recreate them by hand): ${refs}.`));
   return lines.join('\n') + '\n';
+}
+
+/** A copied mark as the fix names it. */
+function describeMark(mark: CopiedMark): string {
+  return mark === CopiedMark.statusAnnotation ? `annotation ${Annotations.status}` : `label ${InjectedLabel.key}`;
 }
 
 /** One entry per why, in the order first seen, with its workloads listed. */

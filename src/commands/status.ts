@@ -1,10 +1,12 @@
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { UsageError } from '../errors.js';
+import type { DecisionOptions } from '../injection/index.js';
 import { buildFleetReport, namespaceTemplates } from '../fleet/fleet-report.js';
 import { planRestarts, restartCandidates } from '../fleet/restart-plan.js';
 import { describeCount, describeRef, formatReport, formatRestart, toNotRestartedRef, toRef, type Ref, type RestartOutcome } from './status-format.js';
 import type { CommandIo } from './io.js';
+import { parseSelectorsOption } from './options.js';
 
 export const STATUS_HELP = `Usage: envoy-injector status [options]
 
@@ -14,16 +16,20 @@ CronJob, Job, or the bare Pod) and compares the hash in each Pod's
 envoy-injector.io/status with the hash of that template in the live ConfigMap.
 A Pod injected with another template than the one it would get now (its
 namespace's envoy-injector.io/template label picks another) is outdated too;
-the namespaces that pick a template are listed.
+the namespaces that pick a template are listed. A Pod without the sidecar
+that carries our marks (a status naming containers it lacks, or the label
+envoy-injector.io/injected), copied into its Pod template from an injected
+Pod, is counted apart (COPIED), with the marks to remove.
 
-Exit code: 0 when every injected Pod is current, 3 when some are outdated,
-1 on an error (or a failed restart), 2 on a usage error.
+Exit code: 0 when every injected Pod is current, 3 when some are outdated or
+carry copied marks, 1 on an error (or a failed restart), 2 on a usage error.
 
 Options:
   -n, --namespace NS          only this namespace (default: all namespaces)
   -l, --selector SELECTOR     only Pods matching this label selector (app=web,tier!=db)
   -o, --output FORMAT         table (default) | json
-      --restart               restart the outdated Deployments, StatefulSets and DaemonSets
+      --restart               restart the outdated Deployments, StatefulSets and DaemonSets, and those
+                              whose copied marks are gone from the Pod template
                               (as kubectl rollout restart); asks first unless --yes
       --dry-run               with --restart: show what would be restarted, change nothing
       --force                 with --restart: restart a workload whose rollout is still in progress
@@ -34,6 +40,9 @@ Options:
       --configmap NAME        the template ConfigMap (default envoy-initializer)
       --excluded-namespaces L comma-separated namespaces the injector is set to skip (beyond kube-*),
                               so their Pods are not reported as missing the sidecar
+      --never-inject-selector JSON   the injector's central selectors, as serve, explain and policy take
+      --always-inject-selector JSON  them (a JSON list of {matchLabels, matchExpressions}): each Pod's
+                              labels then decide whether it should have the sidecar, as the webhook's do
       --page-size N           Pods (and ReplicaSets, Jobs, Namespaces) per list request (default 500)
   -h, --help
 `;
@@ -52,7 +61,8 @@ interface StatusSettings {
   readonly kubeconfig: string | undefined;
   readonly injectorNamespace: string;
   readonly configMapName: string;
-  readonly excludedNamespaces: readonly string[];
+  /** What the webhook is set to: excluded namespaces, the central selectors (as serve's flags). */
+  readonly decision: DecisionOptions;
   readonly pageSize: number;
 }
 
@@ -72,6 +82,8 @@ function parseStatusArgs(args: readonly string[]): StatusSettings | undefined {
       'injector-namespace': { type: 'string', default: 'envoy-injector-system' },
       configmap: { type: 'string', default: 'envoy-initializer' },
       'excluded-namespaces': { type: 'string', default: '' },
+      'never-inject-selector': { type: 'string' },
+      'always-inject-selector': { type: 'string' },
       'page-size': { type: 'string', default: '500' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -94,7 +106,12 @@ function parseStatusArgs(args: readonly string[]): StatusSettings | undefined {
     kubeconfig: values.kubeconfig,
     injectorNamespace: values['injector-namespace'],
     configMapName: values.configmap,
-    excludedNamespaces: values['excluded-namespaces'].split(',').map((name) => name.trim()).filter((name) => name !== ''),
+    decision: {
+      excludedNamespaces: values['excluded-namespaces'].split(',').map((name) => name.trim()).filter((name) => name !== ''),
+      injectorNamespace: values['injector-namespace'],
+      neverInjectSelectors: parseSelectorsOption('--never-inject-selector', values['never-inject-selector']),
+      alwaysInjectSelectors: parseSelectorsOption('--always-inject-selector', values['always-inject-selector']),
+    },
     pageSize,
   };
 }
@@ -134,11 +151,11 @@ export async function runStatus(args: readonly string[], io: CommandIo, env: Nod
     templates: snapshot.templates,
     namespaceLabels: (namespace) => snapshot.namespaceLabels.get(namespace),
     namespaceLabelsUnreadable: (namespace) => forbidden !== undefined && (forbidden.namespace === undefined || forbidden.namespace === namespace),
-    decision: { excludedNamespaces: settings.excludedNamespaces, injectorNamespace: settings.injectorNamespace },
+    decision: settings.decision,
   });
   const picked = namespaceTemplates(snapshot.namespaceLabels, snapshot.templates);
   const scope = settings.namespace === undefined ? 'all namespaces' : `namespace ${settings.namespace}`;
-  const exitCode = report.totals.outdated > 0 ? EXIT_OUTDATED : 0;
+  const exitCode = report.totals.outdated > 0 || report.totals.copied > 0 ? EXIT_OUTDATED : 0;
   const json = settings.output === 'json';
   // The outdated apps/v1 workloads as they are now: OnDelete, a rollout under way, a copied status.
   const objects = await readWorkloadObjects(connection.kubeConfig, settings, restartCandidates(report), noteInconsistent);

@@ -1,4 +1,4 @@
-import { Annotations, chooseTemplate, decideInjection, isJsonObject, NamespaceLabel, stringAt, type DecisionOptions, type JsonObject, type TemplateSet } from '../injection/index.js';
+import { Annotations, chooseTemplate, copiedStatusProblem, decideInjection, InjectedLabel, isJsonObject, NamespaceLabel, stringAt, type DecisionOptions, type JsonObject, type TemplateSet } from '../injection/index.js';
 
 /**
  * A controller reference, as `metadata.ownerReferences[]` names it. Group and
@@ -18,8 +18,16 @@ export interface PodRecord {
   /** The controller owner (`controller: true`), if any. */
   readonly owner: OwnerRef | undefined;
   readonly annotations: Readonly<Record<string, string>>;
+  /** The Pod's labels: the central selectors read them, as the webhook does. */
+  readonly labels: Readonly<Record<string, string>>;
+  /** Names of its containers and init containers: a status naming others was copied, not written by us. */
+  readonly containers: readonly string[];
   readonly hostNetwork: boolean;
 }
+
+/** A mark of ours a Pod carries without the sidecar: copied into its Pod template from a running injected Pod. */
+export const CopiedMark = { statusAnnotation: 'statusAnnotation', injectedLabel: 'injectedLabel' } as const;
+export type CopiedMark = (typeof CopiedMark)[keyof typeof CopiedMark];
 
 export interface FleetInput {
   readonly pods: Iterable<PodRecord>;
@@ -60,6 +68,15 @@ export interface WorkloadReport {
   readonly notInjected: number;
   /** Pods without a status in a namespace whose labels could not be read, when those labels would decide. */
   readonly unknown: number;
+  /**
+   * Pods without the sidecar that carry our marks (a status naming containers
+   * they lack, or the injected label), though the webhook would inject them:
+   * their Pod template was copied from an injected Pod, and a restart gives
+   * the new Pods the same marks (docs/design.md §4).
+   */
+  readonly copied: number;
+  /** The marks those Pods carry, sorted: what to remove from the Pod template. */
+  readonly copiedMarks: readonly CopiedMark[];
   readonly outdatedHashes: readonly OutdatedHash[];
   /** Whether `--restart` can roll it: an `apps/v1` kind with a Pod template to annotate. */
   readonly restartable: boolean;
@@ -70,7 +87,7 @@ export interface FleetReport {
   readonly templates: readonly { readonly name: string; readonly hash: string }[];
   /** Workloads with at least one injected Pod or Pod that should be; sorted by namespace, kind, name. */
   readonly workloads: readonly WorkloadReport[];
-  readonly totals: { readonly pods: number; readonly current: number; readonly outdated: number; readonly notInjected: number; readonly unknown: number };
+  readonly totals: { readonly pods: number; readonly current: number; readonly outdated: number; readonly notInjected: number; readonly unknown: number; readonly copied: number };
 }
 
 /** The kinds `--restart` rolls, as `kubectl rollout restart` does: the ones with a Pod template and a rollout, in this group only. */
@@ -142,6 +159,7 @@ type PodState =
   | { state: 'current'; template: string }
   | { state: 'outdated'; template: string; hash: string }
   | { state: 'notInjected' }
+  | { state: 'copied'; marks: readonly CopiedMark[] }
   | { state: 'unknown' }
   | { state: 'ignored' };
 
@@ -158,7 +176,8 @@ const LABEL_CASES: readonly Readonly<Record<string, string>>[] = [{}, { [Namespa
  * away). Everything else is none of our business.
  */
 function classifyPod(pod: PodRecord, input: FleetInput): PodState {
-  const status = readInjectionStatus(pod.annotations);
+  const marks = copiedMarks(pod);
+  const status = marks.length > 0 ? undefined : readInjectionStatus(pod.annotations);
   if (status !== undefined) {
     const live = input.templates.templates.get(status.template);
     // Which template the Pod would get now; not known when its namespace's labels are not.
@@ -169,16 +188,39 @@ function classifyPod(pod: PodRecord, input: FleetInput): PodState {
       ? { state: 'current', template: status.template }
       : { state: 'outdated', template: status.template, hash: status.hash };
   }
-  const asCreated: JsonObject = { metadata: { annotations: { ...pod.annotations } }, spec: { hostNetwork: pod.hostNetwork } };
+  // As the webhook would see the Pod without the copied marks: would it inject it?
+  const annotations: Record<string, string> = { ...pod.annotations };
+  const labels: Record<string, string> = { ...pod.labels };
+  if (marks.includes(CopiedMark.statusAnnotation)) delete annotations[Annotations.status];
+  delete labels[InjectedLabel.key];
+  const missing: PodState = marks.length > 0 ? { state: 'copied', marks } : { state: 'notInjected' };
+  const asCreated: JsonObject = { metadata: { annotations, labels }, spec: { hostNetwork: pod.hostNetwork } };
   const wouldInject = (namespaceLabels: Readonly<Record<string, string>> | undefined): boolean =>
     decideInjection({ operation: 'CREATE', kind: { group: '', kind: 'Pod' }, namespace: pod.namespace, namespaceLabels, pod: asCreated, templates: input.templates, options: input.decision }).inject;
   if (input.namespaceLabelsUnreadable?.(pod.namespace) === true) {
     // Labels unknown: sure only when every label the webhook reads gives the same answer.
     const answers = new Set(LABEL_CASES.map(wouldInject));
     if (answers.size > 1) return { state: 'unknown' };
-    return answers.has(true) ? { state: 'notInjected' } : { state: 'ignored' };
+    return answers.has(true) ? missing : { state: 'ignored' };
   }
-  return wouldInject(input.namespaceLabels(pod.namespace)) ? { state: 'notInjected' } : { state: 'ignored' };
+  return wouldInject(input.namespaceLabels(pod.namespace)) ? missing : { state: 'ignored' };
+}
+
+/**
+ * Our marks on a Pod that has no sidecar of ours: a status naming containers
+ * it lacks (the decision's own check), or the injected label without a
+ * status. The webhook writes both with the containers in one patch.
+ */
+export function copiedMarks(pod: PodRecord): CopiedMark[] {
+  const marks: CopiedMark[] = [];
+  const hasStatus = Object.hasOwn(pod.annotations, Annotations.status);
+  // A status that does not parse is reported as it was (outdated, unreadable): its names are unknown.
+  const readable = hasStatus && readInjectionStatus(pod.annotations) !== UNREADABLE;
+  const asStored = { spec: { containers: pod.containers.map((name) => ({ name })) } };
+  const statusCopied = readable && copiedStatusProblem(pod.annotations[Annotations.status], asStored) !== undefined;
+  if (Object.hasOwn(pod.labels, InjectedLabel.key) && (!hasStatus || statusCopied)) marks.push(CopiedMark.injectedLabel);
+  if (statusCopied) marks.push(CopiedMark.statusAnnotation);
+  return marks;
 }
 
 interface Tally {
@@ -189,13 +231,15 @@ interface Tally {
   outdated: number;
   notInjected: number;
   unknown: number;
+  copied: number;
+  readonly marks: Set<CopiedMark>;
   readonly hashes: Map<string, OutdatedHash>;
 }
 
 /** Groups Pods by workload and counts them current, outdated and not injected. */
 export function buildFleetReport(input: FleetInput): FleetReport {
   const tallies = new Map<string, Tally>();
-  const totals = { pods: 0, current: 0, outdated: 0, notInjected: 0, unknown: 0 };
+  const totals = { pods: 0, current: 0, outdated: 0, notInjected: 0, unknown: 0, copied: 0 };
   for (const pod of input.pods) {
     const classified = classifyPod(pod, input);
     if (classified.state === 'ignored') continue;
@@ -203,13 +247,14 @@ export function buildFleetReport(input: FleetInput): FleetReport {
     const key = ownerKey(pod.namespace, workload);
     let tally = tallies.get(key);
     if (tally === undefined) {
-      tally = { namespace: pod.namespace, workload, templates: new Set(), current: 0, outdated: 0, notInjected: 0, unknown: 0, hashes: new Map() };
+      tally = { namespace: pod.namespace, workload, templates: new Set(), current: 0, outdated: 0, notInjected: 0, unknown: 0, copied: 0, marks: new Set(), hashes: new Map() };
       tallies.set(key, tally);
     }
     totals.pods += 1;
     totals[classified.state] += 1;
     tally[classified.state] += 1;
     if (classified.state === 'current' || classified.state === 'outdated') tally.templates.add(classified.template);
+    if (classified.state === 'copied') for (const mark of classified.marks) tally.marks.add(mark);
     if (classified.state === 'outdated') {
       const hashKey = `${classified.template}@${classified.hash}`;
       const seen = tally.hashes.get(hashKey);
@@ -227,6 +272,8 @@ export function buildFleetReport(input: FleetInput): FleetReport {
       outdated: tally.outdated,
       notInjected: tally.notInjected,
       unknown: tally.unknown,
+      copied: tally.copied,
+      copiedMarks: [...tally.marks].sort(),
       outdatedHashes: [...tally.hashes.values()].sort((a, b) => compareText(`${a.template}@${a.hash}`, `${b.template}@${b.hash}`)),
       restartable: isRestartable(tally.workload),
     }))

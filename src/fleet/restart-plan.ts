@@ -33,9 +33,18 @@ export interface RestartPlan {
   readonly inProgress: readonly NotRestarted[];
 }
 
-/** The outdated workloads whose objects `--restart` reads before deciding: apps/v1 ones. */
+/** Whether a restart is what the workload's Pods need: some run an outdated sidecar, or none because of copied marks. */
+export function needsRestart(workload: WorkloadReport): boolean {
+  return workload.outdated > 0 || workload.copied > 0;
+}
+
+/**
+ * The workloads whose objects `--restart` reads before deciding: apps/v1
+ * ones with outdated Pods or Pods with copied marks (rolled once their Pod
+ * template no longer carries the marks, else left to a human).
+ */
 export function restartCandidates(report: FleetReport): WorkloadReport[] {
-  return report.workloads.filter((workload) => workload.outdated > 0 && workload.restartable);
+  return report.workloads.filter((workload) => needsRestart(workload) && workload.restartable);
 }
 
 /**
@@ -48,7 +57,7 @@ export function planRestarts(report: FleetReport, objects: ReadonlyMap<string, J
   const byHand: NotRestarted[] = [];
   const inProgress: NotRestarted[] = [];
   for (const workload of report.workloads) {
-    if (workload.outdated === 0) continue;
+    if (!needsRestart(workload)) continue;
     if (!workload.restartable) {
       const group = apiGroup(workload.apiVersion);
       byHand.push(FAMILIAR_GROUPS.includes(group) ? { workload, why: NotRestartedWhy.noPodTemplate, detail: undefined } : { workload, why: NotRestartedWhy.otherGroup, detail: `group ${group}` });

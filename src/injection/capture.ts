@@ -1,6 +1,6 @@
 import { captureListProblem } from './capture-grammar.js';
 import { CAPTURE_EXCLUSION_KINDS, CAPTURE_INIT_NAME, CAPTURE_LOCK_VOLUME, type CaptureExclusionName, type CaptureExclusions, type CaptureSettings } from './capture-template.js';
-import { arrayAt, describeValue, entryName, objectAt, own, type JsonObject } from './json.js';
+import { arrayAt, describeValue, entryName, isJsonObject, objectAt, own, type JsonObject } from './json.js';
 import { Annotations, PodSecurityLabel } from './names.js';
 import type { SidecarTemplate } from './parse-template.js';
 
@@ -90,10 +90,32 @@ export function decideCapture(input: CaptureInput): CaptureDecision {
     return off(CaptureReason.podSecurity, message, `${message}: the Pod was injected without traffic capture`);
   }
 
+  warnings.push(...proxyUidClashes(input.pod, settings.proxyUid));
   const exclusions = resolveExclusions(annotations, settings.defaults, warnings);
   const reason = asked === true ? CaptureReason.annotationTrue : CaptureReason.templateDefault;
   const message = asked === true ? `the Pod is annotated ${Annotations.capture}: "true"` : `capture is on by default (template "${input.template.name}")`;
   return { capture: true, reason, message, settings, exclusions, warnings };
+}
+
+/**
+ * The rules let the proxy's uid out unredirected (`--uid-owner ... RETURN`):
+ * a container of the Pod's running as that uid (its own runAsUser, else the
+ * Pod's) would reach the network past the proxy. A warning per such
+ * container; one whose user only its image sets cannot be known here.
+ */
+export function proxyUidClashes(pod: JsonObject, proxyUid: number): string[] {
+  const spec = objectAt(pod, 'spec');
+  const podUser = own(objectAt(spec, 'securityContext') ?? {}, 'runAsUser');
+  return ['initContainers', 'containers'].flatMap((list) =>
+    (arrayAt(spec, list) ?? []).flatMap((entry) => {
+      const container = isJsonObject(entry) ? entry : undefined;
+      const ownUser = own(objectAt(container, 'securityContext') ?? {}, 'runAsUser');
+      const user = ownUser ?? podUser;
+      if (user !== proxyUid) return [];
+      const where = ownUser === undefined ? "the Pod's securityContext.runAsUser" : 'its securityContext.runAsUser';
+      return [`container ${describeValue(entryName(container) ?? '')} runs as user ${proxyUid} (${where}), the proxy's uid: the capture rules let that user's traffic past the proxy; run it as another user`];
+    }),
+  );
 }
 
 function noSettings(template: SidecarTemplate, asked: boolean | undefined, off: (reason: CaptureReason, message: string, warning?: string) => CaptureDecision): CaptureDecision {

@@ -86,20 +86,24 @@ export function execHook(script: string): JsonObject {
   return { exec: { command: ['/bin/bash', '-c', script] } };
 }
 
-function adminCall(settings: LifecycleSettings, method: string, path: string): string {
+/** One admin API call, true on a 200; READTIMEOUT is bash's `read -t` operand (a number or an arithmetic expansion). */
+function adminCall(settings: LifecycleSettings, method: string, path: string, readTimeout = '2'): string {
   return (
     `(exec 3<>/dev/tcp/127.0.0.1/${settings.adminPort} && ` +
     `printf '${method} ${path} HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\nContent-Length: 0\\r\\nConnection: close\\r\\n\\r\\n' >&3 && ` +
-    `IFS= read -r -t 2 line <&3 && [[ $line == 'HTTP/1.1 200 '* ]]) 2>/dev/null`
+    `IFS= read -r -t ${readTimeout} line <&3 && [[ $line == 'HTTP/1.1 200 '* ]]) 2>/dev/null`
   );
 }
 
 /** postStart: returns once Envoy's admin `/ready` answers 200; fails (the kubelet restarts the proxy) after startupSeconds. */
 export function waitReadyScript(settings: LifecycleSettings): string {
+  const limit = settings.startupSeconds;
+  // One clock for the whole wait (bash's SECONDS): each try's read may take at most what is left of it, 2 s at most.
   return [
-    `for ((i = 0; i < ${settings.startupSeconds}; i++)); do`,
-    `  if ${adminCall(settings, 'GET', '/ready')}; then exit 0; fi`,
-    '  sleep 1',
+    'SECONDS=0',
+    `while ((SECONDS < ${limit})); do`,
+    `  if ${adminCall(settings, 'GET', '/ready', `$((${limit} - SECONDS < 2 ? ${limit} - SECONDS : 2))`)}; then exit 0; fi`,
+    `  if ((SECONDS < ${limit})); then sleep 1; fi`,
     'done',
     `echo 'envoy-injector: Envoy was not ready after ${settings.startupSeconds} s (GET 127.0.0.1:${settings.adminPort}/ready)' >&2`,
     'exit 1',

@@ -168,7 +168,14 @@ function toPodRecord(pod: JsonObject): PodRecord | undefined {
     // Only what the injector reads: other annotations (last-applied-configuration...) can be large.
     if (typeof value === 'string' && (key.startsWith('envoy-injector.io/') || key === Annotations.legacyInject)) annotations[key] = value;
   }
-  return { namespace: stringAt(meta, 'namespace') ?? '', name, owner: controllerOf(meta), annotations, hostNetwork: objectAt(pod, 'spec')?.['hostNetwork'] === true };
+  const labels = stringsAt(meta, 'labels') ?? {};
+  const spec = objectAt(pod, 'spec');
+  // Container names only: a status naming others was copied into the Pod (fleet-report.ts, copiedMarks).
+  const containers = ['containers', 'initContainers'].flatMap((list) => (arrayAt(spec, list) ?? []).flatMap((entry) => {
+    const container = isJsonObject(entry) ? stringAt(entry, 'name') : undefined;
+    return container === undefined ? [] : [container];
+  }));
+  return { namespace: stringAt(meta, 'namespace') ?? '', name, owner: controllerOf(meta), annotations, labels, containers, hostNetwork: spec?.['hostNetwork'] === true };
 }
 
 function controllerOf(meta: JsonObject | undefined): OwnerRef | undefined {

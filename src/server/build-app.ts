@@ -67,6 +67,7 @@ export function buildApp(deps: AppDependencies) {
   closeWhileDraining(app, deps.state);
   acceptJsonOnly(app);
   answerErrors(app, deps.metrics);
+  deps.metrics.startAdmissionSeriesAtZero();
   addMutateRoute(app, deps);
   addProbeRoutes(app, deps);
   return app;

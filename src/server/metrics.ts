@@ -1,6 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { WorkloadEventRecorder } from '../events/event-series.js';
-import type { Reason } from '../injection/index.js';
+import { Reason } from '../injection/index.js';
 import type { TemplateReloadRecorder } from '../state/template-store.js';
 
 /** Why a request ended in an error, beside the decision reasons: a fixed set, never free text. */
@@ -15,6 +15,35 @@ export const ErrorReason = {
 export type ErrorReason = (typeof ErrorReason)[keyof typeof ErrorReason];
 
 export type AdmissionResult = 'injected' | 'skipped' | 'error';
+
+/** The label every series carries with `--metrics-release`: a name no scrape's target labels use. */
+export const RELEASE_LABEL = 'envoy_injector_release';
+
+/**
+ * Every reason the webhook answers with, by result: the label values of
+ * envoy_injector_admission_requests_total known in advance, each series
+ * started at 0 (`startAdmissionSeriesAtZero`). Every `Reason` is in one list
+ * but `requested_offline`, which only the offline `inject` gives
+ * (test/observability.test.ts holds them to it).
+ */
+export const ADMISSION_REASONS: Readonly<Record<AdmissionResult, readonly (Reason | ErrorReason)[]>> = {
+  injected: [Reason.podAnnotationTrue, Reason.legacyAnnotation, Reason.alwaysInjectSelector, Reason.namespaceEnabled],
+  skipped: [
+    Reason.notPodCreate,
+    Reason.excludedNamespace,
+    Reason.namespaceDisabled,
+    Reason.podAnnotationFalse,
+    Reason.neverInjectSelector,
+    Reason.namespaceNotEnabled,
+    Reason.hostNetwork,
+    Reason.alreadyInjected,
+    Reason.statusCopied,
+    Reason.unknownTemplate,
+    Reason.unknownNamespaceTemplate,
+    Reason.templateNotLoaded,
+  ],
+  error: Object.values(ErrorReason),
+};
 
 /** Live values read at scrape time, so a scrape never shows a stale copy. */
 export interface MetricSources {
@@ -161,9 +190,23 @@ export class InjectorMetrics implements TemplateReloadRecorder, WorkloadEventRec
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
   }
 
-  constructor(options: { processMetrics?: boolean } = {}) {
+  constructor(options: { processMetrics?: boolean; release?: string | undefined } = {}) {
+    // On every series, the process's too: the alerts select a release by it, whatever the scrape's own labels.
+    if (options.release !== undefined) this.registry.setDefaultLabels({ [RELEASE_LABEL]: options.release });
     // Event loop lag sampled every 100 ms: prom-client's 10 ms wakes the idle loop 100 times a second (half its idle CPU).
     if (options.processMetrics ?? true) collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: 100 });
+  }
+
+  /**
+   * The webhook's counters the alerts read, every label value known in
+   * advance at 0 from the start (Prometheus' "avoid missing metrics"): a
+   * series that appears at 1 has no earlier sample, and `increase()` never
+   * sees that first event.
+   */
+  startAdmissionSeriesAtZero(): void {
+    for (const [result, reasons] of Object.entries(ADMISSION_REASONS)) for (const reason of reasons) this.admissionRequests.labels(result, reason).inc(0);
+    // Warnings come with an answer that injects or skips; an error answer has none.
+    for (const result of ['injected', 'skipped']) this.admissionWarnings.labels(result).inc(0);
   }
 
   // Label children by key: resolving labels on every admission is measurable at thousands per second.

@@ -56,8 +56,8 @@ export interface RunningServer {
 }
 
 /** Metrics, the template store and readiness state, made before the server so watches can feed them. */
-export function createServerState(log: Logger, initial?: { set: TemplateSet; source: string }): { state: ServerState; metrics: InjectorMetrics } {
-  const metrics = new InjectorMetrics();
+export function createServerState(log: Logger, initial?: { set: TemplateSet; source: string }, metricsRelease?: string): { state: ServerState; metrics: InjectorMetrics } {
+  const metrics = new InjectorMetrics({ release: metricsRelease });
   const templates = new TemplateStore(metrics, log);
   if (initial !== undefined) templates.set(initial.set, initial.source);
   const state = new ServerState(templates);

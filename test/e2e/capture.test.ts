@@ -68,7 +68,7 @@ forEachKubeVersion('traffic capture: Pods stored with envoy-init, or without it 
     assert.equal(init['image'], template.defaultTemplate.capture?.image);
     assert.equal(init['imagePullPolicy'], 'IfNotPresent');
     assert.deepEqual(init['args'], [
-      '--proxy-uid=101',
+      '--proxy-uid=1337',
       '--outbound-port=15001',
       '--inbound-port=15006',
       '--proxy-ports=9901,9902',

@@ -6,15 +6,16 @@ import { after, it } from 'node:test';
 import { AdmissionregistrationV1Api, AppsV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { CHART_DIR } from '../helpers/helm.js';
 import { forEachKubeVersion } from './control-plane.js';
-import { eventually, helmInstall, helmUninstall, readBack, uniqueName, type Release } from './cluster.js';
+import { eventually, helmInstall, helmUninstall, readBack, uniqueName, webhookNames, type Release } from './cluster.js';
 import { forbiddenLines, startChartInjector, waitReady, type ChartInjector } from './injector-process.js';
 
 const CLUSTER_SCOPED = ['ClusterRole', 'ClusterRoleBinding', 'MutatingWebhookConfiguration'];
 
 /**
  * The chart as it was before cluster-scoped objects took the namespace in
- * their name (`<fullname>`): this chart with every use of that name put
- * back to the fullname, in a temporary directory.
+ * their name (`<fullname>`) and before each release's webhooks had names of
+ * their own (`<purpose>.envoy-injector.io`): this chart with every use of
+ * those names put back, in a temporary directory.
  */
 async function formerChart(): Promise<string> {
   const chart = join(await mkdtemp(join(tmpdir(), 'ei-former-chart-')), 'envoy-injector');
@@ -23,7 +24,7 @@ async function formerChart(): Promise<string> {
   for (const file of await readdir(templates)) {
     const path = join(templates, file);
     const text = await readFile(path, 'utf8');
-    await writeFile(path, text.replaceAll('include "envoy-injector.clusterScopedName"', 'include "envoy-injector.fullname"'));
+    await writeFile(path, text.replaceAll('include "envoy-injector.clusterScopedName"', 'include "envoy-injector.fullname"').replaceAll('{{ $webhook }}.{{ $nameSuffix }}', '{{ $webhook }}.envoy-injector.io'));
   }
   return chart;
 }
@@ -112,8 +113,13 @@ forEachKubeVersion('chart releases side by side, and upgrades', (plane) => {
     const twin = await install({ name, namespace: uniqueName('former-twin') });
     assert.deepEqual(clusterScopedNames(twin), sameName(`${fullname}-${twin.namespace}`));
 
+    const formerWebhooks = ['enabled-namespaces', 'opted-in-pods', 'other-pods'].map((purpose) => `${purpose}.envoy-injector.io`);
+    assert.deepEqual(webhookNames(former), formerWebhooks);
     const upgraded = await helmInstall(plane(), former, {}, { upgrade: true });
     assert.deepEqual(clusterScopedNames(upgraded), sameName(fullname), 'the upgrade keeps the former names');
+    // Renaming them would drop entries whose caBundle the injector co-owns: Helm 4's server-side apply refuses that.
+    assert.deepEqual(webhookNames(upgraded), formerWebhooks, 'and the former webhook names');
+    assert.deepEqual(webhookNames(twin), ['enabled-namespaces', 'opted-in-pods', 'other-pods'].map((purpose) => `${purpose}.${fullname}-${twin.namespace}.envoy-injector.io`), 'a new release names its own');
     assert.deepEqual(await caBundles(fullname), bundles, 'the webhook configuration kept its caBundle');
     for (const kind of CLUSTER_SCOPED) {
       const duplicate = await readBack(plane(), { apiVersion: kind === 'MutatingWebhookConfiguration' ? 'admissionregistration.k8s.io/v1' : 'rbac.authorization.k8s.io/v1', kind, metadata: { name: `${fullname}-${former.namespace}` } });

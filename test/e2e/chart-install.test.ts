@@ -39,7 +39,7 @@ forEachKubeVersion('helm install of the chart as shipped, before the injector ru
       (error: unknown) => apiError(error),
     );
     assert.ok(refused !== undefined, 'the Pod was admitted although its webhook cannot be reached');
-    assert.match(refused.message, /failed calling webhook "enabled-namespaces\.envoy-injector\.io"/);
+    assert.match(refused.message, /failed calling webhook "enabled-namespaces\.[a-z0-9.-]+\.envoy-injector\.io"/);
     const stored = await core.listNamespacedPod({ namespace: enabled });
     assert.equal(stored.items.length, 0, 'nothing stored');
   });

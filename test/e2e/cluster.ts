@@ -114,6 +114,12 @@ export function plainPod(name: string, metadata: { annotations?: Record<string, 
   };
 }
 
+/** The names of RELEASE's webhooks, in order (`<purpose>.<configuration>.envoy-injector.io`), as helm installed them. */
+export function webhookNames(release: Release): string[] {
+  const config = release.manifests.find((manifest) => manifest.kind === 'MutatingWebhookConfiguration');
+  return ((config?.['webhooks'] as { name: string }[] | undefined) ?? []).map((webhook) => webhook.name);
+}
+
 /** Where the chart's Envoy went in a Pod read back from the API server. */
 export function sidecar(pod: V1Pod): 'native' | 'classic' | 'none' {
   const first = pod.spec?.initContainers?.[0];

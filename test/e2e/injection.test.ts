@@ -4,7 +4,7 @@ import { AdmissionregistrationV1Api, AppsV1Api, CoreV1Api, type V1Pod } from '@k
 import { parseYaml } from '../../src/injection/index.js';
 import { largePod } from '../helpers/large-pod.js';
 import { forEachKubeVersion, type KubeVersion } from './control-plane.js';
-import { createNamespace, deleteNamespaces, envoyImage, eventually, followLiveChange, LIVE_CHANGE_TARGET_MS, helmInstall, helmUninstall, plainPod, sidecar, uniqueName, type Release } from './cluster.js';
+import { createNamespace, deleteNamespaces, envoyImage, eventually, followLiveChange, helmInstall, helmUninstall, LIVE_CHANGE_TARGET_MS, plainPod, type Release, sidecar, uniqueName, webhookNames } from './cluster.js';
 import { forbiddenLines, startChartInjector, type ChartInjector } from './injector-process.js';
 
 /** 1.29+ has native sidecars: the chart's `nativeSidecar: auto` must pick them there and only there. */
@@ -51,7 +51,9 @@ forEachKubeVersion('the injector as the chart\'s ServiceAccount, called by the A
     const ca = secret.data?.['ca.crt'];
     assert.ok(ca !== undefined && ca !== '', `Secret ${secretName} holds ca.crt`);
     const config = await plane().kubeConfig.makeApiClient(AdmissionregistrationV1Api).readMutatingWebhookConfiguration({ name: webhookName });
-    assert.deepEqual(config.webhooks?.map((webhook) => webhook.name), ['enabled-namespaces.envoy-injector.io', 'opted-in-pods.envoy-injector.io', 'other-pods.envoy-injector.io']);
+    // Each release's own names: the API server's metrics (label name) tell two releases' webhooks apart.
+    assert.deepEqual(config.webhooks?.map((webhook) => webhook.name), ['enabled-namespaces', 'opted-in-pods', 'other-pods'].map((purpose) => `${purpose}.${webhookName}.envoy-injector.io`));
+    assert.deepEqual(config.webhooks?.map((webhook) => webhook.name), webhookNames(release));
     for (const webhook of config.webhooks ?? []) {
       assert.ok(Buffer.from(webhook.clientConfig.caBundle ?? '', 'base64').toString('utf8').includes(Buffer.from(ca, 'base64').toString('utf8').trim()), `${webhook.name} trusts the Secret's CA`);
       assert.equal(webhook.clientConfig.url, undefined, `${webhook.name} still calls the Service`);

@@ -3,14 +3,15 @@ import { after, before, it } from 'node:test';
 import { AppsV1Api, CoreV1Api, type V1Container, type V1Pod } from '@kubernetes/client-node';
 import { InjectedLabel, SERVICE_ACCOUNT_TOKEN_PATH } from '../../src/injection/index.js';
 import { callsBetween, webhookCalls, type WebhookCalls } from './apiserver-metrics.js';
-import { createNamespace, deleteNamespaces, eventually, helmInstall, helmUninstall, plainPod, sidecar, uniqueName, type Release } from './cluster.js';
+import { createNamespace, deleteNamespaces, eventually, helmInstall, helmUninstall, plainPod, sidecar, uniqueName, webhookNames, type Release } from './cluster.js';
 import { forEachKubeVersion } from './control-plane.js';
 import { startChartInjector, type ChartInjector } from './injector-process.js';
 import { OPT_IN_ANNOTATION, startOptInWebhook, type OptInWebhook } from './opt-in-webhook.js';
 
-const ENABLED_WEBHOOK = 'enabled-namespaces.envoy-injector.io';
-const OPTED_IN_WEBHOOK = 'opted-in-pods.envoy-injector.io';
-const OTHER_WEBHOOK = 'other-pods.envoy-injector.io';
+// The release's webhook names (its own: <purpose>.<configuration>.envoy-injector.io), set once it is installed.
+let ENABLED_WEBHOOK = '';
+let OPTED_IN_WEBHOOK = '';
+let OTHER_WEBHOOK = '';
 
 /** Every container the injector added, with where it mounts the ServiceAccount token. */
 function addedTokenMounts(pod: V1Pod): string[] {
@@ -36,6 +37,7 @@ forEachKubeVersion('reinvocation: what a Pod CREATE costs in webhook calls, by t
 
   before(async () => {
     release = await helmInstall(plane(), { name: uniqueName('mesh'), namespace: uniqueName('mesh-system') });
+    [ENABLED_WEBHOOK = '', OPTED_IN_WEBHOOK = '', OTHER_WEBHOOK = ''] = webhookNames(release);
     await Promise.all([
       createNamespace(plane(), ns.enabled, { 'envoy-injector.io/inject': 'enabled' }),
       createNamespace(plane(), ns.plain, { 'reinvocation-test': label }),

@@ -12,7 +12,7 @@ import { startChartInjector, type ChartInjector } from './injector-process.js';
 
 interface StatusJson {
   workloads: { namespace: string; apiVersion: string; kind: string; name: string; current: number; outdated: number; notInjected: number }[];
-  totals: { pods: number; current: number; outdated: number; notInjected: number; unknown?: number };
+  totals: { pods: number; current: number; outdated: number; notInjected: number; unknown?: number; copied?: number };
   restart?: { restarted: { kind: string; name: string }[]; notRestartable: { apiVersion: string; kind: string; name: string; why: string }[] };
 }
 
@@ -48,7 +48,7 @@ function rows(report: StatusJson, namespace: string): string[] {
 forEachKubeVersion('envoy-injector status and --restart against the API server and its controllers', (plane) => {
   let release: Release | undefined;
   let injector: ChartInjector | undefined;
-  const ns = { enabled: uniqueName('fleet'), disabled: uniqueName('fleet-off'), users: uniqueName('fleet-users'), many: uniqueName('fleet-many'), kinds: uniqueName('fleet-kinds') };
+  const ns = { enabled: uniqueName('fleet'), disabled: uniqueName('fleet-off'), users: uniqueName('fleet-users'), many: uniqueName('fleet-many'), kinds: uniqueName('fleet-kinds'), copied: uniqueName('fleet-copied') };
   // Who may list Pods (and StatefulSets) in ns.kinds only, and read the templates: no get on namespaces.
   const namespaceReader = uniqueName('ns-reader');
   const reader = uniqueName('status-reader');
@@ -79,6 +79,7 @@ forEachKubeVersion('envoy-injector status and --restart against the API server a
       createNamespace(plane(), ns.users),
       createNamespace(plane(), ns.many),
       createNamespace(plane(), ns.kinds, { 'envoy-injector.io/inject': 'enabled' }),
+      createNamespace(plane(), ns.copied, { 'envoy-injector.io/inject': 'enabled' }),
     ]);
     injector = await startChartInjector(plane(), release);
     await eventually('a first Pod injected through the API server', async () => {
@@ -206,7 +207,7 @@ forEachKubeVersion('envoy-injector status and --restart against the API server a
     assert.equal(notes.length, 1, result.stderr);
     assert.match(notes[0] ?? '', new RegExp(`^envoy-injector: note: no permission to get namespace ${ns.kinds} \\(HTTP 403: .*cannot get resource "namespaces".*\\): its labels are unknown`));
     const report = JSON.parse(result.stdout) as StatusJson;
-    assert.deepEqual(report.totals, { pods: 2, current: 0, outdated: 2, notInjected: 0, unknown: 0 });
+    assert.deepEqual(report.totals, { pods: 2, current: 0, outdated: 2, notInjected: 0, unknown: 0, copied: 0 });
   });
 
   it('--restart --dry-run changes nothing; without patch permission each restart fails with a 403 (exit 1)', async () => {
@@ -252,16 +253,46 @@ forEachKubeVersion('envoy-injector status and --restart against the API server a
     const configMap = await core().readNamespacedConfigMap({ name: 'envoy-initializer', namespace: release.namespace });
     const live = parseTemplateData(configMap.data ?? {}).defaultTemplate.hash;
     const statusOf = (hash: string) => JSON.stringify({ template: 'config', hash, containers: ['envoy'], initContainers: [], volumes: [], imagePullSecrets: [] });
-    // A namespace without the label: no webhook call, the Pods are stored as sent (no kubelet runs them).
+    // A namespace without the label: no webhook call, the Pods are stored as sent (no kubelet runs them), the container their status names with them.
+    const withEnvoy = (pod: V1Pod): V1Pod => ({ ...pod, spec: { containers: [...(pod.spec?.containers ?? []), { name: 'envoy', image: 'envoyproxy/envoy:v1.39.0' }] } });
     const names = Array.from({ length: 1200 }, (_, index) => `pod-${String(index).padStart(4, '0')}`);
     for (let start = 0; start < names.length; start += 40) {
       await Promise.all(names.slice(start, start + 40).map((name, offset) =>
-        core().createNamespacedPod({ namespace: ns.many, body: plainPod(name, { annotations: { 'envoy-injector.io/status': statusOf((start + offset) % 3 === 0 ? 'sha256:0000000000000000' : live) } }) }),
+        core().createNamespacedPod({ namespace: ns.many, body: withEnvoy(plainPod(name, { annotations: { 'envoy-injector.io/status': statusOf((start + offset) % 3 === 0 ? 'sha256:0000000000000000' : live) } })) }),
       ));
     }
     const { code, report } = await statusJson(['-n', ns.many, '--page-size', '500']);
     assert.equal(code, 3);
-    assert.deepEqual(report.totals, { pods: 1200, current: 800, outdated: 400, notInjected: 0, unknown: 0 });
+    assert.deepEqual(report.totals, { pods: 1200, current: 800, outdated: 400, notInjected: 0, unknown: 0, copied: 0 });
     assert.deepEqual(new Set(report.workloads.map((workload) => workload.name)).size, 1200);
+  });
+
+  it("Pod templates copied from an injected Pod: their Pods start without the sidecar, and status counts them copied, with the marks to remove", async () => {
+    assert.ok(release !== undefined);
+    const configMap = await core().readNamespacedConfigMap({ name: 'envoy-initializer', namespace: release.namespace });
+    const hash = parseTemplateData(configMap.data ?? {}).defaultTemplate.hash;
+    // What a running injected Pod's YAML holds: the status naming the proxy, and (for "both") the label.
+    const statusText = JSON.stringify({ template: 'config', hash, containers: ['envoy'], initContainers: [], volumes: [], imagePullSecrets: [] });
+    const copy = (name: string, labels: Record<string, string>) => ({
+      metadata: { name },
+      spec: {
+        replicas: 1,
+        selector: { matchLabels: { app: name } },
+        template: { metadata: { labels: { app: name, ...labels }, annotations: { 'envoy-injector.io/status': statusText } }, spec: { containers: [{ name: 'app', image: 'registry.example/app:1' }] } },
+      },
+    });
+    await apps().createNamespacedDeployment({ namespace: ns.copied, body: copy('both', { 'envoy-injector.io/injected': 'true' }) });
+    await apps().createNamespacedDeployment({ namespace: ns.copied, body: copy('status-only', {}) });
+    const pods = await settled(ns.copied, 2);
+    // The API server's objectSelector keeps "both" from the injector; the injector skips "status-only" (status_copied): neither gets the sidecar.
+    assert.deepEqual(pods.map((pod) => `${pod.metadata?.labels?.['app']}: ${pod.spec?.containers.map((container) => container.name).join(',')}`).sort(), ['both: app', 'status-only: app']);
+    const { code, report } = await statusJson(['-n', ns.copied]);
+    assert.equal(code, 3, 'copied marks: exit 3');
+    const copied = report.workloads as unknown as { name: string; current: number; notInjected: number; copied: number; copiedMarks: string[] }[];
+    assert.deepEqual(copied.map((w) => `${w.name} ${w.current}/${w.notInjected}/${w.copied} ${w.copiedMarks.join(',')}`), ['both 0/0/1 injectedLabel,statusAnnotation', 'status-only 0/0/1 statusAnnotation']);
+    const table = await status('reader', ['-n', ns.copied, '--restart', '--dry-run']);
+    assert.match(table.stdout, new RegExp(`^Copied marks, no sidecar: Deployment ${ns.copied}/both \\(label envoy-injector\\.io/injected, annotation envoy-injector\\.io/status\\), Deployment ${ns.copied}/status-only \\(annotation envoy-injector\\.io/status\\)\\.`, 'm'));
+    assert.match(table.stdout, /Nothing to restart/);
+    assert.match(table.stdout, /Not restarted \(its Pod template carries a copied envoy-injector\.io\/status: remove it; recreate them by hand\)/);
   });
 });

@@ -58,6 +58,8 @@ export const FOREIGN_FLAGS: Readonly<Record<string, string>> = {
   '--log-level': 'Envoy, and ours',
   '--config-yaml': 'Envoy',
   '--config-path': 'Envoy',
+  '--disable-hot-restart': 'Envoy',
+  '--uid-owner': 'iptables',
   '--max-semi-space-size': 'node',
   '--expose-gc': 'node',
   '--enable-source-maps': 'node',
@@ -231,11 +233,15 @@ export function valueProblems(code: readonly DocCode[], values: Values): NamePro
 
 const METRIC = /\benvoy_injector_[a-z0-9_]*[a-z0-9*]/g;
 
+/** Not series but a label every series carries (`--metrics-release`, RELEASE_LABEL in server/metrics.ts). */
+const METRIC_LABELS: ReadonlySet<string> = new Set(['envoy_injector_release']);
+
 /** Every envoy_injector_* series TEXT names is exported (`envoy_injector_foo_*` is a prefix). */
 export function metricProblems(file: string, text: string, series: ReadonlySet<string>): NameProblem[] {
   const problems: NameProblem[] = [];
   for (const match of text.matchAll(METRIC)) {
     const name = match[0];
+    if (METRIC_LABELS.has(name)) continue;
     const known = name.endsWith('*') ? [...series].some((candidate) => candidate.startsWith(name.slice(0, -1))) : series.has(name);
     if (!known) problems.push({ file, line: lineOf(text, match.index), name, why: 'no such metric in the registry' });
   }

@@ -29,7 +29,7 @@ export function addPod(
   fake: FakeApiServer,
   namespace: string,
   name: string,
-  options: { owner?: { kind: string; name: string; apiVersion?: string }; annotations?: Record<string, string>; labels?: Record<string, string>; phase?: string; hostNetwork?: boolean; deleting?: boolean } = {},
+  options: { owner?: { kind: string; name: string; apiVersion?: string }; annotations?: Record<string, string>; labels?: Record<string, string>; phase?: string; hostNetwork?: boolean; deleting?: boolean; copied?: boolean } = {},
 ): void {
   fake.apply('pods', {
     metadata: {
@@ -40,9 +40,22 @@ export function addPod(
       ...(options.owner === undefined ? {} : { ownerReferences: controller(options.owner.kind, options.owner.name, options.owner.apiVersion) }),
       ...(options.deleting ? { deletionTimestamp: '2026-01-01T00:00:00Z' } : {}),
     },
-    spec: { containers: [{ name: 'app', image: 'app:1' }], ...(options.hostNetwork ? { hostNetwork: true } : {}) },
+    spec: { ...injectedContainers(options.annotations ?? {}, options.copied === true), ...(options.hostNetwork ? { hostNetwork: true } : {}) },
     status: { phase: options.phase ?? 'Running' },
   });
+}
+
+/** The app's container, and those the Pod's status names, as the webhook's patch added them (none when the status was COPIED). */
+function injectedContainers(annotations: Record<string, string>, copied: boolean): { containers: { name: string; image: string }[]; initContainers?: { name: string; image: string }[] } {
+  let named: { containers?: unknown; initContainers?: unknown } = {};
+  try {
+    named = copied ? {} : (JSON.parse(annotations['envoy-injector.io/status'] ?? '{}') as typeof named);
+  } catch {
+    named = {};
+  }
+  const entries = (list: unknown) => (Array.isArray(list) ? list.filter((name): name is string => typeof name === 'string').map((name) => ({ name, image: `${name}:1` })) : []);
+  const init = entries(named.initContainers);
+  return { containers: [{ name: 'app', image: 'app:1' }, ...entries(named.containers)], ...(init.length > 0 ? { initContainers: init } : {}) };
 }
 
 /**

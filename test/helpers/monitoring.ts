@@ -97,9 +97,9 @@ export function substituteVariables(expr: string, variables: Readonly<Record<str
   return result;
 }
 
-/** The series names (envoy_injector_*) an expression reads. */
+/** The series names (envoy_injector_*) an expression reads: not the label envoy_injector_release (followed by a matcher). */
 export function injectorSeries(expr: string): string[] {
-  return [...new Set(expr.match(/\benvoy_injector_[a-z0-9_]+/g) ?? [])];
+  return [...new Set(expr.match(/\benvoy_injector_[a-z0-9_]+\b(?!\s*(?:=|!=))/g) ?? [])];
 }
 
 /** The runbook's page: one `##` section per alert, which the alerts' runbook_url point at. */

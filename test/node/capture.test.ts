@@ -154,5 +154,5 @@ forEachNode('traffic capture', (suite, version) => {
 
   // Both need other issues first: a Pod, an `it` and what the kubelet and the recorder report, as above.
   it(`6. an init container another webhook added still reaches its server with capture on, native mode (${version})`, { skip: 'waits for issue 34 (the injected init containers after other injectors\' ones)' }, () => undefined);
-  it(`8. an app running as the proxy's uid bypasses capture, and the warning says so (${version})`, { skip: 'waits for issue 35 (the proxy\'s uid 1337 and the warning)' }, () => undefined);
+  it(`8. an app running as the proxy's uid bypasses capture, and the warning says so (${version})`, { skip: 'not written yet: issue 35 (the proxy\'s uid 1337 and the warning) has landed; an app Pod with runAsUser 1337 and capture on, as 5a' }, () => undefined);
 });

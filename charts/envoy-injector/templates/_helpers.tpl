@@ -134,6 +134,26 @@ Names of the MutatingWebhookConfiguration and the Service.
 {{- include "envoy-injector.clusterScopedName" . }}
 {{- end }}
 
+{{/*
+What follows the purpose in each webhook's name (`<purpose>.<suffix>`):
+`<webhook configuration name>.envoy-injector.io`, that name being unique in
+the cluster, so the API server's metrics (label `name`) tell every release's
+webhooks apart and each release's alerts match its own. A configuration in
+the cluster that already holds the former names (`<purpose>.envoy-injector.io`,
+before each release had its own) keeps them: in auto mode the injector
+co-owns every webhook's caBundle, and Helm 4's server-side apply refuses an
+upgrade that drops such an entry. (lookup sees nothing under `helm template`
+and --dry-run=client: the new names.)
+*/}}
+{{- define "envoy-injector.webhookNameSuffix" -}}
+{{- $config := include "envoy-injector.webhookConfigName" . }}
+{{- $former := false }}
+{{- range (dig "webhooks" list (lookup "admissionregistration.k8s.io/v1" "MutatingWebhookConfiguration" "" $config)) }}
+{{- if eq (dig "name" "" .) "enabled-namespaces.envoy-injector.io" }}{{ $former = true }}{{ end }}
+{{- end }}
+{{- if $former }}envoy-injector.io{{ else }}{{ $config }}.envoy-injector.io{{ end }}
+{{- end }}
+
 {{- define "envoy-injector.serviceName" -}}
 {{- include "envoy-injector.fullname" . }}
 {{- end }}

@@ -12,19 +12,41 @@ has no Service of its own. The Prometheus Operator names the job after it.
 {{- end }}
 
 {{/*
-The PromQL label matchers of this release's scraped series: the job the
-ServiceMonitor makes and the release namespace.
+The release as its injector names it on every metric series (METRICS_RELEASE:
+the label envoy_injector_release), unique in the cluster.
 */}}
-{{- define "envoy-injector.metricsSelector" -}}
-job="{{ include "envoy-injector.metricsServiceName" . }}", namespace="{{ .Release.Namespace }}"
+{{- define "envoy-injector.metricsRelease" -}}
+{{ .Release.Namespace }}/{{ .Release.Name }}
 {{- end }}
 
 {{/*
-The API server's name for our webhooks, as a PromQL regex (its metrics label
-`name`); webhook names are the same in every release.
+The PromQL label matcher of this release's series: the label the injector
+itself puts on them, so that a rule selects them whatever the scrape (the
+ServiceMonitor's job and namespace, or the Pods' prometheus.io annotations
+and the Prometheus' own job and target labels), and never another release's.
+*/}}
+{{- define "envoy-injector.metricsSelector" -}}
+envoy_injector_release="{{ include "envoy-injector.metricsRelease" . }}"
+{{- end }}
+
+{{/*
+The API server's names for this release's webhooks, as a PromQL regex (its
+metrics label `name`): the names of mutatingwebhookconfiguration.yaml, each
+release's own (envoy-injector.webhookNameSuffix).
 */}}
 {{- define "envoy-injector.webhookNamesRegex" -}}
-(enabled-namespaces|opted-in-pods|other-pods)\\.envoy-injector\\.io
+(enabled-namespaces|opted-in-pods|other-pods)\\.{{ include "envoy-injector.webhookNameSuffix" . | replace "." "\\\\." }}
+{{- end }}
+
+{{/*
+The reasons of envoy_injector_admission_requests_total that mean a
+misconfiguration (EnvoyInjectorPodsSkippedByMisconfiguration), as a PromQL
+regex. Every other skip reason is expected; test/alerts.test.ts holds each
+reason the injector can give to this list or to its list of reasons that
+deliberately do not alert.
+*/}}
+{{- define "envoy-injector.misconfigurationReasons" -}}
+unknown_template|unknown_namespace_template|status_copied|template_not_loaded|namespace_labels_unknown
 {{- end }}
 
 {{/*
