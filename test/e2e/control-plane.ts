@@ -34,7 +34,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe } from 'node:test';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { PolicyApiVersion } from '../../src/policy/policy-api-version.js';
-import { makeCa, makeServingCertificate } from '../../src/tls/certificates.js';
+import { makeCa, makeServingCertificate, type KeyPair } from '../../src/tls/certificates.js';
 import { startProcess, type ManagedProcess } from './child-processes.js';
 import { KUBE_VERSIONS, kubeBinary, type KubeVersion } from './kube-binaries.js';
 
@@ -77,8 +77,17 @@ interface StartOptions {
   readonly betaPolicyApi?: boolean;
   /** More kube-controller-manager flags (the bench lifts its client's rate limit: --kube-api-qps, --kube-api-burst). */
   readonly controllerManagerArgs?: readonly string[];
-  /** Controllers beyond the usual ones, e.g. `disruption` (the PodDisruptionBudgets' status, which the eviction API reads). */
+  /**
+   * Controllers beyond the usual ones: `disruption` (the PodDisruptionBudgets' status, which the eviction API
+   * reads), OpenShift's service-ca-certificate-publisher-controller (the node tier).
+   */
   readonly moreControllers?: readonly string[];
+  /** The cluster CA (default: a new one), for a caller that signs certificates of its own with it (a kubelet's). */
+  readonly ca?: KeyPair;
+  /** More names and addresses the API server's serving certificate holds (the node tier reaches it from Pods). */
+  readonly servingHosts?: readonly string[];
+  /** More kube-apiserver flags, e.g. how it reaches kubelets. */
+  readonly apiServerArgs?: readonly string[];
 }
 
 /**
@@ -132,8 +141,8 @@ export async function startControlPlane(version: KubeVersion, options: StartOpti
     await rm(dir, { recursive: true, force: true });
   };
   try {
-    const ca = await makeCa({ commonName: `kube-test-ca-${version}`, validDays: 7 });
-    const serving = await makeServingCertificate({ ca, hosts: ['127.0.0.1', 'localhost', 'kubernetes.default.svc'], validDays: 7 });
+    const ca = options.ca ?? (await makeCa({ commonName: `kube-test-ca-${version}`, validDays: 7 }));
+    const serving = await makeServingCertificate({ ca, hosts: ['127.0.0.1', 'localhost', 'kubernetes.default.svc', ...(options.servingHosts ?? [])], validDays: 7 });
     const serviceAccountKey = generateKeyPairSync('rsa', { modulusLength: 2048 });
     const adminToken = randomBytes(24).toString('hex');
     const files = {
@@ -191,6 +200,7 @@ export async function startControlPlane(version: KubeVersion, options: StartOpti
       '--allow-privileged=true',
       '--profiling=false',
       ...(beta ? betaPolicyApiFlags(version) : []),
+      ...(options.apiServerArgs ?? []),
     ];
     let starts = 0;
     const startApiServer = async (beta: boolean): Promise<void> => {
@@ -361,7 +371,7 @@ async function waitFor(managed: ManagedProcess, what: string, check: () => Promi
   }
 }
 
-async function freePorts(count: number): Promise<number[]> {
+export async function freePorts(count: number): Promise<number[]> {
   // All held open at once so that they differ; a race with another process remains possible and shows as a start failure.
   const servers = await Promise.all(
     Array.from({ length: count }, () => new Promise<ReturnType<typeof createServer>>((resolve, reject) => {

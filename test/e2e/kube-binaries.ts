@@ -10,7 +10,7 @@ import { withLock } from '../helpers/lock.js';
 /** The Kubernetes versions tested for real, newest first. */
 export const KUBE_VERSIONS = ['1.36', '1.34', '1.28'] as const;
 export type KubeVersion = (typeof KUBE_VERSIONS)[number];
-export type KubeBinary = 'etcd' | 'kube-apiserver' | 'kube-controller-manager';
+export type KubeBinary = 'etcd' | 'kube-apiserver' | 'kube-controller-manager' | 'kubelet' | 'crictl';
 
 /**
  * Where the control-plane binaries come from: KUBE_ASSETS (relative to the
@@ -43,7 +43,7 @@ export async function kubeBinary(binary: KubeBinary, version: KubeVersion): Prom
   const assets = kubeAssetsDir();
   const problem = missingAssets(assets);
   if (problem !== undefined || assets === undefined) throw new Error(problem);
-  const relative = binary === 'etcd' ? 'etcd' : `${version}/${binary}`;
+  const relative = binary === 'etcd' || binary === 'crictl' ? binary : `${version}/${binary}`;
   const sums = await readFile(join(assets, 'SHA256SUMS'), 'utf8');
   const sha = sums.split('\n').map((line) => line.trim().split(/\s+/)).find(([, name]) => name === relative)?.[0];
   if (sha === undefined) throw new Error(`KUBE_ASSETS=${assets}: SHA256SUMS has no line for ${relative}`);

@@ -267,6 +267,8 @@ export function reasonsToDocument(): string[] {
 export const FOREIGN_SNAKE_NAMES: Readonly<Record<string, string>> = {
   drain_listeners: "Envoy's admin API",
   node_modules: 'npm',
+  restrict_oom_score_adj: "containerd's CRI configuration (the node tier)",
+  netns_mounts_under_state_dir: "containerd's CRI configuration (the node tier)",
 };
 const FOREIGN_SNAKE_PREFIXES = ['apiserver_', 'certmanager_', 'nodejs_', 'process_'];
 

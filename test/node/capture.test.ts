@@ -1,0 +1,158 @@
+import assert from 'node:assert/strict';
+import { request } from 'node:http';
+import { before, it } from 'node:test';
+import type { V1Pod } from '@kubernetes/client-node';
+import { eventually } from '../e2e/cluster.js';
+import { appContainer, appPod, describePod, forEachNode, podReady, running, statuses } from './node-suite.js';
+import { NODE_IP, RECORDER_PORT } from './network.js';
+import type { Recorder } from './recorder.js';
+
+/**
+ * Traffic capture on a real kubelet (issue 36, scenarios 5 and 7): envoy-init
+ * built from init/Dockerfile's recipe installs the rules in the Pod's network
+ * namespace, and the stand-in (tagged as the chart's Envoy) records each
+ * connection its listeners take with the connection's original destination.
+ * Calls are made by the apps themselves (GET /call?target=...), asked by the
+ * test over the Pod network.
+ *
+ * NODE_TIER_BREAK=capture-rules builds envoy-init without the OUTPUT jump.
+ */
+const CAPTURE = {
+  'envoy-injector.io/capture': 'true',
+  // The node's address (the recorder, which the apps report to) and one port go around the proxy.
+  'envoy-injector.io/capture-exclude-outbound-cidrs': `${NODE_IP}/32`,
+  'envoy-injector.io/capture-exclude-outbound-ports': '8081',
+};
+const probe = { httpGet: { path: '/', port: 8080 }, periodSeconds: 1, failureThreshold: 3 };
+// The liveness probe counts only once the app has started: Python takes seconds to listen on a loaded machine.
+const startupProbe = { ...probe, failureThreshold: 120 };
+
+/** GET http://HOST:8080/call?target=TARGET from the test: the app at HOST calls TARGET and answers with the reply's first line. */
+function askToCall(host: string, target: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const call = request({ host, port: 8080, path: `/call?target=${target}`, timeout: 10_000 }, (response) => {
+      let body = '';
+      response.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
+      response.on('end', () => resolve({ status: response.statusCode ?? 0, body: body.trim() }));
+    });
+    call.once('timeout', () => call.destroy(new Error(`GET ${host}:8080/call?target=${target}: no answer in 10 s`)));
+    call.once('error', reject);
+    call.end();
+  });
+}
+
+const relayed = (recorder: Recorder, pod: string, listener: string, original: readonly [string, number]): number =>
+  recorder.of(pod, 'stand-in', 'relayed').filter((record) => record['listener'] === listener && JSON.stringify(record['original']) === JSON.stringify(original)).length;
+
+/** Waits until POD's stand-in has relayed more than AT_LEAST connections of LISTENER to ORIGINAL (records arrive a moment after the fact). */
+const waitRelayed = (recorder: Recorder, pod: string, listener: string, original: readonly [string, number], atLeast = 1): Promise<true> =>
+  eventually(`Pod ${pod}'s stand-in relaying a connection on its ${listener} listener to ${original.join(':')}`, async () =>
+    relayed(recorder, pod, listener, original) >= atLeast ? true : undefined, 15_000);
+
+forEachNode('traffic capture', (suite, version) => {
+  const ip: Record<string, string> = {};
+  before(async () => {
+    const { createPods, recorder, waitPod } = suite();
+    const plain = { 'envoy-injector.io/inject': 'false' };
+    await createPods([
+      appPod('server', plain, { containers: [appContainer(['--port', '8080', '--port', '8081'])] }),
+      appPod('client', plain),
+      appPod('captured', CAPTURE, { containers: [appContainer(['--port', '8080'], { startupProbe, readinessProbe: probe, livenessProbe: probe })] }),
+      appPod('uncaptured', { 'envoy-injector.io/capture': 'false' }),
+      appPod('userns', CAPTURE, { hostUsers: false }),
+    ]);
+    for (const name of ['server', 'client', 'captured', 'uncaptured']) {
+      const pod = await waitPod(name, (read) => read.status?.podIP !== undefined && running('app')(read), `Pod ${name} running with an IP`);
+      ip[name] = pod.status?.podIP ?? '';
+      // Running is not listening yet: the app records `started` once its ports are open.
+      await recorder.waitFor(`the app of Pod ${name} listening`, name, (record) => record.source === 'app' && record.event === 'started');
+    }
+  });
+
+  it(`5a. the captured app's outbound connection to another Pod goes through the proxy's outbound listener (${version})`, async () => {
+    const { recorder } = suite();
+    const server = ip['server'] ?? '';
+    const answer = await askToCall(ip['captured'] ?? '', `${server}:8080`);
+    assert.equal(answer.status, 200, answer.body);
+    assert.match(answer.body, new RegExp(`^app server ${server.replaceAll('.', '\\.')} 8080 from ${(ip['captured'] ?? '').replaceAll('.', '\\.')}$`));
+    // The stand-in's outbound listener took the connection, with the server as its original destination.
+    await waitRelayed(recorder, 'captured', 'outbound', [server, 8080]);
+  });
+
+  it(`5b. a connection from another Pod comes in through the inbound listener (15006) (${version})`, async () => {
+    const { recorder } = suite();
+    const captured = ip['captured'] ?? '';
+    const answer = await askToCall(ip['client'] ?? '', `${captured}:8080`);
+    assert.equal(answer.status, 200, answer.body);
+    // The app saw the proxy (its own address) as its peer, not the client: the connection went through 15006.
+    assert.match(answer.body, new RegExp(`^app captured ${captured.replaceAll('.', '\\.')} 8080 from ${captured.replaceAll('.', '\\.')}$`));
+    const inbound = await eventually('the inbound listener recording the client\'s connection', async () => {
+      const found = recorder.of('captured', 'stand-in', 'relayed').filter((record) => record['listener'] === 'inbound' && record['peer'] === ip['client']);
+      return found.length > 0 ? found : undefined;
+    }, 15_000);
+    assert.equal(inbound[0]?.['port'], 15006);
+    assert.deepEqual(inbound[0]?.['original'], [captured, 8080]);
+  });
+
+  it(`5c. excluded ports and CIDRs go around the proxy (${version})`, async () => {
+    const { recorder } = suite();
+    const server = ip['server'] ?? '';
+    const captured = ip['captured'] ?? '';
+    const before = relayed(recorder, 'captured', 'outbound', [server, 8080]);
+    const port = await askToCall(captured, `${server}:8081`);
+    assert.equal(port.status, 200, port.body);
+    assert.match(port.body, new RegExp(`8081 from ${captured.replaceAll('.', '\\.')}$`));
+    const cidr = await askToCall(captured, `${NODE_IP}:${RECORDER_PORT}`);
+    assert.equal(cidr.status, 200, cidr.body);
+    assert.equal(cidr.body, `recorder ${NODE_IP} ${RECORDER_PORT} from ${captured}`);
+    // A captured call after them: once its record is in, theirs would be too (one stand-in sends its records in order).
+    assert.equal((await askToCall(captured, `${server}:8080`)).status, 200);
+    await waitRelayed(recorder, 'captured', 'outbound', [server, 8080], before + 1);
+    assert.equal(relayed(recorder, 'captured', 'outbound', [server, 8081]), 0, 'port 8081 is excluded: the proxy saw no connection to it');
+    assert.equal(relayed(recorder, 'captured', 'outbound', [NODE_IP, RECORDER_PORT]), 0, `${NODE_IP}/32 is excluded: the proxy saw no connection to it`);
+  });
+
+  it(`5d. the kubelet's httpGet probes of the captured app pass, through the proxy (${version})`, async () => {
+    const { recorder, waitPod } = suite();
+    const captured = ip['captured'] ?? '';
+    await eventually('three of the kubelet\'s probes relayed by the inbound listener', async () =>
+      recorder.of('captured', 'stand-in', 'relayed').filter((record) => record['listener'] === 'inbound' && record['peer'] === NODE_IP).length >= 3 ? true : undefined, 30_000);
+    const pod = await waitPod('captured', podReady, 'the captured Pod Ready');
+    const inbound = recorder.of('captured', 'stand-in', 'relayed').find((record) => record['listener'] === 'inbound' && record['peer'] === NODE_IP);
+    assert.deepEqual(inbound?.['original'], [captured, 8080]);
+    assert.equal(statuses(pod).get('app')?.restartCount, 0, `the liveness probe never failed: ${describePod(pod)}`);
+    assert.equal(statuses(pod).get('envoy-init')?.state?.terminated?.exitCode, 0, describePod(pod));
+  });
+
+  it(`5e. an injected Pod with capture off next to it is untouched (${version})`, async () => {
+    const { recorder, readPod } = suite();
+    const pod: V1Pod = await readPod('uncaptured');
+    assert.ok(pod.spec?.initContainers?.some((container) => container.name === 'envoy'), 'the Pod has the proxy');
+    assert.ok(!pod.spec?.initContainers?.some((container) => container.name === 'envoy-init'), 'but no envoy-init');
+    const server = ip['server'] ?? '';
+    const answer = await askToCall(ip['uncaptured'] ?? '', `${server}:8080`);
+    assert.equal(answer.status, 200, answer.body);
+    assert.match(answer.body, new RegExp(`from ${(ip['uncaptured'] ?? '').replaceAll('.', '\\.')}$`));
+    // Its proxy's next record (the kubelet's readiness probe, every 5 s) comes after any of that call's would have.
+    const asked = Date.now() / 1000;
+    await recorder.waitFor('a record of the uncaptured Pod\'s stand-in after the call', 'uncaptured', (record) => record.source === 'stand-in' && record.time > asked, 20_000);
+    assert.equal(recorder.of('uncaptured', 'stand-in', 'relayed').length, 0, 'its proxy took no connection');
+  });
+
+  it(`7. hostUsers: false: capture works in a Pod with its own user namespace (${version})`, async () => {
+    const { recorder, waitPod } = suite();
+    const pod = await waitPod('userns', (read) => read.status?.podIP !== undefined && running('app')(read), 'the hostUsers: false Pod running');
+    assert.equal(pod.spec?.hostUsers, false);
+    assert.equal(statuses(pod).get('envoy-init')?.state?.terminated?.exitCode, 0, `envoy-init installed its rules: ${describePod(pod)}`);
+    await recorder.waitFor('the app of Pod userns listening', 'userns', (record) => record.source === 'app' && record.event === 'started');
+    const server = ip['server'] ?? '';
+    const answer = await askToCall(pod.status?.podIP ?? '', `${server}:8080`);
+    assert.equal(answer.status, 200, answer.body);
+    // The stand-in's outbound listener took the connection: the rules hold in the user namespace.
+    await waitRelayed(recorder, 'userns', 'outbound', [server, 8080]);
+  });
+
+  // Both need other issues first: a Pod, an `it` and what the kubelet and the recorder report, as above.
+  it(`6. an init container another webhook added still reaches its server with capture on, native mode (${version})`, { skip: 'waits for issue 34 (the injected init containers after other injectors\' ones)' }, () => undefined);
+  it(`8. an app running as the proxy's uid bypasses capture, and the warning says so (${version})`, { skip: 'not written yet: issue 35 (the proxy\'s uid 1337 and the warning) has landed; an app Pod with runAsUser 1337 and capture on, as 5a' }, () => undefined);
+});

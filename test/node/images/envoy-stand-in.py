@@ -1,0 +1,325 @@
+"""A stand-in for Envoy, installed as /usr/local/bin/envoy in an image tagged as the
+chart's Envoy image, so that the chart's default template runs unchanged on the node
+tier's kubelet. docs/design.md ("The node tier") lists what of Envoy it reproduces and
+what it cannot.
+
+It takes Envoy's command line (unknown flags: "PARSE ERROR", exit 1, as Envoy), reads
+the bootstrap it is given and serves from it:
+  - the admin API on the bootstrap's admin address: GET /ready (503 until the delay the
+    recorder's /config gives, then 200 LIVE), POST /drain_listeners[?graceful], POST
+    /healthcheck/fail, POST /quitquitquit; HTTP/1.0 gets 426 as from Envoy;
+  - each listener with an http_connection_manager: its routes (a route to the cluster
+    whose endpoint is the admin address is answered by the admin API, a direct_response
+    with its status);
+  - each listener with a tcp_proxy: the filter chain matching the destination port (the
+    original destination's with use_original_dst or the original_dst listener filter);
+    an ORIGINAL_DST cluster connects to the connection's SO_ORIGINAL_DST and relays
+    bytes both ways, a cluster without endpoints closes the connection.
+Draining (POST /drain_listeners?graceful): the listeners keep accepting for
+--drain-time-s, then close; the admin API stays. SIGTERM: exit 0 at once, as Envoy.
+Every request to the admin API and every relayed connection is recorded (record.py).
+"""
+
+import socket
+import struct
+import sys
+import threading
+import time
+import signal
+import traceback
+
+import yaml
+
+from record import config, exit_now, record
+
+SO_ORIGINAL_DST = 80
+LOG_LEVELS = {"trace", "debug", "info", "warning", "warn", "error", "critical", "off"}
+VALUED = {"--config-yaml", "-c", "--config-path", "--concurrency", "-l", "--log-level", "--drain-time-s",
+          "--drain-strategy", "--parent-shutdown-time-s", "--service-cluster", "--service-node",
+          "--service-zone", "--base-id", "--component-log-level", "--log-format", "--mode"}
+FLAGS = {"--disable-hot-restart", "--allow-unknown-static-fields", "--reject-unknown-dynamic-fields",
+         "--ignore-unknown-dynamic-fields", "--log-format-escaped", "--enable-fine-grain-logging"}
+
+
+def parse_args(argv):
+    options = {}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        name, eq, inline = arg.partition("=")
+        if name in VALUED:
+            if eq:
+                options[name] = inline
+            elif i + 1 < len(argv):
+                options[name] = argv[i + 1]
+                i += 1
+            else:
+                fail("Missing a value for the argument: %s" % name)
+        elif arg in FLAGS:
+            options[arg] = True
+        else:
+            fail("Argument: %s" % arg)
+        i += 1
+    level = options.get("--log-level", options.get("-l", "info"))
+    if level not in LOG_LEVELS:
+        fail("Value '%s' does not meet constraint: %s" % (level, "|".join(sorted(LOG_LEVELS))))
+    if options.get("--drain-strategy", "gradual") not in ("gradual", "immediate"):
+        fail("unknown drain strategy %s" % options["--drain-strategy"])
+    return options
+
+
+def fail(message):
+    print("PARSE ERROR: %s" % message, file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+def socket_address(address):
+    inner = (address or {}).get("socket_address", {})
+    return inner.get("address", "0.0.0.0"), int(inner.get("port_value", 0)), bool(inner.get("ipv4_compat", False))
+
+
+def guarded(handler, conn, peer):
+    """Runs a connection's handler; a failure of the stand-in itself is recorded, never silent."""
+    try:
+        handler(conn, peer)
+    except Exception:  # noqa: BLE001 -- recorded whole for the test's error message
+        record("stand-in", "error", traceback=traceback.format_exc())
+        conn.close()
+
+
+def plain(address):
+    """An IPv4 address as itself, not as the IPv4-mapped IPv6 address a dual-stack socket reports."""
+    return address[7:] if address.startswith("::ffff:") else address
+
+
+def original_destination(conn):
+    if conn.family == socket.AF_INET:
+        port, packed = struct.unpack_from("!2xH4s", conn.getsockopt(socket.SOL_IP, SO_ORIGINAL_DST, 16))
+        return socket.inet_ntop(socket.AF_INET, packed), port
+    port, packed = struct.unpack_from("!2xH4x16s", conn.getsockopt(socket.IPPROTO_IPV6, SO_ORIGINAL_DST, 28))
+    return socket.inet_ntop(socket.AF_INET6, packed), port
+
+
+class Proxy:
+    def __init__(self, options):
+        text = options.get("--config-yaml")
+        path = options.get("--config-path", options.get("-c"))
+        if text is None and path is not None:
+            with open(path) as f:
+                text = f.read()
+        if text is None:
+            fail("At least one of --config-path or --config-yaml or Options::configProto() should be non-empty")
+        self.bootstrap = yaml.safe_load(text) or {}
+        self.drain_seconds = float(options.get("--drain-time-s", 600))
+        self.started = time.time()
+        self.ready_delay = float(config().get("readyDelaySeconds", 0))
+        self.draining_since = None
+        self.health_failed = False
+        self.listening = []
+        resources = self.bootstrap.get("static_resources", {})
+        self.clusters = {cluster["name"]: cluster for cluster in resources.get("clusters", [])}
+        self.admin = socket_address(self.bootstrap.get("admin", {}).get("address"))
+        self.listeners = resources.get("listeners", [])
+
+    # ---- listening -------------------------------------------------------------
+
+    def bind(self, host, port, ipv4_compat):
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0 if ipv4_compat else 1)
+        sock.bind((host, port))
+        sock.listen(128)
+        return sock
+
+    def serve(self, sock, handler, drains):
+        if drains:
+            self.listening.append(sock)
+
+        def loop():
+            while True:
+                try:
+                    conn, peer = sock.accept()
+                except OSError:
+                    return
+                threading.Thread(target=guarded, args=(handler, conn, peer), daemon=True).start()
+        threading.Thread(target=loop, daemon=True).start()
+
+    def start(self):
+        host, port, compat = self.admin
+        self.serve(self.bind(host, port, compat), lambda conn, peer: self.http(conn, peer, self.admin_api, "admin"), False)
+        for listener in self.listeners:
+            addresses = [listener.get("address")] + [extra.get("address") for extra in listener.get("additional_addresses", [])]
+            handler = self.handler_of(listener)
+            for address in addresses:
+                self.serve(self.bind(*socket_address(address)), handler, True)
+        record("stand-in", "started", listeners=[listener.get("name") for listener in self.listeners],
+               drainSeconds=self.drain_seconds, readyDelaySeconds=self.ready_delay)
+
+    def handler_of(self, listener):
+        chains = listener.get("filter_chains", [])
+        first = chains[0]["filters"][0] if chains and chains[0].get("filters") else {}
+        if first.get("name") == "envoy.filters.network.http_connection_manager":
+            routes = first["typed_config"]["route_config"]["virtual_hosts"][0]["routes"]
+            return lambda conn, peer: self.http(conn, peer, lambda method, path: self.route(routes, method, path), listener.get("name"))
+        original = listener.get("use_original_dst", False) or any(
+            f.get("name") == "envoy.filters.listener.original_dst" for f in listener.get("listener_filters", []))
+        return lambda conn, peer: self.relay(listener.get("name"), chains, original, conn, peer)
+
+    # ---- HTTP: the admin API and the http_connection_manager listeners ----------
+
+    def http(self, conn, peer, answer, listener):
+        with conn:
+            conn.settimeout(5)
+            try:
+                head = b""
+                while b"\r\n\r\n" not in head and b"\n\n" not in head:
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        return
+                    head += chunk
+                method, target, version = head.split(b"\r\n")[0].decode().split(" ")
+                if version != "HTTP/1.1":
+                    status, body = 426, "Upgrade Required"
+                else:
+                    status, body = answer(method, target)
+                reason = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 426: "Upgrade Required", 503: "Service Unavailable"}.get(status, "Status")
+                payload = body.encode()
+                conn.sendall(b"HTTP/1.1 %d %s\r\ncontent-type: text/plain\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s"
+                             % (status, reason.encode(), len(payload), payload))
+                record("stand-in", "http", listener=listener, method=method, path=target, status=status, peer=plain(peer[0]))
+            except (OSError, ValueError):
+                return
+
+    def ready(self):
+        if self.health_failed:
+            return 503, "DRAINING\n"
+        if time.time() - self.started < self.ready_delay:
+            return 503, "PRE_INITIALIZING\n"
+        return 200, "LIVE\n"
+
+    def admin_api(self, method, target):
+        path, _, query = target.partition("?")
+        if path == "/ready":
+            return self.ready()
+        if path in ("/drain_listeners", "/healthcheck/fail", "/quitquitquit"):
+            if method != "POST":
+                return 405, "Method Not Allowed: POST required\n"
+            if path == "/drain_listeners":
+                self.drain("graceful" in query.split("&"))
+            elif path == "/healthcheck/fail":
+                self.health_failed = True
+            else:
+                threading.Timer(0.1, lambda: self.exit("quitquitquit")).start()
+            return 200, "OK\n"
+        return 404, "invalid path. admin commands are:\n  /ready\n  /drain_listeners\n  /healthcheck/fail\n  /quitquitquit\n"
+
+    def route(self, routes, method, target):
+        path = target.partition("?")[0]
+        for route in routes:
+            match = route.get("match", {})
+            if "path" in match and match["path"] != path:
+                continue
+            if "prefix" in match and not path.startswith(match["prefix"]):
+                continue
+            methods = [h["string_match"]["exact"] for h in match.get("headers", []) if h.get("name") == ":method"]
+            if methods and method not in methods:
+                continue
+            if "direct_response" in route:
+                return int(route["direct_response"]["status"]), ""
+            if self.is_admin_cluster(route.get("route", {}).get("cluster")):
+                return self.admin_api(method, target)
+            return 503, "no healthy upstream"
+        return 404, ""
+
+    def is_admin_cluster(self, name):
+        cluster = self.clusters.get(name, {})
+        for group in cluster.get("load_assignment", {}).get("endpoints", []):
+            for endpoint in group.get("lb_endpoints", []):
+                host, port, _ = socket_address(endpoint["endpoint"]["address"])
+                if (host, port) == self.admin[:2]:
+                    return True
+        return False
+
+    # ---- TCP: tcp_proxy listeners ---------------------------------------------
+
+    def relay(self, listener, chains, original, conn, peer):
+        local = conn.getsockname()
+        destination = original_destination(conn) if original else (local[0], local[1])
+        chain = next((c for c in chains if c.get("filter_chain_match", {}).get("destination_port") == destination[1]), None)
+        if chain is None:
+            chain = next((c for c in chains if "destination_port" not in c.get("filter_chain_match", {})), None)
+        cluster = self.clusters.get(chain["filters"][0]["typed_config"]["cluster"], {}) if chain else {}
+        fields = dict(listener=listener, port=local[1], peer=plain(peer[0]), original=[plain(destination[0]), destination[1]],
+                      draining=self.draining_since is not None)
+        if cluster.get("type") != "ORIGINAL_DST":
+            record("stand-in", "closed", cluster=cluster.get("name"), **fields)
+            conn.close()
+            return
+        try:
+            upstream = socket.create_connection(destination, timeout=10)
+        except OSError as error:
+            record("stand-in", "upstream-failed", error=str(error), **fields)
+            conn.close()
+            return
+        record("stand-in", "relayed", **fields)
+        upstream.settimeout(None)
+        conn.settimeout(None)
+
+        def pump(source, sink):
+            try:
+                while True:
+                    data = source.recv(65536)
+                    if not data:
+                        break
+                    sink.sendall(data)
+            except OSError:
+                pass
+            finally:
+                try:
+                    sink.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass
+        back = threading.Thread(target=pump, args=(upstream, conn), daemon=True)
+        back.start()
+        pump(conn, upstream)
+        back.join()
+        conn.close()
+        upstream.close()
+
+    # ---- the proxy's life ------------------------------------------------------
+
+    def drain(self, graceful):
+        if self.draining_since is not None:
+            return
+        self.draining_since = time.time()
+        record("stand-in", "drain", graceful=graceful, drainSeconds=self.drain_seconds)
+        threading.Timer(self.drain_seconds if graceful else 0, self.close_listeners).start()
+
+    def close_listeners(self):
+        for sock in self.listening:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+        record("stand-in", "listeners-closed")
+
+    def exit(self, why):
+        record("stand-in", "exit", why=why, draining=self.draining_since is not None)
+        exit_now(0)
+
+
+def main():
+    options = parse_args(sys.argv[1:])
+    proxy = Proxy(options)
+    signal.signal(signal.SIGTERM, lambda *_: proxy.exit("SIGTERM"))
+    signal.signal(signal.SIGINT, lambda *_: proxy.exit("SIGINT"))
+    proxy.start()
+    while True:
+        time.sleep(3600)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+import { connect, createServer, type Socket } from 'node:net';
+
+/**
+ * A TCP relay: each connection to LISTEN is joined to a new connection to
+ * TARGET, bytes passed both ways untouched (TLS included). It does for the
+ * node tier what kube-proxy does in a cluster, for the one Service at a time
+ * that needs it: there is no kube-proxy here.
+ */
+export interface Relay {
+  close(): Promise<void>;
+}
+
+export async function startRelay(listen: { host: string; port: number }, target: () => { host: string; port: number }): Promise<Relay> {
+  const sockets = new Set<Socket>();
+  const track = (socket: Socket): void => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+  };
+  const server = createServer((client) => {
+    track(client);
+    const upstream = connect(target());
+    track(upstream);
+    client.pipe(upstream).pipe(client);
+    client.once('error', () => upstream.destroy());
+    upstream.once('error', () => client.destroy());
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(listen.port, listen.host, resolve);
+  });
+  return {
+    close: () => new Promise((resolve) => {
+      for (const socket of sockets) socket.destroy();
+      server.close(() => resolve());
+    }),
+  };
+}
