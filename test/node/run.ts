@@ -14,8 +14,9 @@ import { spawn } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { ROOT } from '../helpers/fixtures.js';
+import { withLock } from '../helpers/lock.js';
 import { sharedAddressesEnv } from '../e2e/control-plane.js';
-import { kubeAssetsDir, missingAssets } from '../e2e/kube-binaries.js';
+import { kubeAssetsDir, missingAssets, type KubeVersion } from '../e2e/kube-binaries.js';
 import { nodeVersions } from './node-suite.js';
 import { startNode, type KubeNode } from './node.js';
 
@@ -61,10 +62,14 @@ const started = Date.now();
 let passed = 0;
 let failed = 0;
 let code = 0;
-for (const version of nodeVersions()) {
-  const begun = Date.now();
+/**
+ * Runs one version's files on its own node, and restores the host; the exit
+ * code of `node --test` (1 when the node could not be made).
+ */
+async function runVersion(version: KubeVersion): Promise<number> {
   let node: KubeNode | undefined;
   let versionCode = 1;
+  const begun = Date.now();
   try {
     node = await startNode(version);
     process.stdout.write(`Kubernetes ${version}: node ready in ${((Date.now() - begun) / 1000).toFixed(1)} s (${Object.entries(node.timings).map(([step, seconds]) => `${step} ${seconds} s`).join(', ')})\n`);
@@ -92,6 +97,14 @@ for (const version of nodeVersions()) {
       versionCode = 1;
     });
   }
+  return versionCode;
+}
+
+// One kubelet per machine: a second run (another worktree's) waits for this one.
+const kubeletLockWaitMs = 45 * 60_000;
+for (const version of nodeVersions()) {
+  const begun = Date.now();
+  const versionCode = await withLock('node-tier-kubelet', () => runVersion(version), { waitMs: kubeletLockWaitMs, staleMs: kubeletLockWaitMs });
   if (versionCode !== 0) code = 1;
   process.stdout.write(`Kubernetes ${version}: node tier ${versionCode === 0 ? 'passed' : 'FAILED'} in ${((Date.now() - begun) / 1000).toFixed(0)} s\n\n`);
 }
