@@ -1,11 +1,12 @@
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream, existsSync } from 'node:fs';
-import { access, chmod, constants, mkdir, readFile, rename, rm } from 'node:fs/promises';
+import { chmod, mkdir, readFile, rename, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { ROOT } from '../helpers/fixtures.js';
 import { withLock } from '../helpers/lock.js';
+import { isExecutable } from '../helpers/packed-binary.js';
 
 /** The Kubernetes versions tested for real, newest first. */
 export const KUBE_VERSIONS = ['1.36', '1.34', '1.28'] as const;
@@ -85,11 +86,4 @@ async function sha256(path: string): Promise<string> {
   const hash = createHash('sha256');
   await pipeline(createReadStream(path), hash);
   return hash.digest('hex');
-}
-
-async function isExecutable(path: string): Promise<boolean> {
-  return access(path, constants.X_OK).then(
-    () => true,
-    () => false,
-  );
 }
