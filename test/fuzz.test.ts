@@ -77,6 +77,8 @@ interface Recipe {
   readonly native: string | undefined;
   readonly status: boolean;
   readonly hostNetwork: boolean;
+  /** spec.os.name: windows (never injected: a Linux Envoy cannot run there). */
+  readonly windows?: boolean;
   readonly envoyTaken: boolean;
   readonly operation: string;
   readonly dryRun: boolean;
@@ -92,6 +94,7 @@ const recipeArbitrary: fc.Arbitrary<Recipe> = fc.record({
   native: fc.constantFrom(undefined, undefined, 'true', 'false'),
   status: fc.oneof({ arbitrary: fc.constant(false), weight: 4 }, { arbitrary: fc.constant(true), weight: 1 }),
   hostNetwork: fc.boolean(),
+  windows: fc.oneof({ arbitrary: fc.constant(false), weight: 4 }, { arbitrary: fc.constant(true), weight: 1 }),
   envoyTaken: fc.boolean(),
   operation: fc.constantFrom('CREATE', 'CREATE', 'CREATE', 'CREATE', 'UPDATE', 'DELETE', 'CONNECT'),
   dryRun: fc.boolean(),
@@ -126,6 +129,7 @@ function buildReview(recipe: Recipe): JsonObject {
   }
   const spec = pod['spec'] as JsonObject;
   if (recipe.hostNetwork) spec['hostNetwork'] = true;
+  if (recipe.windows === true) spec['os'] = { name: 'windows' };
   if (recipe.envoyTaken) (spec['containers'] as Json[]).push({ name: 'envoy', image: 'mine:1' });
   request['operation'] = recipe.operation;
   if (recipe.operation !== 'CREATE') request['oldObject'] = JSON.parse(JSON.stringify(pod)) as Json;
@@ -595,6 +599,8 @@ function problemsWith(sent: FuzzCase, answer: PostAnswer): string[] {
   const annotation = (key: string): Json | undefined => (isObject(annotations) ? own(annotations, key) : undefined);
   const reason = own(audit, 'reason');
   const injected = own(audit, 'decision') === 'injected';
+  const windows = own(own(own(pod, 'spec'), 'os'), 'name') === 'windows';
+  if (injected && windows) problems.push('a Windows Pod injected');
 
   // The decision, against the Pod's own members only: nothing inherited may count.
   const kind = own(request, 'kind');
@@ -610,6 +616,7 @@ function problemsWith(sent: FuzzCase, answer: PostAnswer): string[] {
     legacy_annotation: () => annotation(LEGACY) === 'true' && annotation(INJECT) !== 'true',
     already_injected: () => annotation(STATUS) !== undefined,
     host_network: () => own(own(pod, 'spec'), 'hostNetwork') === true,
+    windows_pod: () => windows,
     unknown_template: () => typeof annotation(TEMPLATE) === 'string' && annotation(TEMPLATE) !== 'config',
   };
   if (typeof reason !== 'string') problems.push('no reason');
