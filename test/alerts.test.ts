@@ -166,7 +166,7 @@ describe('the PrometheusRule and the dashboard, checked by promtool', () => {
     const queries = dashboardQueries(manifests('webhook'));
     assert.ok(queries.length >= 6);
     // As recording rules: promtool parses each expression with Prometheus's parser.
-    const rules = queries.map((query, index) => ({ record: `dashboard:query_${index}`, expr: substituteVariables(query.expr, { namespace: NAMESPACE, datasource: 'prometheus' }) }));
+    const rules = queries.map((query, index) => ({ record: `dashboard:query_${index}`, expr: substituteVariables(query.expr, { release: releaseLabel(manifests('webhook')), datasource: 'prometheus' }) }));
     const result = await checkRules(bin, 'dashboard.yaml', { groups: [{ name: 'dashboard', rules }] });
     assert.equal(result.code, 0, result.output);
     assert.match(result.output, new RegExp(`SUCCESS: ${rules.length} rules found`));

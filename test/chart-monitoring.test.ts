@@ -116,16 +116,16 @@ describe('chart: the monitoring objects', () => {
     assert.deepEqual(alertRules(manifests).at(-1), extra);
   });
 
-  it('the dashboard: at least six panels, variables for the data source and the namespace, every query of ours filtered by it', async () => {
+  it('the dashboard: at least six panels, variables for the data source and the release, every query of ours filtered by it (two releases in one namespace stay apart)', async () => {
     const manifests = await renderMonitoring('webhook');
     const dashboard = renderedDashboard(manifests);
     assert.ok(dashboard.panels.length >= 6, `${dashboard.panels.length} panels`);
     const variables = Object.fromEntries(dashboard.templating.list.map((variable) => [variable.name, variable.type]));
-    assert.deepEqual(variables, { datasource: 'datasource', namespace: 'query' });
+    assert.deepEqual(variables, { datasource: 'datasource', release: 'query' });
     for (const panel of dashboard.panels as unknown as { title: string; datasource: { uid: string } }[]) assert.equal(panel.datasource.uid, '${datasource}', panel.title);
     for (const { panel, expr } of dashboardQueries(manifests)) {
       for (const series of injectorSeries(expr)) {
-        for (const match of expr.matchAll(new RegExp(`${series}\\{([^}]*)\\}`, 'g'))) assert.match(match[1] ?? '', /namespace="\$namespace"/, `${panel}: ${series}`);
+        for (const match of expr.matchAll(new RegExp(`${series}\\{([^}]*)\\}`, 'g'))) assert.match(match[1] ?? '', /envoy_injector_release="\$release"/, `${panel}: ${series}`);
       }
     }
   });
