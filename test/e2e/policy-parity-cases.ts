@@ -437,14 +437,28 @@ function lifecycleCases(): ParityCase[] {
   ];
 }
 
+/** The quantity forms of issue 34, as written in a Pod (the API server hands admission their canonical text). */
+export const ODD_QUANTITIES = ['0.5', '500m', '1e3', '1Ki', '128974848', '129e6', '129M', '123Mi'] as const;
+
 /**
- * Pod-level resources (issue 34): the webhook pads them, the API server must
- * take the Pod; the policy leaves such a Pod as it is (no-pod-resources).
- * Only on API servers that serve spec.resources (1.34+), as policy mode is.
+ * Pod-level resources (issue 34): both paths pad them alike, each value by
+ * what the injected containers add to the API server's aggregate, and the
+ * API server takes the Pod; a Pod neither can pad (a value at 10^15 or
+ * more) is left alike. Only on API servers that serve spec.resources
+ * (1.34+), as policy mode is.
  */
 function podResourcesCases(): ParityCase[] {
   const app = (resources: JsonObject): JsonObject => ({ containers: [{ name: 'app', image: 'registry.example/app:1.0', resources }] });
   const c = (title: string, annotations: Record<string, string>, spec: JsonObject): ParityCase => ({ title: `pod resources: ${title}`, namespace: 'enabled', pod: pod({ annotations, spec }) });
+  const sidecarAndInit = [
+    { name: 'log', image: 'registry.example/log:1', restartPolicy: 'Always', resources: { requests: { cpu: '200m', memory: '32Mi' }, limits: { cpu: '500m', memory: '64Mi' } } },
+    { name: 'migrate', image: 'registry.example/migrate:1', resources: { requests: { cpu: '1', memory: '128Mi' } } },
+  ];
+  const forms = ODD_QUANTITIES.flatMap((form) => [
+    c(`requests of ${form}`, {}, { ...app({}), resources: { requests: { cpu: form, memory: form } } }),
+    c(`limits of ${form}, native`, { [NATIVE]: 'true' }, { ...app({}), resources: { limits: { cpu: form, memory: form } } }),
+    c(`requests and limits of ${form}, capture`, { [TEMPLATE]: 'capture-on' }, { ...app({}), resources: { requests: { cpu: form, memory: form }, limits: { cpu: form, memory: form } } }),
+  ]);
   return [
     c('requests only, classic', {}, { ...app({ requests: { cpu: '100m', memory: '64Mi' } }), resources: { requests: { cpu: '100m', memory: '64Mi' } } }),
     c('limits only, native', { [NATIVE]: 'true' }, { ...app({}), resources: { limits: { cpu: '2', memory: '1Gi' } } }),
@@ -454,6 +468,23 @@ function podResourcesCases(): ParityCase[] {
       resources: { requests: { cpu: '2' }, limits: { cpu: '3' } },
     }),
     c('capture, native', { [TEMPLATE]: 'capture-on' }, { ...app({ requests: { cpu: '50m', memory: '32Mi' } }), resources: { requests: { cpu: '50m', memory: '32Mi' } } }),
+    ...[{}, { [NATIVE]: 'true' }, { [TEMPLATE]: 'capture' }, { [TEMPLATE]: 'capture', [NATIVE]: 'true' }].map((annotations, index) =>
+      c(`its own native sidecar and init container, requests and limits (${index})`, annotations, {
+        ...app({ requests: { cpu: '100m', memory: '64Mi' }, limits: { cpu: '1', memory: '256Mi' } }),
+        initContainers: sidecarAndInit,
+        resources: { requests: { cpu: '1200m', memory: '256Mi' }, limits: { cpu: '2', memory: '512Mi' } },
+      }),
+    ),
+    c('Guaranteed at the Pod level', {}, { ...app({ requests: { cpu: '200m' } }), resources: { requests: { cpu: '500m', memory: '128Mi' }, limits: { cpu: '500m', memory: '128Mi' } } }),
+    c('limits only, a template with limits only', { [TEMPLATE]: 'limits-only' }, { ...app({}), resources: { limits: { cpu: '129e6', memory: '1e3' } } }),
+    c('overrides in odd forms', { [override('proxy-cpu')]: '0.25', [override('proxy-memory')]: '1.5Mi', [override('proxy-cpu-limit')]: '2e0', [override('proxy-memory-limit')]: '0.5Gi' }, {
+      ...app({}),
+      resources: { requests: { cpu: '1', memory: '128974848' }, limits: { cpu: '4', memory: '1Gi' } },
+    }),
+    c('hugepages, which no injected container carries, left as they are', {}, { ...app({}), resources: { requests: { cpu: '1', memory: '1Gi', 'hugepages-2Mi': '2Mi' }, limits: { memory: '1Gi', 'hugepages-2Mi': '2Mi' } } }),
+    c('a template without resources: nothing to pad', { [TEMPLATE]: 'native' }, { ...app({}), resources: { requests: { cpu: '1' } } }),
+    c('a value at 10^15 or more: left alike, uninjected', {}, { ...app({}), resources: { limits: { memory: '999Pi' } } }),
+    ...forms,
   ];
 }
 
