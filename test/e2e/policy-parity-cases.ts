@@ -484,6 +484,8 @@ function podResourcesCases(): ParityCase[] {
     c('hugepages, which no injected container carries, left as they are', {}, { ...app({}), resources: { requests: { cpu: '1', memory: '1Gi', 'hugepages-2Mi': '2Mi' }, limits: { memory: '1Gi', 'hugepages-2Mi': '2Mi' } } }),
     c('a template without resources: nothing to pad', { [TEMPLATE]: 'native' }, { ...app({}), resources: { requests: { cpu: '1' } } }),
     c('a value at 10^15 or more: left alike, uninjected', {}, { ...app({}), resources: { limits: { memory: '999Pi' } } }),
+    c('1E of memory: left alike, uninjected', { [NATIVE]: 'true' }, { ...app({}), resources: { requests: { memory: '1E' } } }),
+    c('an override in a form neither pads (a binary suffix after 4 decimals): left alike, uninjected', { [override('proxy-memory')]: '0.0001Ki' }, { ...app({}), resources: { requests: { memory: '1Gi' } } }),
     ...forms,
   ];
 }
