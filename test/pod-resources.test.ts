@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { admitPod, applyPodPatch, parseTemplateData, Reason, Rule, type JsonObject, type TemplateSet } from '../src/injection/index.js';
+import { admitPod, applyPodPatch, MAX_PADDED_CONTAINERS, MAX_PADDED_INIT_CONTAINERS, parseTemplateData, Reason, Rule, type JsonObject, type TemplateSet } from '../src/injection/index.js';
 import { applyIndependently } from './helpers/patch.js';
 
 /**
@@ -100,6 +100,20 @@ describe('Pod-level resources are padded by what the injected containers add', (
     assert.equal(fine.decision.reason, Reason.podResourcesUnpaddable);
     const big = admit(pod({ limits: { memory: '999Pi' } })).admission;
     assert.equal(big.decision.reason, Reason.podResourcesUnpaddable);
+  });
+
+  it('a Pod with more containers or init containers than policy mode\'s CEL cost allows is skipped alike; one with nothing to pad is not', () => {
+    const many = (count: number): JsonObject[] => Array.from({ length: count }, (_, index) => ({ name: `c${index}`, image: 'app:1' }));
+    const atBound = admit(pod({ requests: { cpu: '100' } }, { containers: many(MAX_PADDED_CONTAINERS - 1) }));
+    assert.deepEqual(atBound.resources, { requests: { cpu: '100100m' } });
+    const over = admit(pod({ requests: { cpu: '100' } }, { containers: many(MAX_PADDED_CONTAINERS) })).admission;
+    assert.equal(over.decision.reason, Reason.podResourcesUnpaddable);
+    assert.match(over.decision.message, /more than 250 containers or 100 init containers once injected \(251 and 0\)/);
+    const inits = admit(pod({ requests: { cpu: '100' } }, { initContainers: many(MAX_PADDED_INIT_CONTAINERS + 1) })).admission;
+    assert.equal(inits.decision.reason, Reason.podResourcesUnpaddable);
+    // Nothing the template adds carries hugepages: no bound, nothing padded.
+    const untouched = admit(pod({ requests: { 'hugepages-2Mi': '2Mi' } }, { containers: many(MAX_PADDED_CONTAINERS) }));
+    assert.deepEqual(untouched.resources, { requests: { 'hugepages-2Mi': '2Mi' } });
   });
 
   it('a template without resources changes nothing, and a Pod without spec.resources gets no padding', () => {

@@ -43,6 +43,10 @@ export interface AddedContainers {
   readonly lastInits: readonly JsonObject[];
 }
 
+/** The most containers, and init containers, a Pod padded may have once injected (policy mode's CEL cost limit). */
+export const MAX_PADDED_CONTAINERS = 250;
+export const MAX_PADDED_INIT_CONTAINERS = 100;
+
 type Kind = 'requests' | 'limits';
 const KINDS = ['requests', 'limits'] as const;
 
@@ -56,9 +60,14 @@ export function padPodResources(pod: JsonObject, added: AddedContainers): PodRes
   const before = { containers: ownContainers, inits: ownInits };
   const after = { containers: [...ownContainers, ...added.containers], inits: [...added.firstInits, ...ownInits, ...added.lastInits] };
   const set = { requests: objectAt(resources, 'requests') ?? {}, limits: objectAt(resources, 'limits') ?? {} };
-  // A resource no added container requests or limits adds nothing to any aggregate: left as it is.
-  const carried = [...added.containers, ...added.firstInits, ...added.lastInits].flatMap((container) => KINDS.flatMap((kind) => Object.keys(objectAt(objectAt(container, 'resources'), kind) ?? {})));
-  const names = [...new Set([...Object.keys(set.requests), ...Object.keys(set.limits)])].filter((name) => carried.includes(name));
+  // A resource no added container has a request or limit of (other than 0) adds nothing to any aggregate: left as it is.
+  const addedAll = [...added.containers, ...added.firstInits, ...added.lastInits];
+  const carried = (name: string): boolean => addedAll.some((container) => KINDS.some((kind) => amount(container, kind, name) !== 0n));
+  const names = [...new Set([...Object.keys(set.requests), ...Object.keys(set.limits)])].filter(carried);
+  // Policy mode's CEL cost grows with the lists (and with init containers times native sidecars): bounded alike in both modes.
+  if (names.length > 0 && (after.containers.length > MAX_PADDED_CONTAINERS || after.inits.length > MAX_PADDED_INIT_CONTAINERS)) {
+    return { ok: false, problem: `more than ${MAX_PADDED_CONTAINERS} containers or ${MAX_PADDED_INIT_CONTAINERS} init containers once injected (${after.containers.length} and ${after.inits.length}), more than both modes pad` };
+  }
   const patch: { path: string; value: JsonValue }[] = [];
   const changes: ResourceChange[] = [];
   for (const name of names) {

@@ -4,6 +4,8 @@ import {
   DECIMAL_POWERS,
   MAX_MILLI,
   MAX_MILLI_DIGITS,
+  MAX_PADDED_CONTAINERS,
+  MAX_PADDED_INIT_CONTAINERS,
   MILLI_PATTERN,
   objectAt,
   BINARY_FACTORS,
@@ -35,9 +37,20 @@ function bind(name: string, value: string, body: string): string {
   return `[${value}].map(${name}, ${body})[0]`;
 }
 
+/** The tables celMilli looks up: literals, or variables that hold them (evaluated once, cheaper). */
+export interface MilliTables {
+  readonly powersOfTen: string;
+  readonly decimals: string;
+  readonly binaries: string;
+}
+
+export const MILLI_TABLE_LITERALS: MilliTables = { powersOfTen: POWERS_OF_TEN, decimals: DECIMALS, binaries: BINARIES };
+const TABLES: MilliTables = { powersOfTen: 'variables.milliPowersOfTen', decimals: 'variables.milliDecimalPowers', binaries: 'variables.milliBinaryFactors' };
+
 /** The CEL of toMilli: TEXT (a string expression) in thousandths, rounded up; -1 outside the forms taken. */
-export function celMilli(text: string): string {
-  const p = POWERS_OF_TEN;
+export function celMilli(text: string, tables: MilliTables = MILLI_TABLE_LITERALS): string {
+  const p = tables.powersOfTen;
+  const { decimals: DECIMALS, binaries: BINARIES } = tables;
   // n: [digits as int, power of ten (3 for thousandths, less the decimals), binary factor or 1]
   const value =
     'n[0] == 0 ? 0 : ' +
@@ -83,7 +96,7 @@ function row(container: string, names: readonly string[]): string {
     // dyn: a template's quantity may be a number (`cpu: 1`), which string() takes only when chosen at run time.
     return [`string(dyn(${container}.?resources.?requests${key}.orValue(${limit}.orValue(""))))`, `string(dyn(${limit}.orValue("")))`];
   });
-  return `[${texts.join(', ')}].map(a, a == "" ? 0 : ${celMilli('a')}) + [${container}.?restartPolicy.orValue("") == "Always" ? 1 : 0]`;
+  return `[${texts.join(', ')}].map(a, a == "" ? 0 : ${celMilli('a', TABLES)}) + [${container}.?restartPolicy.orValue("") == "Always" ? 1 : 0]`;
 }
 
 /**
@@ -96,12 +109,13 @@ function row(container: string, names: readonly string[]): string {
 function aggregates(containers: string, inits: string, columns: number): string {
   const side = String(columns);
   const all = 'cr.map(x, x[k]).sum() + ir.map(x, x[k]).sum()';
-  const inOrder = `ir.transformList(i, x, x[${side}] == 1 ? 0 : x[k] + ir.transformList(j, y, j < i && y[${side}] == 1 ? y[k] : 0).sum())`;
+  // Each regular init container with the native sidecars before it: sidecars and regular ones apart first, with their places.
+  const inOrder = `ir.transformList(i, x, x[${side}] != 1, x[k] + sc.filter(y, y[0] < i).map(y, y[k + 1]).sum())`;
   const body =
     `cr.exists(x, x[k] < 0) || ir.exists(x, x[k] < 0) || cr.map(x, double(x[k])).sum() + ir.map(x, double(x[k])).sum() > 2e18 || ${all} > ${LIMIT} ? -1 : ` +
-    `([cr.map(x, x[k]).sum() + ir.filter(x, x[${side}] == 1).map(x, x[k]).sum()] + ${inOrder}).max()`;
+    `([cr.map(x, x[k]).sum() + sc.map(y, y[k + 1]).sum()] + ${inOrder}).max()`;
   const indices = `[${Array.from({ length: columns }, (_, index) => String(index)).join(', ')}]`;
-  return bind('cr', containers, bind('ir', inits, `${indices}.map(k, ${body})`));
+  return bind('cr', containers, bind('ir', inits, bind('sc', `ir.transformList(i, x, x[${side}] == 1, [i] + x)`, `${indices}.map(k, ${body})`)));
 }
 
 /** The resources to look at: cpu and memory (the overrides'), and any a template's container names. */
@@ -141,6 +155,9 @@ export function resourcesVariables(entries: readonly SidecarTemplate[]): JsonObj
   const resources = 'object.spec.resources';
   const size = (list: string): string => `size(variables.resourcesAdded[${list}])`;
   return [
+    { name: 'milliPowersOfTen', expression: POWERS_OF_TEN },
+    { name: 'milliDecimalPowers', expression: DECIMALS },
+    { name: 'milliBinaryFactors', expression: BINARIES },
     { name: 'podResources', expression: `has(${resources}) && ((has(${resources}.requests) && size(${resources}.requests) > 0) || (has(${resources}.limits) && size(${resources}.limits) > 0))` },
     { name: 'resourcesAdded', expression: addedLists(entries) },
     { name: 'resourcesOwnRows', expression: `object.spec.containers.map(c, ${row('c', names)})` },
@@ -162,11 +179,29 @@ export function resourcesVariables(entries: readonly SidecarTemplate[]): JsonObj
 /** JSON Pointer's escape of a key (jsonpatch.escapeKey is the mutation's only). */
 const pointerKey = (key: string): string => key.replaceAll('~', '~0').replaceAll('/', '~1');
 
-/** `resourcesPadding`: per resource the Pod sets and an added container carries, as padOne. */
+/**
+ * `resourcesPadding`: per resource the Pod sets and an added container
+ * carries, as padOne; none for a Pod with more containers or init
+ * containers than both modes pad (checked before any is read).
+ */
 function paddingExpression(names: readonly string[]): string {
   const each = names.map((name, index) => `(${paddingOf(name, index)})`);
   const all = each.map((_, index) => `p[${index}].value()`).join(' + ');
-  return `!variables.podResources ? optional.of([]) : ${bind('p', `[${each.join(', ')}]`, `p.all(o, o.hasValue()) ? optional.of(${all}) : optional.none()`)}`;
+  const considered = names.map((name, index) => `(${setsAndCarries(name, index)})`).join(' || ');
+  const added = (list: number): string => `size(variables.resourcesAdded[${list}])`;
+  const tooMany =
+    `size(object.spec.containers) + ${added(0)} > ${MAX_PADDED_CONTAINERS} || ` +
+    `(has(object.spec.initContainers) ? size(object.spec.initContainers) : 0) + ${added(1)} + ${added(2)} > ${MAX_PADDED_INIT_CONTAINERS}`;
+  const padding = bind('p', `[${each.join(', ')}]`, `p.all(o, o.hasValue()) ? optional.of(${all}) : optional.none()`);
+  return `!variables.podResources || !(${considered}) ? optional.of([]) : ${tooMany} ? optional.none() : ${padding}`;
+}
+
+/** The Pod sets resource NAME (index INDEX) at the Pod level and an added container requests or limits it. */
+function setsAndCarries(name: string, index: number): string {
+  const key = celString(name);
+  const resources = 'object.spec.resources';
+  const carries = `variables.resourcesAddedRows.exists(x, x[${2 * index}] != 0 || x[${2 * index + 1}] != 0)`;
+  return `(${resources}.?requests[?${key}].hasValue() || ${resources}.?limits[?${key}].hasValue()) && ${carries}`;
 }
 
 /**
@@ -179,8 +214,7 @@ function paddingOf(name: string, index: number): string {
   const key = celString(name);
   const resources = 'object.spec.resources';
   const text = (kind: 'requests' | 'limits'): string => `${resources}.?${kind}[?${key}].orValue("")`;
-  const given = (kind: 'requests' | 'limits'): string => bind('g', text(kind), `g == "" ? -2 : ${celMilli('g')}`);
-  const carries = `variables.resourcesAddedRows.exists(x, x[${2 * index}] != 0 || x[${2 * index + 1}] != 0)`;
+  const given = (kind: 'requests' | 'limits'): string => bind('g', text(kind), `g == "" ? -2 : ${celMilli('g', TABLES)}`);
   const added = `variables.resourcesAddedRows.transformList(i, x, i < size(variables.resourcesAdded[0]), x[${2 * index + 1}])`;
   const values = `[${given('requests')}, ${given('limits')}, variables.resourcesBefore[${2 * index}], variables.resourcesAfter[${2 * index}], variables.resourcesBefore[${2 * index + 1}], variables.resourcesAfter[${2 * index + 1}], ([0] + ${added}).max()]`;
   const pair = (kind: 'requests' | 'limits', value: string): string => `[${celString(`/spec/resources/${kind}/${pointerKey(name)}`)}, ${celRenderMilli(value, text(kind))}]`;
@@ -195,5 +229,5 @@ function paddingOf(name: string, index: number): string {
     ),
   );
   const body = `z[0] == -1 || z[1] == -1 || z[2] < 0 || z[3] < 0 || z[4] < 0 || z[5] < 0 || z[6] < 0 ? optional.none() : ${padded}`;
-  return `!(${resources}.?requests[?${key}].hasValue() || ${resources}.?limits[?${key}].hasValue()) || !${carries} ? optional.of([]) : ${bind('z', values, body)}`;
+  return `!(${setsAndCarries(name, index)}) ? optional.of([]) : ${bind('z', values, body)}`;
 }

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { join } from 'node:path';
-import { findPodTemplate, isJsonObject, parseYamlDocuments, type JsonObject } from '../../src/injection/index.js';
+import { findPodTemplate, isJsonObject, MAX_PADDED_INIT_CONTAINERS, parseYamlDocuments, type JsonObject } from '../../src/injection/index.js';
 import { ROOT } from '../helpers/fixtures.js';
 import { largePod } from '../helpers/large-pod.js';
 
@@ -484,6 +484,17 @@ function podResourcesCases(): ParityCase[] {
     c('hugepages, which no injected container carries, left as they are', {}, { ...app({}), resources: { requests: { cpu: '1', memory: '1Gi', 'hugepages-2Mi': '2Mi' }, limits: { memory: '1Gi', 'hugepages-2Mi': '2Mi' } } }),
     c('a template without resources: nothing to pad', { [TEMPLATE]: 'native' }, { ...app({}), resources: { requests: { cpu: '1' } } }),
     c('a value at 10^15 or more: left alike, uninjected', {}, { ...app({}), resources: { limits: { memory: '999Pi' } } }),
+    ...[false, true].map((over) => {
+      // 1 MiB with Pod-level resources at the bounds of what both modes pad (policy mode's CEL cost): padded, or one init container more and left alike.
+      const big = bigPod(largePod({ containers: 200, envVars: 3000, volumes: 600 }), { [NATIVE]: 'true' });
+      const spec = big['spec'] as JsonObject;
+      for (const container of spec['containers'] as JsonObject[]) container['resources'] = { requests: { cpu: '1m', memory: '1Mi' }, limits: { cpu: '2m', memory: '2Mi' } };
+      // The template adds envoy, config-reloader and envoy-init: MAX_PADDED_INIT_CONTAINERS in all, or one more.
+      const inits = MAX_PADDED_INIT_CONTAINERS - 3 + (over ? 1 : 0);
+      spec['initContainers'] = Array.from({ length: inits }, (_, index) => ({ name: `init-${index}`, image: 'registry.example/init:1', resources: { requests: { cpu: '1m', memory: '1Mi' } }, ...(index < inits / 2 ? { restartPolicy: 'Always' } : {}) }));
+      spec['resources'] = { requests: { cpu: '100', memory: '100Gi' }, limits: { cpu: '200', memory: '200Gi' } };
+      return { title: `pod resources: 1 MiB, ${inits} init containers of its own, half of them native sidecars (${over ? 'one over the bound: left alike' : 'padded'})`, namespace: 'enabled' as const, pod: big };
+    }),
     c('1E of memory: left alike, uninjected', { [NATIVE]: 'true' }, { ...app({}), resources: { requests: { memory: '1E' } } }),
     c('an override in a form neither pads (a binary suffix after 4 decimals): left alike, uninjected', { [override('proxy-memory')]: '0.0001Ki' }, { ...app({}), resources: { requests: { memory: '1Gi' } } }),
     ...forms,
