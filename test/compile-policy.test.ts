@@ -282,23 +282,27 @@ describe('the not-windows match condition', () => {
   }
 });
 
-describe('the no-pod-resources match condition', () => {
-  const condition = (): string => {
-    const found = (spec(compilePolicy(seedTemplates()).policy)['matchConditions'] as JsonObject[]).find((entry) => entry['name'] === 'no-pod-resources');
-    assert.ok(found !== undefined, 'a no-pod-resources match condition');
+describe('Pod-level resources: padded by the mutation, not left out by a match condition', () => {
+  const compiled = (): JsonObject => spec(compilePolicy(seedTemplates()).policy);
+  const variable = (): string => {
+    const found = (compiled()['variables'] as JsonObject[]).find((entry) => entry['name'] === 'podResources');
+    assert.ok(found !== undefined, 'a podResources variable');
     return String(found['expression']);
   };
+  it('no match condition leaves a Pod that sets spec.resources out', () => {
+    assert.deepEqual((compiled()['matchConditions'] as JsonObject[]).map((entry) => entry['name']).filter((name) => String(name).includes('resources')), []);
+  });
   const cases: [string, JsonObject | undefined, boolean][] = [
-    ['no spec.resources', undefined, true],
-    ['an empty spec.resources', {}, true],
-    ['empty requests and limits', { requests: {}, limits: {} }, true],
-    ['Pod-level requests', { requests: { cpu: '1' } }, false],
-    ['Pod-level limits', { limits: { memory: '1Gi' } }, false],
+    ['no spec.resources', undefined, false],
+    ['an empty spec.resources', {}, false],
+    ['empty requests and limits', { requests: {}, limits: {} }, false],
+    ['Pod-level requests', { requests: { cpu: '1' } }, true],
+    ['Pod-level limits', { limits: { memory: '1Gi' } }, true],
   ];
   for (const [title, resources, expected] of cases) {
-    it(`${title}: ${expected ? 'matches' : 'is left to the webhook (the policy cannot pad it)'}`, () => {
+    it(`${title}: ${expected ? 'padded (variables.resourcesPadding computed)' : 'nothing to pad'}`, () => {
       const pod = { metadata: {}, spec: { containers: [{ name: 'app', image: 'a' }], ...(resources === undefined ? {} : { resources }) } };
-      assert.equal(evaluateCondition(condition(), pod), expected);
+      assert.equal(evaluateCondition(variable(), pod), expected);
     });
   }
 });

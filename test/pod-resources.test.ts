@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { admitPod, applyPodPatch, parseTemplateData, Reason, Rule, type JsonObject, type TemplateSet } from '../src/injection/index.js';
+import { admitPod, applyPodPatch, MAX_PADDED_CONTAINERS, MAX_PADDED_INIT_CONTAINERS, parseTemplateData, Reason, Rule, type JsonObject, type TemplateSet } from '../src/injection/index.js';
 import { applyIndependently } from './helpers/patch.js';
 
 /**
@@ -16,6 +16,7 @@ const templates: TemplateSet = parseTemplateData({
   capture: `containers: [{name: envoy, image: "envoyproxy/envoy:v1.39.6", securityContext: {runAsUser: 101}, ${PROXY}}]\ncapture: {image: "example.com/init:1", outboundPort: 15001, inboundPort: 15006, enabled: true}`,
   huge: 'containers: [{name: envoy, image: "e:1", resources: {limits: {memory: 2Pi}}}]',
   bare: 'containers: [{name: envoy, image: "e:1"}]',
+  tiny: 'containers: [{name: envoy, image: "e:1", resources: {requests: {memory: "0.0001"}}}]',
 });
 
 type Resources = Record<string, Record<string, string>>;
@@ -85,6 +86,34 @@ describe('Pod-level resources are padded by what the injected containers add', (
   it('formats stay the Pod\'s: a binary value stays binary, an exponent stays an exponent, decimals become the canonical text', () => {
     assert.deepEqual(admit(pod({ requests: { cpu: '2e3', memory: '1Gi' } })).resources, { requests: { cpu: '2000100e-3', memory: '1088Mi' } });
     assert.deepEqual(admit(pod({ requests: { cpu: '1500m', memory: '1000M' } })).resources, { requests: { cpu: '1600m', memory: '1067108864' } });
+  });
+
+  it('every amount is rounded up to 1m as the API server defaults it, memory too; a resource no added container carries is left as it is', () => {
+    // 0.0001 bytes is stored as 1m: the Pod's request grows by 1m, written as the API server writes it.
+    const { resources } = admit(pod({ requests: { memory: '64Mi', 'hugepages-2Mi': '2Mi' }, limits: { 'hugepages-2Mi': '2Mi' } }, {}, { 'envoy-injector.io/template': 'tiny' }));
+    assert.deepEqual(resources, { requests: { memory: '67108864001m', 'hugepages-2Mi': '2Mi' }, limits: { 'hugepages-2Mi': '2Mi' } });
+  });
+
+  it('a form policy mode cannot take (a binary suffix after more than 3 decimals, 10^15 or more) skips the Pod in both modes', () => {
+    const fine = admit(pod({ requests: { cpu: '100m', memory: '64Mi' } }, {}, { 'envoy-injector.io/proxy-memory': '0.0001Ki' })).admission;
+    assert.match(fine.decision.message, /0\.0001Ki is not a quantity both modes pad/);
+    assert.equal(fine.decision.reason, Reason.podResourcesUnpaddable);
+    const big = admit(pod({ limits: { memory: '999Pi' } })).admission;
+    assert.equal(big.decision.reason, Reason.podResourcesUnpaddable);
+  });
+
+  it('a Pod with more containers or init containers than policy mode\'s CEL cost allows is skipped alike; one with nothing to pad is not', () => {
+    const many = (count: number): JsonObject[] => Array.from({ length: count }, (_, index) => ({ name: `c${index}`, image: 'app:1' }));
+    const atBound = admit(pod({ requests: { cpu: '100' } }, { containers: many(MAX_PADDED_CONTAINERS - 1) }));
+    assert.deepEqual(atBound.resources, { requests: { cpu: '100100m' } });
+    const over = admit(pod({ requests: { cpu: '100' } }, { containers: many(MAX_PADDED_CONTAINERS) })).admission;
+    assert.equal(over.decision.reason, Reason.podResourcesUnpaddable);
+    assert.match(over.decision.message, /more than 250 containers or 100 init containers once injected \(251 and 0\)/);
+    const inits = admit(pod({ requests: { cpu: '100' } }, { initContainers: many(MAX_PADDED_INIT_CONTAINERS + 1) })).admission;
+    assert.equal(inits.decision.reason, Reason.podResourcesUnpaddable);
+    // Nothing the template adds carries hugepages: no bound, nothing padded.
+    const untouched = admit(pod({ requests: { 'hugepages-2Mi': '2Mi' } }, { containers: many(MAX_PADDED_CONTAINERS) }));
+    assert.deepEqual(untouched.resources, { requests: { 'hugepages-2Mi': '2Mi' } });
   });
 
   it('a template without resources changes nothing, and a Pod without spec.resources gets no padding', () => {

@@ -88,9 +88,6 @@ export interface Explanation {
   readonly patch: readonly unknown[];
 }
 
-/** What policy mode does with a Pod that sets spec.resources (compile-match-conditions.ts, no-pod-resources). */
-const POLICY_POD_RESOURCES = 'policy mode leaves this Pod as it is: it sets spec.resources, which the policy cannot pad (CEL cannot write a sum of quantities back as text); the webhook pads it';
-
 export async function runExplain(args: readonly string[], io: CommandIo): Promise<number> {
   const { values } = parseArgs({
     args: [...args],
@@ -173,7 +170,7 @@ export function toExplanation(report: ManifestReport, mode: 'webhook' | 'policy'
     },
     kept: injection?.kept ?? [],
     overrides: report.overrides,
-    warnings: mode === 'policy' && injection?.podResources !== undefined ? [...report.warnings, POLICY_POD_RESOURCES] : report.warnings,
+    warnings: report.warnings,
     patch: injection?.patch ?? [],
   };
 }

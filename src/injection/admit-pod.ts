@@ -88,7 +88,7 @@ export function injectDecided(
 /** The merge could not keep the Pod valid: it is left as it was, and says why. */
 function unpaddable(decision: Extract<Decision, { inject: true }>, capture: CaptureDecision, problem: string): Admission & { readonly capture: CaptureDecision } {
   const message = `the Pod's spec.resources cannot be padded by what the sidecar adds (${problem})`;
-  const warnings = [...decision.warnings, `${message}; the Pod was not injected, as the API server would refuse it injected`];
+  const warnings = [...decision.warnings, `${message}; the Pod was not injected (as in policy mode), rather than made invalid`];
   const skipped: Decision = {
     inject: false,
     reason: Reason.podResourcesUnpaddable,

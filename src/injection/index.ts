@@ -21,6 +21,6 @@ export * from './lifecycle-template.js';
 export * from './proxy-lifecycle.js';
 export * from './token-mount.js';
 export * from './pod-os.js';
-export * from './kube-quantity.js';
+export * from './milli-quantity.js';
 export * from './pod-resources.js';
 export * from './init-order.js';

@@ -19,8 +19,9 @@ export const MAX_QUANTITY_EXPONENT = 1000;
 export const QUANTITY_PATTERN = '^([+-]?)(\\d+(?:\\.\\d*)?|\\.\\d+)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?\\d+)?$';
 const QUANTITY = new RegExp(QUANTITY_PATTERN);
 
-const BINARY_POWER: Readonly<Record<string, number>> = { Ki: 10, Mi: 20, Gi: 30, Ti: 40, Pi: 50, Ei: 60 };
-const DECIMAL_POWER: Readonly<Record<string, number>> = { m: -3, k: 3, M: 6, G: 9, T: 12, P: 15, E: 18 };
+/** The binary suffixes' powers of two, and the decimal ones' powers of ten. */
+export const BINARY_POWER: Readonly<Record<string, number>> = { Ki: 10, Mi: 20, Gi: 30, Ti: 40, Pi: 50, Ei: 60 };
+export const DECIMAL_POWER: Readonly<Record<string, number>> = { m: -3, k: 3, M: 6, G: 9, T: 12, P: 15, E: 18 };
 
 /** The parsed quantity, or undefined when `text` is not one. */
 export function parseQuantity(text: string | number): Quantity | undefined {

@@ -4,7 +4,7 @@ import { explicitRequest, podAnnotation } from './cel-pod.js';
 import { anySelectorCel, POD_LABELS } from './compile-selectors.js';
 
 /**
- * What the Pod alone decides (docs/design.md §4 rules 4, 4a, 6, 6a, 7 and the
+ * What the Pod alone decides (docs/design.md §4 rules 4, 4a, 6, 6a and the
  * Pod's template): before any variable is evaluated. The namespace's
  * template is the mutation's (namespaceObject is only given to mutations).
  */
@@ -18,9 +18,6 @@ export function matchConditions(templateNames: readonly string[], defaultName: s
       expression: `!has(object.spec.hostNetwork) || !object.spec.hostNetwork || ${explicitRequest((key) => podAnnotation(key))}`,
     },
     { name: 'not-windows', expression: notWindows() },
-    // The webhook pads Pod-level resources by what the sidecar adds (injection/pod-resources.ts); CEL's quantity
-    // library adds and compares quantities but cannot write one back as the text a JSON Patch needs: left as it is.
-    { name: 'no-pod-resources', expression: noPodResources() },
     {
       name: 'known-template',
       expression: `${podAnnotation(Annotations.template, defaultName)} in ${celValue([...templateNames])}`,
@@ -40,11 +37,4 @@ function notWindows(): string {
     `!(has(${spec}.nodeSelector) && ${os} in ${spec}.nodeSelector && ${spec}.nodeSelector[${os}] == "windows")`,
     `!(has(${spec}.affinity) && has(${spec}.affinity.nodeAffinity) && has(${required}) && has(${terms}) && size(${terms}) > 0 && ${terms}.all(t, ${term}))`,
   ].join(' && ');
-}
-
-/** The Pod sets no Pod-level request or limit (spec.resources absent, or its maps empty). */
-function noPodResources(): string {
-  const resources = 'object.spec.resources';
-  const empty = (kind: string): string => `(!has(${resources}.${kind}) || size(${resources}.${kind}) == 0)`;
-  return `!has(${resources}) || (${empty('requests')} && ${empty('limits')})`;
 }

@@ -120,5 +120,7 @@ export function patchExpression(entries: readonly SidecarTemplate[]): string {
     expression = `variables.template == ${celString(template.name)} ? ${templatePatch(template, index, captureLists(template, `t${index}`))} : ${expression}`;
   }
   // A Pod we injected: reinvoked after a later webhook, only the order of its init containers (docs/design.md §14).
-  return `!variables.inject ? [] : variables.injected ? (${reorderOps()}) : ${expression}`;
+  const padding = 'variables.resourcesPadding';
+  const padded = `(${padding}.hasValue() ? (${expression}) + ${padding}.value().map(e, JSONPatch{op: "add", path: e[0], value: e[1]}) : [])`;
+  return `!variables.inject ? [] : variables.injected ? (${reorderOps()}) : ${padded}`;
 }

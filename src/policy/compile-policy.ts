@@ -66,13 +66,14 @@ export interface CompiledPolicy {
  * the effect of the webhook's patch (docs/design.md §4-§5). The split:
  * - the binding's namespaceSelector: excluded namespaces and the `disabled` label;
  * - matchConditions: what the Pod alone decides (opted out, a never-inject
- *   selector, hostNetwork, Windows, Pod-level resources, an unknown Pod
- *   template); an already injected Pod reaches the mutation, which only
- *   restores the order of its init containers (compile-order.ts);
+ *   selector, hostNetwork, Windows, an unknown Pod template); an already
+ *   injected Pod reaches the mutation, which only restores the order of its
+ *   init containers (compile-order.ts);
  * - the mutation: the always-inject selectors and the namespace's labels and
  *   annotations (`enabled`, its template, its proxy defaults: namespaceObject
  *   is only given to mutations), then the merge by name, per template (a
- *   namespace's unknown template matches no branch: no patch).
+ *   namespace's unknown template matches no branch: no patch), and the
+ *   padding of Pod-level resources (compile-resources.ts).
  * Throws PolicyLimitError when the API server would refuse the result.
  */
 export function compilePolicy(templates: TemplateSet, settings: PolicySettings = {}): CompiledPolicy {
@@ -141,7 +142,7 @@ export const POLICY_RULE_PLACES: Readonly<Record<Rule, string>> = {
   [Rule.hostNetwork]: 'matchCondition not-host-network',
   [Rule.windows]: 'matchCondition not-windows',
   [Rule.alreadyInjected]: 'the mutation: variables.injected (the status annotation): only the order of init containers restored (variables.reorder)',
-  [Rule.podResources]: 'matchCondition no-pod-resources: policy mode leaves a Pod that sets spec.resources as it is',
+  [Rule.podResources]: 'the mutation: variables.resourcesPadding pads spec.resources as the webhook does; a Pod it cannot pad gets no patch',
   [Rule.template]: 'matchCondition known-template (the Pod\'s); the mutation\'s branch per template (the Pod\'s, else namespaceObject\'s label)',
 };
 

@@ -7,6 +7,7 @@ import { conflictVariables, containerLiteral, overrideVariables } from './compil
 import { orderVariables } from './compile-order.js';
 import { anySelectorCel } from './compile-selectors.js';
 import { statusText } from './compile-patch.js';
+import { resourcesVariables } from './compile-resources.js';
 
 /** The policy's variables: what the Pod asks for, the names it holds, the overrides, then each template's lists and status. */
 export function policyVariables(
@@ -23,6 +24,7 @@ export function policyVariables(
     ...lifecycleSharedVariables(entries),
     ...overrideVariables(allowed),
     ...entries.flatMap((template, index) => templateVariables(template, `t${index}`, allowed, nativeDefault)),
+    ...resourcesVariables(entries),
   ];
 }
 

@@ -7,7 +7,7 @@ import type { JsonObject } from '../../src/injection/index.js';
 import { renderChart, only } from '../helpers/helm.js';
 import { forEachKubeVersion, servedPolicyApiVersion } from './control-plane.js';
 import { isInjected, ParityRun, Path } from './policy-parity.js';
-import type { NamespaceKind } from './policy-parity-cases.js';
+import { ODD_QUANTITIES, type NamespaceKind } from './policy-parity-cases.js';
 
 /**
  * The invariant of docs/design.md §14, "injection never makes a valid Pod
@@ -37,8 +37,8 @@ const restrictedContext = { runAsNonRoot: true, runAsUser: 1000, allowPrivilegeE
 
 const FEATURES: readonly Feature[] = [
   { title: 'a plain Pod', spec: { containers: [app()] } },
-  { title: 'Pod-level requests', spec: { resources: { requests: { cpu: '100m', memory: '64Mi' } }, containers: [app({ resources: { requests: { cpu: '100m', memory: '64Mi' } } })] }, policy: 'uninjected' },
-  { title: 'Pod-level limits only (requests defaulted from them)', spec: { resources: { limits: { cpu: '1', memory: '1Gi' } }, containers: [app()] }, policy: 'uninjected' },
+  { title: 'Pod-level requests', spec: { resources: { requests: { cpu: '100m', memory: '64Mi' } }, containers: [app({ resources: { requests: { cpu: '100m', memory: '64Mi' } } })] } },
+  { title: 'Pod-level limits only (requests defaulted from them)', spec: { resources: { limits: { cpu: '1', memory: '1Gi' } }, containers: [app()] } },
   {
     title: 'Pod-level requests and limits, an init container and a native sidecar of its own',
     spec: {
@@ -49,9 +49,19 @@ const FEATURES: readonly Feature[] = [
       ],
       containers: [app({ resources: { requests: { cpu: '100m', memory: '64Mi' }, limits: { cpu: '1', memory: '256Mi' } } })],
     },
-    policy: 'uninjected',
   },
-  { title: 'Pod-level resources Guaranteed (requests equal limits)', spec: { resources: { requests: { cpu: '500m', memory: '128Mi' }, limits: { cpu: '500m', memory: '128Mi' } }, containers: [app({ resources: { requests: { cpu: '200m' } } })] }, policy: 'uninjected' },
+  { title: 'Pod-level resources Guaranteed (requests equal limits)', spec: { resources: { requests: { cpu: '500m', memory: '128Mi' }, limits: { cpu: '500m', memory: '128Mi' } }, containers: [app({ resources: { requests: { cpu: '200m' } } })] } },
+  ...ODD_QUANTITIES.map((form) => ({
+    title: `Pod-level requests and limits of ${form}, a native sidecar and an init container of its own`,
+    spec: {
+      resources: { requests: { cpu: form, memory: form }, limits: { cpu: form, memory: form } },
+      initContainers: [
+        { name: 'log', image: 'registry.example/log:1', restartPolicy: 'Always', resources: { requests: { cpu: '1m', memory: '1' } } },
+        { name: 'migrate', image: 'registry.example/migrate:1', resources: { requests: { cpu: '2m', memory: '2' } } },
+      ],
+      containers: [app({ resources: { requests: { cpu: '1m', memory: '1' } } })],
+    },
+  })),
   { title: 'hostUsers: false (user namespaces)', spec: { hostUsers: false, containers: [app()] } },
   { title: 'spec.os.name: linux', spec: { os: { name: 'linux' }, containers: [app()] } },
   { title: 'spec.os.name: windows', spec: { os: { name: 'windows' }, containers: [app()] }, webhook: 'uninjected', policy: 'uninjected' },
@@ -125,8 +135,10 @@ forEachKubeVersion('every valid Pod stays valid: the Pod features of Kubernetes 
       }
       for (const variant of VARIANTS) {
         const annotations = { 'envoy-injector.io/native-sidecar': variant.native, 'envoy-injector.io/capture': variant.capture };
+        const resources: Partial<Record<Path, string>> = {};
         for (const path of [Path.webhook, Path.policy]) {
           const { stored, warnings } = await run.createIn(path, through, pod(annotations), `injected-${++index}`);
+          resources[path] = JSON.stringify(((stored as JsonObject)['spec'] as JsonObject | undefined)?.['resources']);
           checked += 1;
           const where = `${feature.title} (${variant.name}, ${path})`;
           const answer = stored as JsonObject;
@@ -138,6 +150,8 @@ forEachKubeVersion('every valid Pod stays valid: the Pod features of Kubernetes 
           const outcome: Outcome = isInjected(stored) ? 'injected' : 'uninjected';
           if (outcome !== expected) problems.push(`${where}: ${outcome}, expected ${expected}${warnings.length > 0 ? ` (warnings: ${warnings.join(' | ')})` : ''}`);
         }
+        // Pod-level resources: both modes store the same padded values.
+        if (resources.webhook !== resources.policy) problems.push(`${feature.title} (${variant.name}): spec.resources ${String(resources.webhook)} through the webhook, ${String(resources.policy)} through the policy`);
       }
     }
     t.diagnostic(`Kubernetes ${version}: ${checked} injected Pods checked against their Pods as written`);

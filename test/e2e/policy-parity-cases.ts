@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { join } from 'node:path';
-import { findPodTemplate, isJsonObject, parseYamlDocuments, type JsonObject } from '../../src/injection/index.js';
+import { findPodTemplate, isJsonObject, MAX_PADDED_INIT_CONTAINERS, parseYamlDocuments, type JsonObject } from '../../src/injection/index.js';
 import { ROOT } from '../helpers/fixtures.js';
 import { largePod } from '../helpers/large-pod.js';
 
@@ -437,14 +437,28 @@ function lifecycleCases(): ParityCase[] {
   ];
 }
 
+/** The quantity forms of issue 34, as written in a Pod (the API server hands admission their canonical text). */
+export const ODD_QUANTITIES = ['0.5', '500m', '1e3', '1Ki', '128974848', '129e6', '129M', '123Mi'] as const;
+
 /**
- * Pod-level resources (issue 34): the webhook pads them, the API server must
- * take the Pod; the policy leaves such a Pod as it is (no-pod-resources).
- * Only on API servers that serve spec.resources (1.34+), as policy mode is.
+ * Pod-level resources (issue 34): both paths pad them alike, each value by
+ * what the injected containers add to the API server's aggregate, and the
+ * API server takes the Pod; a Pod neither can pad (a value at 10^15 or
+ * more) is left alike. Only on API servers that serve spec.resources
+ * (1.34+), as policy mode is.
  */
 function podResourcesCases(): ParityCase[] {
   const app = (resources: JsonObject): JsonObject => ({ containers: [{ name: 'app', image: 'registry.example/app:1.0', resources }] });
   const c = (title: string, annotations: Record<string, string>, spec: JsonObject): ParityCase => ({ title: `pod resources: ${title}`, namespace: 'enabled', pod: pod({ annotations, spec }) });
+  const sidecarAndInit = [
+    { name: 'log', image: 'registry.example/log:1', restartPolicy: 'Always', resources: { requests: { cpu: '200m', memory: '32Mi' }, limits: { cpu: '500m', memory: '64Mi' } } },
+    { name: 'migrate', image: 'registry.example/migrate:1', resources: { requests: { cpu: '1', memory: '128Mi' } } },
+  ];
+  const forms = ODD_QUANTITIES.flatMap((form) => [
+    c(`requests of ${form}`, {}, { ...app({}), resources: { requests: { cpu: form, memory: form } } }),
+    c(`limits of ${form}, native`, { [NATIVE]: 'true' }, { ...app({}), resources: { limits: { cpu: form, memory: form } } }),
+    c(`requests and limits of ${form}, capture`, { [TEMPLATE]: 'capture-on' }, { ...app({}), resources: { requests: { cpu: form, memory: form }, limits: { cpu: form, memory: form } } }),
+  ]);
   return [
     c('requests only, classic', {}, { ...app({ requests: { cpu: '100m', memory: '64Mi' } }), resources: { requests: { cpu: '100m', memory: '64Mi' } } }),
     c('limits only, native', { [NATIVE]: 'true' }, { ...app({}), resources: { limits: { cpu: '2', memory: '1Gi' } } }),
@@ -454,6 +468,36 @@ function podResourcesCases(): ParityCase[] {
       resources: { requests: { cpu: '2' }, limits: { cpu: '3' } },
     }),
     c('capture, native', { [TEMPLATE]: 'capture-on' }, { ...app({ requests: { cpu: '50m', memory: '32Mi' } }), resources: { requests: { cpu: '50m', memory: '32Mi' } } }),
+    ...[{}, { [NATIVE]: 'true' }, { [TEMPLATE]: 'capture' }, { [TEMPLATE]: 'capture', [NATIVE]: 'true' }].map((annotations, index) =>
+      c(`its own native sidecar and init container, requests and limits (${index})`, annotations, {
+        ...app({ requests: { cpu: '100m', memory: '64Mi' }, limits: { cpu: '1', memory: '256Mi' } }),
+        initContainers: sidecarAndInit,
+        resources: { requests: { cpu: '1200m', memory: '256Mi' }, limits: { cpu: '2', memory: '512Mi' } },
+      }),
+    ),
+    c('Guaranteed at the Pod level', {}, { ...app({ requests: { cpu: '200m' } }), resources: { requests: { cpu: '500m', memory: '128Mi' }, limits: { cpu: '500m', memory: '128Mi' } } }),
+    c('limits only, a template with limits only', { [TEMPLATE]: 'limits-only' }, { ...app({}), resources: { limits: { cpu: '129e6', memory: '1e3' } } }),
+    c('overrides in odd forms', { [override('proxy-cpu')]: '0.25', [override('proxy-memory')]: '1.5Mi', [override('proxy-cpu-limit')]: '2e0', [override('proxy-memory-limit')]: '0.5Gi' }, {
+      ...app({}),
+      resources: { requests: { cpu: '1', memory: '128974848' }, limits: { cpu: '4', memory: '1Gi' } },
+    }),
+    c('hugepages, which no injected container carries, left as they are', {}, { ...app({}), resources: { requests: { cpu: '1', memory: '1Gi', 'hugepages-2Mi': '2Mi' }, limits: { memory: '1Gi', 'hugepages-2Mi': '2Mi' } } }),
+    c('a template without resources: nothing to pad', { [TEMPLATE]: 'native' }, { ...app({}), resources: { requests: { cpu: '1' } } }),
+    c('a value at 10^15 or more: left alike, uninjected', {}, { ...app({}), resources: { limits: { memory: '999Pi' } } }),
+    ...[false, true].map((over) => {
+      // 1 MiB with Pod-level resources at the bounds of what both modes pad (policy mode's CEL cost): padded, or one init container more and left alike.
+      const big = bigPod(largePod({ containers: 200, envVars: 3000, volumes: 600 }), { [NATIVE]: 'true' });
+      const spec = big['spec'] as JsonObject;
+      for (const container of spec['containers'] as JsonObject[]) container['resources'] = { requests: { cpu: '1m', memory: '1Mi' }, limits: { cpu: '2m', memory: '2Mi' } };
+      // The template adds envoy, config-reloader and envoy-init: MAX_PADDED_INIT_CONTAINERS in all, or one more.
+      const inits = MAX_PADDED_INIT_CONTAINERS - 3 + (over ? 1 : 0);
+      spec['initContainers'] = Array.from({ length: inits }, (_, index) => ({ name: `init-${index}`, image: 'registry.example/init:1', resources: { requests: { cpu: '1m', memory: '1Mi' } }, ...(index < inits / 2 ? { restartPolicy: 'Always' } : {}) }));
+      spec['resources'] = { requests: { cpu: '100', memory: '100Gi' }, limits: { cpu: '200', memory: '200Gi' } };
+      return { title: `pod resources: 1 MiB, ${inits} init containers of its own, half of them native sidecars (${over ? 'one over the bound: left alike' : 'padded'})`, namespace: 'enabled' as const, pod: big };
+    }),
+    c('1E of memory: left alike, uninjected', { [NATIVE]: 'true' }, { ...app({}), resources: { requests: { memory: '1E' } } }),
+    c('an override in a form neither pads (a binary suffix after 4 decimals): left alike, uninjected', { [override('proxy-memory')]: '0.0001Ki' }, { ...app({}), resources: { requests: { memory: '1Gi' } } }),
+    ...forms,
   ];
 }
 

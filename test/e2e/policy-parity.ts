@@ -101,7 +101,7 @@ export interface ParityReport {
   readonly policyInjected: number;
   /** Refused by the API server on the webhook path (the policy path must refuse them alike). */
   readonly refused: number;
-  /** Pods that set spec.resources: injected and padded by the webhook (accepted by the API server), left as they are by the policy. */
+  /** Pods that set spec.resources injected (their values padded) by the webhook, compared with the policy's like every other. */
   readonly podResourcesPadded: number;
   readonly differences: readonly ParityDifference[];
 }
@@ -235,12 +235,8 @@ export class ParityRun {
         }),
       );
       const [webhook, policy] = results;
-      if (setsPodResources(parityCase.pod)) {
-        // Policy mode leaves such a Pod as it is (no-pod-resources); the webhook pads it, and the API server must take it.
-        if (isInjected(policy) || (policy as JsonObject)['refused'] !== undefined || (webhook as JsonObject)['refused'] !== undefined) differences.push({ title: `${name}: ${parityCase.title} (spec.resources)`, webhook, policy });
-        if (isInjected(webhook)) podResourcesPadded += 1;
-        continue;
-      }
+      // Pod-level resources: both paths pad them alike (or leave the Pod alike), and the API server takes the Pod.
+      if (setsPodResources(parityCase.pod) && isInjected(webhook)) podResourcesPadded += 1;
       if (JSON.stringify(webhook) !== JSON.stringify(policy)) differences.push({ title: `${name}: ${parityCase.title}`, webhook, policy });
       if (isInjected(webhook)) injected += 1;
       if ((webhook as JsonObject)['refused'] !== undefined) refused += 1;
@@ -300,7 +296,7 @@ export class ParityRun {
   }
 }
 
-/** Pod-level requests or limits: the policy leaves the Pod alone (its no-pod-resources match condition). */
+/** Pod-level requests or limits: both paths pad them (compile-resources.ts, pod-resources.ts). */
 function setsPodResources(pod: JsonObject): boolean {
   const resources = ((pod['spec'] as JsonObject | undefined)?.['resources'] ?? {}) as JsonObject;
   return ['requests', 'limits'].some((kind) => Object.keys((resources[kind] ?? {}) as JsonObject).length > 0);
