@@ -231,8 +231,6 @@ forEachNode('traffic capture', (suite, version) => {
 
   it(`8. an app running as the proxy's uid goes past the proxy, and the API server hands the client the injector's warning (${version})`, async () => {
     const { recorder, waitPod } = suite();
-    const warning = `container "app" runs as user ${PROXY_UID} (its securityContext.runAsUser), the proxy's uid`;
-    assert.ok(uidWarnings.some((text) => text.includes(warning)), `a Warning header saying ${warning}; got ${JSON.stringify(uidWarnings)}`);
     const pod = await waitPod('proxy-uid', (read) => read.status?.podIP !== undefined && running('envoy', 'app')(read), 'the proxy-uid Pod running with an IP');
     assert.equal(statuses(pod).get('envoy-init')?.state?.terminated?.exitCode, 0, describePod(pod));
     await recorder.waitFor('the app of Pod proxy-uid listening', 'proxy-uid', (record) => record.source === 'app' && record.event === 'started');
@@ -245,5 +243,7 @@ forEachNode('traffic capture', (suite, version) => {
     const asked = Date.now() / 1000;
     await recorder.waitFor('a record of the proxy-uid Pod\'s stand-in after the call', 'proxy-uid', (record) => record.source === 'stand-in' && record.time > asked, 20_000);
     assert.equal(relayed(recorder, 'proxy-uid', 'outbound', [server, 8080]), 0, `uid ${PROXY_UID}'s connection went past the proxy: the rules let the proxy's user out`);
+    const warning = `container "app" runs as user ${PROXY_UID} (its securityContext.runAsUser), the proxy's uid`;
+    assert.ok(uidWarnings.some((text) => text.includes(warning)), `a Warning header saying ${warning}; got ${JSON.stringify(uidWarnings)}`);
   });
 });
