@@ -1,9 +1,13 @@
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
-import { before, it } from 'node:test';
-import type { V1Pod } from '@kubernetes/client-node';
-import { eventually } from '../e2e/cluster.js';
-import { appContainer, appPod, describePod, forEachNode, podReady, running, statuses } from './node-suite.js';
+import { after, before, it } from 'node:test';
+import { AdmissionregistrationV1Api, type V1Container, type V1Pod } from '@kubernetes/client-node';
+import { eventually, uniqueName } from '../e2e/cluster.js';
+import { startOptInWebhook, type OptInWebhook, type Review } from '../e2e/opt-in-webhook.js';
+import type { JsonObject } from '../../src/injection/index.js';
+import { kubeCall } from '../e2e/policy-parity.js';
+import { APP_IMAGE } from './image-recipes.js';
+import { appContainer, appPod, broken, describePod, forEachNode, podReady, running, statuses } from './node-suite.js';
 import { NODE_IP, RECORDER_PORT } from './network.js';
 import type { Recorder } from './recorder.js';
 
@@ -15,7 +19,18 @@ import type { Recorder } from './recorder.js';
  * Calls are made by the apps themselves (GET /call?target=...), asked by the
  * test over the Pod network.
  *
- * NODE_TIER_BREAK=capture-rules builds envoy-init without the OUTPUT jump.
+ * Scenario 6 (the Vault-agent case): a second webhook, registered after the
+ * chart's as another injector is, puts an init container that calls a server
+ * first in the Pod (as Vault's agent-init-first does); the API server
+ * reinvokes the injector, which puts envoy-init and the proxy back in front
+ * (issue 34), so that the agent's connection goes through the running proxy.
+ * Scenario 8: an app running as the proxy's uid (1337): its connections go
+ * past the proxy, and the API server hands the client the injector's warning.
+ *
+ * NODE_TIER_BREAK: capture-rules builds envoy-init without the OUTPUT jump;
+ * init-order sets the chart's webhooks to `reinvocationPolicy: Never` (no
+ * reinvocation, the agent's init container stays first); proxy-uid runs
+ * scenario 8's app as uid 1338 instead of the proxy's.
  */
 const CAPTURE = {
   'envoy-injector.io/capture': 'true',
@@ -49,8 +64,34 @@ const waitRelayed = (recorder: Recorder, pod: string, listener: string, original
   eventually(`Pod ${pod}'s stand-in relaying a connection on its ${listener} listener to ${original.join(':')}`, async () =>
     relayed(recorder, pod, listener, original) >= atLeast ? true : undefined, 15_000);
 
+/** The agent's init container: one call to TARGET (app.py's traced_call, recorded), exit 0 if it answered, else 3. */
+const AGENT = 'vault-agent-init';
+const AGENT_ANNOTATION = 'node-tier.envoy-injector.io/agent-init';
+const agentInit = (target: string): V1Container => ({
+  name: AGENT,
+  image: APP_IMAGE,
+  imagePullPolicy: 'IfNotPresent',
+  command: ['python3', '-c', 'import sys; sys.path.insert(0, "/app"); from app import traced_call; from record import exit_now; exit_now(0 if traced_call(sys.argv[1], "init")[0] else 3)', target],
+});
+
+/** The other injector: prepends the agent's init container to a Pod annotated for it (once). */
+const prependAgent = (target: string) => (review: Review): readonly object[] | undefined => {
+  const object = review.request?.object;
+  if (object?.metadata?.annotations?.[AGENT_ANNOTATION] !== 'true') return undefined;
+  const list = object.spec?.initContainers;
+  if (list?.some((container) => container.name === AGENT)) return undefined;
+  return list === undefined ? [{ op: 'add', path: '/spec/initContainers', value: [agentInit(target)] }] : [{ op: 'add', path: '/spec/initContainers/0', value: agentInit(target) }];
+};
+
+const PROXY_UID = 1337;
+
 forEachNode('traffic capture', (suite, version) => {
   const ip: Record<string, string> = {};
+  let other: OptInWebhook | undefined;
+  let uidWarnings: string[] = [];
+  after(async () => {
+    await other?.stop();
+  });
   before(async () => {
     const { createPods, recorder, waitPod } = suite();
     const plain = { 'envoy-injector.io/inject': 'false' };
@@ -67,7 +108,29 @@ forEachNode('traffic capture', (suite, version) => {
       // Running is not listening yet: the app records `started` once its ports are open.
       await recorder.waitFor(`the app of Pod ${name} listening`, name, (record) => record.source === 'app' && record.event === 'started');
     }
+    await startScenarios6And8();
   });
+
+  /** Scenario 6's other injector and Pod, scenario 8's Pod (created through a raw call, for the API server's Warning headers). */
+  const startScenarios6And8 = async (): Promise<void> => {
+    const { plane, namespace, release, createPods } = suite();
+    if (broken() === 'init-order') {
+      const name = release?.manifests.find((manifest) => manifest.kind === 'MutatingWebhookConfiguration')?.metadata.name ?? '';
+      const admission = plane.kubeConfig.makeApiClient(AdmissionregistrationV1Api);
+      const config = await admission.readMutatingWebhookConfiguration({ name });
+      await admission.patchMutatingWebhookConfiguration({ name, body: (config.webhooks ?? []).map((_, index) => ({ op: 'replace', path: `/webhooks/${index}/reinvocationPolicy`, value: 'Never' })) });
+    }
+    other = await startOptInWebhook(plane, uniqueName('zz-agent'), { 'kubernetes.io/metadata.name': namespace }, prependAgent(`${ip['server'] ?? ''}:8080`));
+    const uid = broken() === 'proxy-uid' ? PROXY_UID + 1 : PROXY_UID;
+    const asProxy = appPod('proxy-uid', CAPTURE, { containers: [appContainer(['--port', '8080'], { securityContext: { runAsUser: uid, runAsGroup: uid } })] });
+    const [, created] = await Promise.all([
+      createPods([appPod('agent', { ...CAPTURE, [AGENT_ANNOTATION]: 'true' })]),
+      kubeCall(plane, 'POST', `/api/v1/namespaces/${namespace}/pods`, asProxy as JsonObject),
+    ]);
+    assert.equal(created.status, 201, `Pod proxy-uid: ${String(created.body['message'])}`);
+    // Warning headers are `299 - "text"` with the text's quotes escaped.
+    uidWarnings = created.warnings.map((warning) => warning.replace(/^299 - "|"$/g, '').replaceAll('\\"', '"'));
+  };
 
   it(`5a. the captured app's outbound connection to another Pod goes through the proxy's outbound listener (${version})`, async () => {
     const { recorder } = suite();
@@ -152,7 +215,35 @@ forEachNode('traffic capture', (suite, version) => {
     await waitRelayed(recorder, 'userns', 'outbound', [server, 8080]);
   });
 
-  // Both need other issues first: a Pod, an `it` and what the kubelet and the recorder report, as above.
-  it(`6. an init container another webhook added still reaches its server with capture on, native mode (${version})`, { skip: 'waits for issue 34 (the injected init containers after other injectors\' ones)' }, () => undefined);
-  it(`8. an app running as the proxy's uid bypasses capture, and the warning says so (${version})`, { skip: 'not written yet: issue 35 (the proxy\'s uid 1337 and the warning) has landed; an app Pod with runAsUser 1337 and capture on, as 5a' }, () => undefined);
+  it(`6. an init container another webhook put first (the Vault-agent case) reaches its server through the proxy, native mode (${version})`, async () => {
+    const { recorder, waitPod } = suite();
+    const server = ip['server'] ?? '';
+    const pod = await waitPod('agent', running('envoy', 'app'), 'the agent Pod running after its init containers');
+    assert.equal(statuses(pod).get(AGENT)?.state?.terminated?.exitCode, 0, `the agent's call to ${server}:8080 failed: ${describePod(pod)}`);
+    const call = await recorder.waitFor('the agent\'s call', 'agent', (record) => record.source === 'app' && record.event === 'call' && record['why'] === 'init');
+    assert.equal(call['ok'], true, String(call['error']));
+    // It went through the proxy: the stand-in's outbound listener relayed it to its original destination.
+    await waitRelayed(recorder, 'agent', 'outbound', [server, 8080]);
+    const names = (pod.spec?.initContainers ?? []).map((container) => container.name);
+    assert.deepEqual(names, ['envoy-init', 'envoy', AGENT], 'the reinvoked injector put envoy-init and the proxy before the agent');
+    assert.equal(pod.spec?.initContainers?.[1]?.restartPolicy, 'Always', 'the proxy is a native sidecar');
+  });
+
+  it(`8. an app running as the proxy's uid goes past the proxy, and the API server hands the client the injector's warning (${version})`, async () => {
+    const { recorder, waitPod } = suite();
+    const pod = await waitPod('proxy-uid', (read) => read.status?.podIP !== undefined && running('envoy', 'app')(read), 'the proxy-uid Pod running with an IP');
+    assert.equal(statuses(pod).get('envoy-init')?.state?.terminated?.exitCode, 0, describePod(pod));
+    await recorder.waitFor('the app of Pod proxy-uid listening', 'proxy-uid', (record) => record.source === 'app' && record.event === 'started');
+    const own = pod.status?.podIP ?? '';
+    const server = ip['server'] ?? '';
+    const answer = await askToCall(own, `${server}:8080`);
+    assert.equal(answer.status, 200, answer.body);
+    assert.match(answer.body, new RegExp(`from ${own.replaceAll('.', '\\.')}$`));
+    // Its proxy's next record (the kubelet's readiness probe) comes after any of that call's would have.
+    const asked = Date.now() / 1000;
+    await recorder.waitFor('a record of the proxy-uid Pod\'s stand-in after the call', 'proxy-uid', (record) => record.source === 'stand-in' && record.time > asked, 20_000);
+    assert.equal(relayed(recorder, 'proxy-uid', 'outbound', [server, 8080]), 0, `uid ${PROXY_UID}'s connection went past the proxy: the rules let the proxy's user out`);
+    const warning = `container "app" runs as user ${PROXY_UID} (its securityContext.runAsUser), the proxy's uid`;
+    assert.ok(uidWarnings.some((text) => text.includes(warning)), `a Warning header saying ${warning}; got ${JSON.stringify(uidWarnings)}`);
+  });
 });
