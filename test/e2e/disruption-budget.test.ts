@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it, type TestContext } from 'node:test';
 import { ApiException, CoreV1Api, PolicyV1Api, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
-import { eventually, helmInstall, uniqueName } from './cluster.js';
+import { eventually, helmInstall, uniqueName, type Release } from './cluster.js';
 import { selectedVersions, startControlPlane, type OwnedControlPlane } from './control-plane.js';
 
 /**
@@ -118,6 +118,29 @@ for (const version of selectedVersions()) {
         assert.equal(evicted, label.startsWith('minAvailable') ? 3 : 1, label);
       }
       t.diagnostic(outcomes.join('; '));
+    });
+
+    // Last: the Nodes it makes would take the budget from the installs above.
+    it('one Node: helm install makes no budget (a drain of that node could never finish); a second Node, and the upgrade makes it; skipOnSingleNode: false keeps it', async (t: TestContext) => {
+      const budgets = async (namespace: string): Promise<number> => (await cluster().kubeConfig.makeApiClient(PolicyV1Api).listNamespacedPodDisruptionBudget({ namespace })).items.length;
+      const kinds = (release: Release): string[] => release.manifests.map((manifest) => manifest.kind);
+      const nodes = ['budget-node-1', 'budget-node-2'] as const;
+      try {
+        await core().createNode({ body: { metadata: { name: nodes[0] } } });
+        const release = await helmInstall(cluster(), { name: uniqueName('budget'), namespace: uniqueName('budget-system') });
+        assert.ok(!kinds(release).includes('PodDisruptionBudget'), 'no budget rendered on a one-Node cluster');
+        assert.equal(await budgets(release.namespace), 0);
+        const kept = await helmInstall(cluster(), { name: uniqueName('budget'), namespace: uniqueName('budget-system') }, { podDisruptionBudget: { skipOnSingleNode: false } });
+        assert.equal(await budgets(kept.namespace), 1, 'skipOnSingleNode: false keeps the budget');
+
+        await core().createNode({ body: { metadata: { name: nodes[1] } } });
+        const upgraded = await helmInstall(cluster(), release, {}, { upgrade: true });
+        assert.ok(kinds(upgraded).includes('PodDisruptionBudget'), 'the upgrade on two Nodes renders the budget');
+        assert.equal(await budgets(release.namespace), 1);
+        t.diagnostic('1 Node: no budget; skipOnSingleNode: false: a budget; 2 Nodes after an upgrade: a budget');
+      } finally {
+        for (const name of nodes) await core().deleteNode({ name }).catch(() => undefined);
+      }
     });
   });
 }
