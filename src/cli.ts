@@ -1,4 +1,5 @@
 import { runCerts } from './commands/certs.js';
+import { runCheckCapture } from './commands/check-capture.js';
 import { runExplain } from './commands/explain.js';
 import { runInject } from './commands/inject.js';
 import { runPolicy } from './commands/policy.js';
@@ -15,6 +16,7 @@ Commands:
   status     which workloads run Pods injected with an outdated template; --restart rolls them
   policy     print the MutatingAdmissionPolicy that injects without the webhook (Kubernetes 1.34+)
   certs      make a development CA and serving certificate
+  check-capture  CNI mode's init container: whether the node installed the capture rules
 
 Run "envoy-injector <command> --help" for a command's options.
 `;
@@ -28,6 +30,7 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   status: runStatus,
   policy: runPolicy,
   certs: runCerts,
+  'check-capture': runCheckCapture,
 };
 
 /** Runs one command; resolves to the process exit code. */
