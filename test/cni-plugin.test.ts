@@ -8,6 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { chainedResult, cniError, decideSetUp, parseShimRequest, podOfRequest, shimAnswer, type ShimRequest } from '../src/cni/cni-request.js';
 import { CNI_PLUGIN_TYPE, insertChainEntry, primaryConfigFile, removeChainEntry } from '../src/cni/chain-config.js';
+import { CAPTURE_REPAIRED_REASON, needsRepair, repairNote } from '../src/cni/repair.js';
 import { admitPod, applyPodPatch, parseTemplateFile, type JsonObject } from '../src/injection/index.js';
 import { readFileSync } from 'node:fs';
 import { ROOT } from './helpers/fixtures.js';
@@ -194,3 +195,27 @@ describe('the plugin\'s static shim and a stand-in agent', { skip: missing !== u
   });
 });
 
+
+describe('the agent\'s repair: Pods whose check found no rules', () => {
+  const check = (terminated: Record<string, unknown> | undefined, field: 'state' | 'lastState' = 'state'): JsonObject => {
+    const pod = injected('cni');
+    return { ...pod, spec: { ...(pod['spec'] as JsonObject), nodeName: 'ei-node' }, status: { initContainerStatuses: [{ name: 'envoy-capture-check', [field]: terminated === undefined ? { running: {} } : { terminated } }] } } as JsonObject;
+  };
+
+  it('exit 69, now or last time, on this node: deleted; another exit code, running, another node, being deleted, envoy-init mode: left alone', () => {
+    assert.equal(needsRepair(check({ exitCode: 69 }), 'ei-node'), true);
+    assert.equal(needsRepair(check({ exitCode: 69 }, 'lastState'), 'ei-node'), true);
+    assert.equal(needsRepair(check({ exitCode: 1 }), 'ei-node'), false);
+    assert.equal(needsRepair(check(undefined), 'ei-node'), false);
+    assert.equal(needsRepair(check({ exitCode: 69 }), 'other-node'), false);
+    const deleting = check({ exitCode: 69 });
+    assert.equal(needsRepair({ ...deleting, metadata: { ...(deleting['metadata'] as JsonObject), deletionTimestamp: '2026-12-03T10:00:00Z' } }, 'ei-node'), false);
+    const classic = injected('always');
+    assert.equal(needsRepair({ ...classic, spec: { ...(classic['spec'] as JsonObject), nodeName: 'ei-node' }, status: { initContainerStatuses: [{ name: 'envoy-capture-check', state: { terminated: { exitCode: 69 } } }] } }, 'ei-node'), false);
+  });
+
+  it('the Event says what happened and what follows', () => {
+    assert.equal(CAPTURE_REPAIRED_REASON, 'CaptureRepaired');
+    assert.match(repairNote('ei-node'), /^envoy-capture-check found no capture rules \(exit 69\): .* on node ei-node before the envoy-injector CNI plugin was installed; deleted so that its controller makes a new one, captured$/);
+  });
+});
