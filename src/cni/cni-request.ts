@@ -1,4 +1,5 @@
-import { Annotations, arrayAt, CAPTURE_CHECK_NAME, entryName, isJsonObject, objectAt, own, type JsonObject } from '../injection/index.js';
+import { arrayAt, CAPTURE_CHECK_NAME, entryName, isJsonObject, objectAt, own, type JsonObject } from '../injection/index.js';
+import { cniModeStatus } from './capture-status.js';
 
 /**
  * What the node agent makes of one request of the plugin's shim
@@ -53,14 +54,8 @@ export type SetUpDecision =
 export function decideSetUp(pod: JsonObject): SetUpDecision {
   const spec = objectAt(pod, 'spec');
   if (own(spec ?? {}, 'hostNetwork') === true) return { kind: 'pass', why: 'host network' };
-  const status = own(objectAt(objectAt(pod, 'metadata'), 'annotations') ?? {}, Annotations.status);
-  let parsed: unknown;
-  try {
-    parsed = typeof status === 'string' ? JSON.parse(status) : undefined;
-  } catch {
-    parsed = undefined;
-  }
-  if (!isJsonObject(parsed) || own(parsed, 'captureMode') !== 'cni') return { kind: 'pass', why: 'not injected in CNI mode' };
+  const parsed = cniModeStatus(pod);
+  if (parsed === undefined) return { kind: 'pass', why: 'not injected in CNI mode' };
   const ours = own(parsed, 'initContainers');
   const check = (arrayAt(spec, 'initContainers') ?? []).find((entry) => entryName(entry) === CAPTURE_CHECK_NAME);
   if (!Array.isArray(ours) || !ours.includes(CAPTURE_CHECK_NAME) || !isJsonObject(check)) {

@@ -1,4 +1,5 @@
-import { Annotations, CAPTURE_CHECK_NAME, CheckCaptureExit, isJsonObject, objectAt, own, arrayAt, type JsonObject } from '../injection/index.js';
+import { CAPTURE_CHECK_NAME, CheckCaptureExit, isJsonObject, objectAt, own, arrayAt, type JsonObject } from '../injection/index.js';
+import { cniModeStatus } from './capture-status.js';
 
 /**
  * The node agent's repair (docs/design.md §11, CNI mode): a Pod in CNI mode
@@ -15,14 +16,7 @@ export const CAPTURE_REPAIRED_REASON = 'CaptureRepaired';
 export function needsRepair(pod: JsonObject, nodeName: string): boolean {
   const metadata = objectAt(pod, 'metadata');
   if (own(objectAt(pod, 'spec') ?? {}, 'nodeName') !== nodeName || own(metadata ?? {}, 'deletionTimestamp') !== undefined) return false;
-  const status = own(objectAt(metadata, 'annotations') ?? {}, Annotations.status);
-  let parsed: unknown;
-  try {
-    parsed = typeof status === 'string' ? JSON.parse(status) : undefined;
-  } catch {
-    return false;
-  }
-  if (!isJsonObject(parsed) || own(parsed, 'captureMode') !== 'cni') return false;
+  if (cniModeStatus(pod) === undefined) return false;
   const check = (arrayAt(objectAt(pod, 'status'), 'initContainerStatuses') ?? []).find((entry) => isJsonObject(entry) && own(entry, 'name') === CAPTURE_CHECK_NAME);
   if (!isJsonObject(check)) return false;
   return ['state', 'lastState'].some((field) => own(objectAt(objectAt(check, field), 'terminated') ?? {}, 'exitCode') === CheckCaptureExit.notRedirected);
