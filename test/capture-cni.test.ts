@@ -152,5 +152,17 @@ describe('capture mode in the template', () => {
     assert.deepEqual(problems('  mode: sidecar\n'), ['config: capture.mode: "sidecar" is not one of initContainer, cni, auto']);
     assert.deepEqual(problems('  mode: auto\n'), ["config: capture.checkImage: required when mode is auto (the image of envoy-capture-check: the injector's own)"]);
     assert.deepEqual(problems('  mode: cni\n  checkImage: ""\n'), ['config: capture.checkImage: must be an image name']);
+    // The check's name is taken in CNI mode (the template's own would take its place), not in initContainer mode.
+    const withCheck = (mode: string): string[] => {
+      try {
+        parseTemplateData({ config: `initContainers:\n  - name: envoy-capture-check\n    image: mine:1\n${template(`  mode: ${mode}\n  checkImage: envoy-injector:0.1.0\n`)}` });
+        return [];
+      } catch (error) {
+        if (error instanceof TemplateError) return [...error.problems];
+        throw error;
+      }
+    };
+    assert.deepEqual(withCheck('cni'), ['config: initContainers: "envoy-capture-check" is the name traffic capture adds; rename it, or remove the capture section']);
+    assert.deepEqual(withCheck('initContainer'), []);
   });
 });
