@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { copyFile, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { CNI_PLUGIN_TYPE, insertChainEntry, primaryConfigFile, removeChainEntry, type ChainEdit } from '../cni/chain-config.js';
@@ -99,8 +99,12 @@ export interface PluginPlaces {
 /** Copies the shim into the CNI binary folder and puts our entry last in the primary configuration; both atomically (a file beside, then a rename). */
 export async function installPlugin(places: PluginPlaces): Promise<ChainEdit & { file?: string }> {
   const target = join(places.binDir, CNI_PLUGIN_TYPE);
-  await copyFile(places.plugin, `${target}.tmp`);
-  await rename(`${target}.tmp`, target);
+  // Copied when absent or different (a new agent's): the runtime may exec it at any moment, hence the rename.
+  const [source, present] = await Promise.all([readFile(places.plugin), readFile(target).catch(() => undefined)]);
+  if (present === undefined || !source.equals(present)) {
+    await writeFile(`${target}.tmp`, source, { mode: 0o755 });
+    await rename(`${target}.tmp`, target);
+  }
   return editPrimary(places.confDir, (text) => insertChainEntry(text, { type: CNI_PLUGIN_TYPE, agentSocket: places.agentSocket }));
 }
 
