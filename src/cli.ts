@@ -1,4 +1,6 @@
 import { runCerts } from './commands/certs.js';
+import { runCheckCapture } from './commands/check-capture.js';
+import { runCniAgent } from './commands/cni-agent.js';
 import { runExplain } from './commands/explain.js';
 import { runInject } from './commands/inject.js';
 import { runPolicy } from './commands/policy.js';
@@ -15,6 +17,8 @@ Commands:
   status     which workloads run Pods injected with an outdated template; --restart rolls them
   policy     print the MutatingAdmissionPolicy that injects without the webhook (Kubernetes 1.34+)
   certs      make a development CA and serving certificate
+  check-capture  CNI mode's init container: whether the node installed the capture rules
+  cni-agent  CNI mode's node agent: installs the CNI plugin, answers it, repairs Pods
 
 Run "envoy-injector <command> --help" for a command's options.
 `;
@@ -28,6 +32,8 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   status: runStatus,
   policy: runPolicy,
   certs: runCerts,
+  'check-capture': runCheckCapture,
+  'cni-agent': runCniAgent,
 };
 
 /** Runs one command; resolves to the process exit code. */

@@ -277,7 +277,7 @@ describe('traffic capture: the template\'s capture section', () => {
 
   it('names every problem, and rejects the template', () => {
     assert.deepEqual(problemsOf('{outboundPort: 15001, inboundPort: 15001, proxyPorts: [0], enabled: "yes", excludeOutboundPorts: "1,2,", colour: red}'), [
-      'config: capture.colour: unknown field (capture may hold image, imagePullPolicy, proxyUid, outboundPort, inboundPort, proxyPorts, enabled, excludeOutboundCidrs, excludeOutboundPorts, excludeInboundPorts, includeInboundPorts, resources)',
+      'config: capture.colour: unknown field (capture may hold image, mode, checkImage, imagePullPolicy, proxyUid, outboundPort, inboundPort, proxyPorts, enabled, excludeOutboundCidrs, excludeOutboundPorts, excludeInboundPorts, includeInboundPorts, resources)',
       'config: capture.image: required (the envoy-init image)',
       "config: capture.proxyUid: required when the proxy container sets no securityContext.runAsUser (the rules must know the proxy's user)",
       'config: capture.inboundPort: must differ from outboundPort',
@@ -357,7 +357,7 @@ describe('traffic capture: what explain and inject say', () => {
     const { stdout, stderr } = await cli(['inject', ...files]);
     assert.match(stdout, /name: envoy-init/);
     const lines = stderr.split('\n');
-    assert.ok(lines.includes('Pod/exclusions: traffic capture ON: the Pod is annotated envoy-injector.io/capture: "true" [reason annotation_true]'), stderr);
+    assert.ok(lines.includes('Pod/exclusions: traffic capture ON in initContainer mode: the Pod is annotated envoy-injector.io/capture: "true" [reason annotation_true]'), stderr);
     assert.ok(lines.includes('Pod/exclusions: outbound TCP -> port 15001, except uid 1337, loopback, CIDRs 10.96.0.0/12,fd00:10:96::/112, ports 9901,9902,5432,6379'), stderr);
     assert.ok(lines.includes('Pod/exclusions: inbound TCP -> port 15006, ports 8080,8443, except 9901,9902'), stderr);
     assert.ok(lines.includes('Pod/opted-out: traffic capture off: the Pod is annotated envoy-injector.io/capture: "false" [reason annotation_false]'), stderr);

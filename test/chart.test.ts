@@ -83,6 +83,7 @@ const scenarios = (): Record<string, Scenario> => ({
       },
     },
   },
+  captureCni: { values: { image: { repository: 'registry.example.com/envoy-injector', tag: '0.2.0' }, proxy: { capture: { enabled: true, mode: 'cni' } } } },
   customTemplate: {
     values: {
       templates: {
@@ -874,6 +875,8 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     const capture = templatesOf(manifestsOf('capture')).defaultTemplate.capture;
     assert.deepEqual(capture, {
       image: 'registry.example.com/envoy-injector-init:0.1.0',
+      mode: 'initContainer',
+      checkImage: undefined,
       imagePullPolicy: 'IfNotPresent',
       proxyUid: 1337,
       outboundPort: 16001,
@@ -887,6 +890,9 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     const byDefault = templatesOf(manifestsOf('default')).defaultTemplate.capture;
     assert.equal(byDefault?.enabled, false);
     assert.equal(byDefault?.image, 'envoy-injector-init:0.1.0');
+    // CNI mode: the check runs from the injector's own image.
+    const cni = templatesOf(manifestsOf('captureCni')).defaultTemplate.capture;
+    assert.deepEqual([cni?.mode, cni?.checkImage], ['cni', 'registry.example.com/envoy-injector:0.2.0']);
     const { bootstrap } = defaultEnvoy(manifestsOf('capture'));
     const listeners = at(bootstrap, 'static_resources', 'listeners') as Obj[];
     assert.deepEqual(at(listeners[1], 'address', 'socket_address'), { address: '0.0.0.0', port_value: 16001 });
@@ -923,6 +929,7 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
       ['a namespace that is no DNS label', { excludedNamespaces: ['Team_A'] }, /at '\/excludedNamespaces\/0': 'Team_A' does not match pattern/],
       ['an unknown override', { allowedOverrides: ['proxy-env'] }, /at '\/allowedOverrides\/0': value must be one of/],
       ['a bad nativeSidecar', { nativeSidecar: true }, /at '\/nativeSidecar': got boolean, want string/],
+      ['a bad proxy.capture.mode', { proxy: { capture: { mode: 'sidecar' } } }, /at '\/proxy\/capture\/mode': value must be one of 'initContainer', 'cni', 'auto'/],
       ['secret mode without a Secret', { certificates: { mode: 'secret' } }, /at '\/certificates\/secretName': minLength: got 0, want 1/],
       ['a proxy.listenAddress that is no wildcard', { proxy: { listenAddress: '10.0.0.7' } }, /at '\/proxy\/listenAddress': value must be one of '::', '0.0.0.0'/],
       ['a duration without unit', { certificates: { certManager: { duration: '365d' } } }, /at '\/certificates\/certManager\/duration': '365d' does not match pattern/],

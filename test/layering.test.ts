@@ -11,6 +11,7 @@ import { importsOf, parseSource, sourceFiles } from './helpers/source-code.js';
 // its rank (server/ and kube/ stand side by side) nor one above.
 const RANK: Readonly<Record<string, number>> = {
   main: 7,
+  cni: 3,
   cli: 6,
   commands: 5,
   server: 4,
@@ -32,6 +33,7 @@ const ALLOWED_PACKAGES: Readonly<Record<string, readonly string[]>> = {
   policy: PURE,
   fleet: PURE,
   events: PURE,
+  cni: [],
   // Reading PEM files is the only I/O of tls/.
   tls: ['node:crypto', 'node:net', 'node:tls', 'node:fs/promises', 'selfsigned'],
   state: ['pino'],

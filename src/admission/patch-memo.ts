@@ -2,6 +2,7 @@ import {
   ALL_OVERRIDES,
   Annotations,
   arrayAt,
+  CAPTURE_CHECK_NAME,
   CAPTURE_INIT_NAME,
   CAPTURE_LOCK_VOLUME,
   entryName,
@@ -121,7 +122,7 @@ function entryBytes(key: string, value: MemoizedInjection): number {
  * Which lists are arrays, which of the template's names each already has,
  * whether metadata, annotations and labels are objects, the override annotations'
  * values, the sidecar mode, the allowed overrides and the capture's outcome
- * (`captureKey`: "" when off, else its exclusions), whether the added
+ * (`captureKey`: "" when off, else its mode and exclusions), whether the added
  * containers get the ServiceAccount token mount (its volume's name, random
  * per Pod, is not part of the shape: the answer leaves a gap for it), and what
  * the proxy's lifecycle reads (hold-application, the autoscaler annotation,
@@ -196,8 +197,8 @@ function templateNames(template: SidecarTemplate): TemplateNames {
   let names = namesOfTemplates.get(template);
   if (names === undefined) {
     names = {
-      // A template that can capture may add envoy-init and its volume: a Pod's own of those names changes the patch.
-      containers: [...template.containers, ...template.initContainers].map(entryName).concat(template.capture === undefined ? [] : [CAPTURE_INIT_NAME]),
+      // A template that can capture may add envoy-init and its volume, or CNI mode's check: a Pod's own of those names changes the patch.
+      containers: [...template.containers, ...template.initContainers].map(entryName).concat(template.capture === undefined ? [] : [CAPTURE_INIT_NAME, CAPTURE_CHECK_NAME]),
       volumes: template.volumes.map(entryName).concat(template.capture === undefined ? [] : [CAPTURE_LOCK_VOLUME]),
       imagePullSecrets: template.imagePullSecrets.map(entryName),
     };

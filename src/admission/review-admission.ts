@@ -99,7 +99,8 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
   };
   const { memo, templates } = context;
   // The namespace's proxy defaults shape the patch and its warnings (which name the namespace) too.
-  const captureKey = (capture.capture ? JSON.stringify(capture.exclusions) : '') + namespaceDefaultsKey(input.namespace, context.namespaceAnnotations);
+  // `auto` turns to CNI mode by the namespace's labels: the mode is part of the outcome.
+  const captureKey = (capture.capture ? `${capture.mode}:${JSON.stringify(capture.exclusions)}` : '') + namespaceDefaultsKey(input.namespace, context.namespaceAnnotations);
   const shape = (): string =>
     podShape(pod, decision.template, decision.nativeSidecar, context.options.allowedOverrides ?? DEFAULT_ALLOWED_OVERRIDES, captureKey, tokenVolume !== undefined);
   const perPod = memo === undefined || templates === undefined || direct !== undefined;

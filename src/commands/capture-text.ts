@@ -1,10 +1,12 @@
-import type { CaptureDecision } from '../injection/index.js';
+import type { CaptureDecision, CaptureMode } from '../injection/index.js';
 
 /** What explain's JSON says of a Pod's traffic capture. */
 export interface CaptureExplanation {
   readonly captured: boolean;
   readonly reason: string;
   readonly message: string;
+  /** When captured: envoy-init in the Pod, or the node's CNI plugin with a check in the Pod. */
+  readonly mode?: CaptureMode;
   /** When captured: what the rules get (docs/design.md §11). */
   readonly rules?: {
     readonly proxyUid: number;
@@ -25,13 +27,15 @@ export function explainCapture(capture: CaptureDecision): CaptureExplanation {
     captured: true,
     reason: capture.reason,
     message: capture.message,
+    mode: capture.mode,
     rules: { proxyUid: settings.proxyUid, outboundPort: settings.outboundPort, inboundPort: settings.inboundPort, proxyPorts: settings.proxyPorts, ...exclusions },
   };
 }
 
 /** The decision in one line, then (when captured) the effective rules, one per line. */
 export function captureLines(capture: CaptureExplanation): string[] {
-  const head = `traffic capture ${capture.captured ? 'ON' : 'off'}: ${capture.message} [reason ${capture.reason}]`;
+  const how = capture.mode === undefined ? '' : ` in ${capture.mode} mode`;
+  const head = `traffic capture ${capture.captured ? 'ON' : 'off'}${how}: ${capture.message} [reason ${capture.reason}]`;
   const { rules } = capture;
   if (rules === undefined) return [head];
   const none = (list: string, empty = 'none'): string => (list === '' ? empty : list);

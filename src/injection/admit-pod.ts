@@ -1,6 +1,7 @@
-import { captureInitContainer, captureLockVolume, decideCapture, type CaptureDecision } from './capture.js';
+import { captureCheckContainer } from './capture-check.js';
+import { captureInitContainer, captureLockVolume, CaptureMode, decideCapture, type CaptureDecision } from './capture.js';
 import { decideInjection, Reason, Rule, type Decision, type DecisionInput, type DecisionOptions } from './decide-injection.js';
-import { injectPod, type InjectionResult } from './inject-pod.js';
+import { injectPod, type InjectionResult, type InjectOptions } from './inject-pod.js';
 import { entryName, objectAt, type JsonObject } from './json.js';
 import type { ResourceChange } from './pod-resources.js';
 import { applyLifecycle, decideLifecycle, lifecycleIgnoredWarnings, type LifecycleDecision } from './proxy-lifecycle.js';
@@ -56,7 +57,7 @@ export function injectDecided(
     nativeSidecar: decision.nativeSidecar,
     customizeProxy,
     proxyFirst: lifecycle?.hold === true && !decision.nativeSidecar,
-    capture: capture.capture ? { initContainer: captureInitContainer(capture.settings, capture.exclusions), volume: captureLockVolume() } : undefined,
+    capture: captureEntries(capture),
     tokenMount,
   });
   if (injection.podResourcesProblem !== undefined) return unpaddable(decision, capture, injection.podResourcesProblem);
@@ -83,6 +84,13 @@ export function injectDecided(
       ...paddingWarnings(injection.podResources),
     ],
   };
+}
+
+/** What capture adds to the Pod: envoy-init and its lock volume, or in CNI mode the unprivileged check alone. */
+function captureEntries(capture: CaptureDecision): InjectOptions['capture'] {
+  if (!capture.capture) return undefined;
+  if (capture.mode === CaptureMode.cni) return { initContainer: captureCheckContainer(capture.settings, capture.exclusions), volume: undefined, cni: true };
+  return { initContainer: captureInitContainer(capture.settings, capture.exclusions), volume: captureLockVolume(), cni: false };
 }
 
 /** The merge could not keep the Pod valid: it is left as it was, and says why. */

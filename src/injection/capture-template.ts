@@ -8,6 +8,16 @@ import { checkResources } from './validate-resources.js';
 /** The init container's name, and its volume's: the Pod's own of that name wins, as for every template entry. */
 export const CAPTURE_INIT_NAME = 'envoy-init';
 export const CAPTURE_LOCK_VOLUME = 'envoy-init-xtables-lock';
+/** CNI mode's unprivileged init container, which checks that the node installed the rules (capture-check.ts). */
+export const CAPTURE_CHECK_NAME = 'envoy-capture-check';
+
+/**
+ * How the rules get into a Pod (docs/design.md §11, CNI mode): envoy-init in
+ * the Pod (NET_ADMIN), the node's CNI plugin, or envoy-init except where the
+ * namespace's Pod Security level forbids it.
+ */
+export const CaptureModeSetting = { initContainer: 'initContainer', cni: 'cni', auto: 'auto' } as const;
+export type CaptureModeSetting = (typeof CaptureModeSetting)[keyof typeof CaptureModeSetting];
 
 /** The exclusions of one Pod's capture, each in the annotations' text form (comma-separated, "" for none). */
 export interface CaptureExclusions {
@@ -36,6 +46,9 @@ export const CAPTURE_EXCLUSION_KINDS: Readonly<Record<CaptureExclusionName, Capt
 export interface CaptureSettings {
   /** The envoy-init image (init/Dockerfile). */
   readonly image: string;
+  readonly mode: CaptureModeSetting;
+  /** CNI mode's check container image (the injector's own); required unless the mode is initContainer. */
+  readonly checkImage: string | undefined;
   readonly imagePullPolicy: string | undefined;
   /** The proxy's user: its connections are never redirected (no loop). */
   readonly proxyUid: number;
@@ -59,6 +72,8 @@ export const DEFAULT_CAPTURE_RESOURCES: JsonObject = {
 
 const CAPTURE_FIELDS = [
   'image',
+  'mode',
+  'checkImage',
   'imagePullPolicy',
   'proxyUid',
   'outboundPort',
@@ -94,6 +109,7 @@ export function parseCaptureSettings(value: JsonValue | undefined, proxy: JsonOb
     if (problem !== undefined) problems.add('capture.image', problem);
   }
   checkEnum(value, 'imagePullPolicy', ['Always', 'IfNotPresent', 'Never'], 'capture', problems);
+  const { mode, checkImage } = parseMode(value, problems);
   const proxyContext = objectAt(proxy, 'securityContext');
   const proxyUid = own(value, 'proxyUid') ?? (proxyContext === undefined ? undefined : own(proxyContext, 'runAsUser'));
   const uid = isNonNegativeInteger(proxyUid) && typeof proxyUid === 'number' && proxyUid <= MAX_ID ? proxyUid : undefined;
@@ -127,6 +143,8 @@ export function parseCaptureSettings(value: JsonValue | undefined, proxy: JsonOb
   }
   return {
     image: imageText,
+    mode,
+    checkImage,
     imagePullPolicy: stringAt(value, 'imagePullPolicy'),
     proxyUid: uid,
     outboundPort,
@@ -136,6 +154,23 @@ export function parseCaptureSettings(value: JsonValue | undefined, proxy: JsonOb
     defaults,
     resources,
   };
+}
+
+/** `mode` (default initContainer) and, for the modes that may use CNI, the check container's image. */
+function parseMode(section: JsonObject, problems: ProblemList): { mode: CaptureModeSetting; checkImage: string | undefined } {
+  const modes = Object.values(CaptureModeSetting);
+  const given = own(section, 'mode') ?? CaptureModeSetting.initContainer;
+  const mode = modes.find((entry) => entry === given);
+  if (mode === undefined) problems.add('capture.mode', `${describeValue(given)} is not one of ${modes.join(', ')}`);
+  const checkImage = own(section, 'checkImage');
+  if (checkImage !== undefined && (typeof checkImage !== 'string' || checkImage === '')) problems.add('capture.checkImage', 'must be an image name');
+  else if (typeof checkImage === 'string') {
+    const problem = imageProblem(checkImage);
+    if (problem !== undefined) problems.add('capture.checkImage', problem);
+  } else if (mode !== undefined && mode !== CaptureModeSetting.initContainer) {
+    problems.add('capture.checkImage', `required when mode is ${mode} (the image of ${CAPTURE_CHECK_NAME}: the injector's own)`);
+  }
+  return { mode: mode ?? CaptureModeSetting.initContainer, checkImage: typeof checkImage === 'string' ? checkImage : undefined };
 }
 
 function isPort(value: JsonValue | undefined): value is number {

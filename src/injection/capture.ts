@@ -1,5 +1,13 @@
 import { captureListProblem } from './capture-grammar.js';
-import { CAPTURE_EXCLUSION_KINDS, CAPTURE_INIT_NAME, CAPTURE_LOCK_VOLUME, type CaptureExclusionName, type CaptureExclusions, type CaptureSettings } from './capture-template.js';
+import {
+  CAPTURE_EXCLUSION_KINDS,
+  CAPTURE_INIT_NAME,
+  CAPTURE_LOCK_VOLUME,
+  CaptureModeSetting,
+  type CaptureExclusionName,
+  type CaptureExclusions,
+  type CaptureSettings,
+} from './capture-template.js';
 import { arrayAt, describeValue, entryName, isJsonObject, objectAt, own, type JsonObject } from './json.js';
 import { Annotations, PodSecurityLabel } from './names.js';
 import type { SidecarTemplate } from './parse-template.js';
@@ -17,9 +25,14 @@ export const CaptureReason = {
 } as const;
 export type CaptureReason = (typeof CaptureReason)[keyof typeof CaptureReason];
 
+/** How a captured Pod gets its rules: envoy-init in the Pod, or the node's CNI plugin (docs/design.md §11, CNI mode). */
+export const CaptureMode = { initContainer: 'initContainer', cni: 'cni' } as const;
+export type CaptureMode = (typeof CaptureMode)[keyof typeof CaptureMode];
+
 export type CaptureDecision =
   | {
       readonly capture: true;
+      readonly mode: CaptureMode;
       readonly reason: CaptureReason;
       readonly message: string;
       readonly settings: CaptureSettings;
@@ -49,8 +62,9 @@ export interface CaptureInput {
  * Decides whether an injected Pod's traffic is captured (docs/design.md §11):
  * the Pod's annotation, else the template's default; never for hostNetwork
  * Pods (the rules would land in the node's network), nor when the Pod keeps
- * its own container of the proxy's name, nor where Pod Security
- * forbids NET_ADMIN (the API server would refuse the Pod after our patch).
+ * its own container of the proxy's name, nor, in initContainer mode, where
+ * Pod Security forbids NET_ADMIN (the API server would refuse the Pod after
+ * our patch); `auto` turns to CNI mode there, `cni` always is.
  * A bad annotation is ignored with a warning; nothing here refuses a Pod.
  */
 export function decideCapture(input: CaptureInput): CaptureDecision {
@@ -85,16 +99,20 @@ export function decideCapture(input: CaptureInput): CaptureDecision {
   }
   const labels = input.namespaceLabels ?? {};
   const level = Object.hasOwn(labels, PodSecurityLabel.enforce) ? labels[PodSecurityLabel.enforce] : undefined;
-  if (level !== undefined && PodSecurityLabel.forbiddingCapture.some((forbidding) => forbidding === level)) {
-    const message = `namespace "${input.namespace}" enforces Pod Security "${level}" (${PodSecurityLabel.enforce}), which forbids the NET_ADMIN capability traffic capture needs`;
+  const forbidden = level !== undefined && PodSecurityLabel.forbiddingCapture.some((forbidding) => forbidding === level);
+  const forbids = `namespace "${input.namespace}" enforces Pod Security "${level ?? ''}" (${PodSecurityLabel.enforce}), which forbids the NET_ADMIN capability`;
+  if (forbidden && settings.mode === CaptureModeSetting.initContainer) {
+    const message = `${forbids} traffic capture needs`;
     return off(CaptureReason.podSecurity, message, `${message}: the Pod was injected without traffic capture`);
   }
 
   warnings.push(...proxyUidClashes(input.pod, settings.proxyUid));
   const exclusions = resolveExclusions(annotations, settings.defaults, warnings);
   const reason = asked === true ? CaptureReason.annotationTrue : CaptureReason.templateDefault;
-  const message = asked === true ? `the Pod is annotated ${Annotations.capture}: "true"` : `capture is on by default (template "${input.template.name}")`;
-  return { capture: true, reason, message, settings, exclusions, warnings };
+  const why = asked === true ? `the Pod is annotated ${Annotations.capture}: "true"` : `capture is on by default (template "${input.template.name}")`;
+  const mode = settings.mode === CaptureModeSetting.cni || (settings.mode === CaptureModeSetting.auto && forbidden) ? CaptureMode.cni : CaptureMode.initContainer;
+  const message = settings.mode === CaptureModeSetting.auto && forbidden ? `${why}; in CNI mode: ${forbids} envoy-init needs` : why;
+  return { capture: true, mode, reason, message, settings, exclusions, warnings };
 }
 
 /**

@@ -15,6 +15,7 @@ export * from './admit-pod.js';
 export * from './capture-grammar.js';
 export * from './capture-template.js';
 export * from './capture.js';
+export * from './capture-check.js';
 export * from './label-selector.js';
 export * from './namespace-metadata.js';
 export * from './lifecycle-template.js';

@@ -1,6 +1,6 @@
 import { arrayAt, entryName, isJsonObject, objectAt, own, type JsonObject } from './json.js';
 import { jsonPointer } from './json-pointer.js';
-import { CAPTURE_INIT_NAME } from './capture-template.js';
+import { CAPTURE_CHECK_NAME, CAPTURE_INIT_NAME } from './capture-template.js';
 import { Annotations } from './names.js';
 import type { PatchOperation } from './inject-pod.js';
 
@@ -11,7 +11,8 @@ import type { PatchOperation } from './inject-pod.js';
  * sidecars) stays first, so no init container runs before the rules have a
  * proxy behind them, or before the proxy is up; with classic ones, envoy-init
  * stays last, so no init container runs after the rules without a proxy
- * (which starts only after every init container). Read from the Pod alone: our
+ * (which starts only after every init container); CNI mode's check, in its
+ * place, stays last too. Read from the Pod alone: our
  * status names what we added (`initContainers`: first those put first, then
  * those appended), and the restartable ones are the sidecars. Returns the
  * patch that restores it (the whole list, reordered), or none when the order
@@ -32,7 +33,7 @@ export function restoreInitOrder(pod: JsonObject): PatchOperation[] {
     wanted = [...leading, ...entries.filter((entry) => !lead.includes(entryName(entry) ?? ''))];
   } else {
     const last = ours.at(-1);
-    const capture = last === CAPTURE_INIT_NAME ? byName.get(last) : undefined;
+    const capture = last === CAPTURE_INIT_NAME || last === CAPTURE_CHECK_NAME ? byName.get(last) : undefined;
     if (capture === undefined) return [];
     wanted = [...entries.filter((entry) => entry !== capture), capture];
   }

@@ -23,6 +23,8 @@ export interface InjectionStatus {
   readonly initContainers: readonly string[];
   readonly volumes: readonly string[];
   readonly imagePullSecrets: readonly string[];
+  /** CNI mode only (docs/design.md §11): what the node agent installs the rules for. */
+  readonly captureMode?: 'cni';
 }
 
 /** A template entry left out because the Pod already had that name. */
@@ -60,9 +62,10 @@ export interface InjectOptions {
    * Traffic capture: the envoy-init container and its volume. It runs after
    * every other init container with classic sidecars (the Pod's own init
    * containers would find no proxy behind the rules), and first, before the
-   * proxy, with native ones.
+   * proxy, with native ones. In CNI mode it is the check container, without
+   * a volume, and the status says the mode.
    */
-  readonly capture?: { readonly initContainer: JsonObject; readonly volume: JsonObject } | undefined;
+  readonly capture?: { readonly initContainer: JsonObject; readonly volume: JsonObject | undefined; readonly cni: boolean } | undefined;
   /** Classic sidecars holding the app: the proxy goes first in `containers`, so the kubelet starts it first. */
   readonly proxyFirst?: boolean;
   /**
@@ -114,7 +117,8 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
   );
   const templateInits = pickNew('initContainers', template.initContainers, takenContainerNames);
   const captureInits = options.capture === undefined ? [] : pickNew('initContainers', [options.capture.initContainer], takenContainerNames);
-  const volumes = pickNew('volumes', options.capture === undefined ? template.volumes : [...template.volumes, options.capture.volume], namesIn('volumes'));
+  const captureVolume = options.capture?.volume;
+  const volumes = pickNew('volumes', captureVolume === undefined ? template.volumes : [...template.volumes, captureVolume], namesIn('volumes'));
   const pullSecrets = pickNew('imagePullSecrets', template.imagePullSecrets, namesIn('imagePullSecrets'));
 
   const nativeSidecars = options.nativeSidecar ? sidecars.map((container) => ({ ...container, restartPolicy: 'Always' })) : [];
@@ -146,6 +150,7 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
     initContainers: [...firstInits, ...lastInits].map(nameOf),
     volumes: volumes.map(nameOf),
     imagePullSecrets: pullSecrets.map(nameOf),
+    ...(options.capture?.cni === true ? { captureMode: 'cni' } : {}),
   };
   const annotations = patchAnnotations(pod, status, template.safeToEvictLocalVolumes ? volumes : [], proxyFirst.length > 0);
   const labels: Record<string, string> = { [InjectedLabel.key]: InjectedLabel.value };

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { TemplateError } from '../errors.js';
-import { CAPTURE_INIT_NAME, CAPTURE_LOCK_VOLUME, parseCaptureSettings, type CaptureSettings } from './capture-template.js';
+import { CAPTURE_CHECK_NAME, CAPTURE_INIT_NAME, CAPTURE_LOCK_VOLUME, CaptureModeSetting, parseCaptureSettings, type CaptureSettings } from './capture-template.js';
 import { parseLifecycleSettings, type LifecycleSettings } from './lifecycle-template.js';
 import { entryName, isJsonObject, own, stringAt, type JsonObject, type JsonValue } from './json.js';
 import { DEFAULT_TEMPLATE_NAME } from './names.js';
@@ -103,9 +103,11 @@ function buildTemplate(name: string, content: JsonObject): SidecarTemplate | str
   const capture = parseCaptureSettings(own(content, 'capture'), list('containers')[0]);
   const proxyLifecycle = parseLifecycleSettings(own(content, 'proxyLifecycle'));
   const problems = [...findTemplateProblems(content), ...(Array.isArray(capture) ? capture : []), ...(Array.isArray(proxyLifecycle) ? proxyLifecycle : [])];
-  // Capture adds these two by name: a template's own of the same name would take their place.
+  // Capture adds these by name: a template's own of the same name would take their place.
   if (capture !== undefined && !Array.isArray(capture)) {
-    for (const [field, taken] of [['containers', CAPTURE_INIT_NAME], ['initContainers', CAPTURE_INIT_NAME], ['volumes', CAPTURE_LOCK_VOLUME]] as const) {
+    // CNI mode adds its check instead (docs/design.md §11).
+    const check = capture.mode === CaptureModeSetting.initContainer ? [] : ([['containers', CAPTURE_CHECK_NAME], ['initContainers', CAPTURE_CHECK_NAME]] as const);
+    for (const [field, taken] of [['containers', CAPTURE_INIT_NAME], ['initContainers', CAPTURE_INIT_NAME], ['volumes', CAPTURE_LOCK_VOLUME], ...check] as const) {
       if (list(field).some((entry) => entryName(entry) === taken)) problems.push(`${field}: "${taken}" is the name traffic capture adds; rename it, or remove the capture section`);
     }
   }

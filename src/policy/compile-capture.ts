@@ -3,8 +3,10 @@ import {
   CAPTURE_EXCLUSION_ANNOTATIONS,
   CAPTURE_EXCLUSION_KINDS,
   CIDR_LIST_PATTERN,
+  captureCheckContainer,
   captureInitContainer,
   captureLockVolume,
+  CaptureModeSetting,
   entryName,
   MAX_CAPTURE_LIST_LENGTH,
   PodSecurityLabel,
@@ -19,7 +21,8 @@ import { celDyn, celMap, celString, celValue } from './cel-literal.js';
 
 /**
  * Traffic capture in policy mode (docs/design.md §11): the same decision as
- * decideCapture and the same envoy-init container as captureInitContainer,
+ * decideCapture and the same envoy-init container as captureInitContainer
+ * (or, in CNI mode, check container as captureCheckContainer),
  * in CEL. The exclusions are checked with the very patterns of
  * capture-grammar.ts, and the container is the webhook's own, with the
  * rule script's exclusion arguments made expressions.
@@ -30,17 +33,16 @@ const EXCLUSIONS = Object.keys(CAPTURE_EXCLUSION_KINDS) as CaptureExclusionName[
 /** `captureExcludeOutboundCidrs` ...: the annotation, an optional string. */
 const variableOf = (name: CaptureExclusionName): string => `capture${name.charAt(0).toUpperCase()}${name.slice(1)}`;
 
-/** The variables every template's capture reads: the Pod's annotations, hostNetwork, the namespace's Pod Security level. */
+/** The variables every template's capture reads: the Pod's annotations, hostNetwork, the namespace's Pod Security level (`captureForbidden`: NET_ADMIN refused). */
 export function captureSharedVariables(entries: readonly SidecarTemplate[]): JsonObject[] {
   if (!entries.some((template) => template.capture !== undefined)) return [];
   const forbidding = celValue([...PodSecurityLabel.forbiddingCapture]);
   const list: JsonObject[] = [
     { name: 'captureAnnotation', expression: `variables.annotations[?${celString(Annotations.capture)}].orValue("")` },
+    { name: 'captureNotHostNetwork', expression: '!(has(object.spec.hostNetwork) && object.spec.hostNetwork)' },
     {
-      name: 'captureAllowed',
-      expression:
-        '!(has(object.spec.hostNetwork) && object.spec.hostNetwork) && ' +
-        `!(has(namespaceObject.metadata.labels) && namespaceObject.metadata.labels[?${celString(PodSecurityLabel.enforce)}].orValue("") in ${forbidding})`,
+      name: 'captureForbidden',
+      expression: `has(namespaceObject.metadata.labels) && namespaceObject.metadata.labels[?${celString(PodSecurityLabel.enforce)}].orValue("") in ${forbidding}`,
     },
   ];
   for (const name of EXCLUSIONS) {
@@ -55,12 +57,16 @@ export function captureSharedVariables(entries: readonly SidecarTemplate[]): Jso
   return list;
 }
 
-/** One template's capture: whether it applies, the init container and the volume it adds (none for a template that cannot capture). */
+/**
+ * One template's capture: whether it applies, whether in CNI mode, the init
+ * container (envoy-init, or CNI mode's check) and the volume it adds (none in
+ * CNI mode, none for a template that cannot capture).
+ */
 export function captureTemplateVariables(template: SidecarTemplate, prefix: string): JsonObject[] {
   const { capture } = template;
   if (capture === undefined) return [];
   const wanted = `variables.captureAnnotation == "true" || (variables.captureAnnotation != "false" && ${String(capture.enabled)})`;
-  // The webhook's container with placeholders, whose args become expressions below.
+  // The webhook's containers with placeholders, whose args become expressions below.
   const placeholder = (name: CaptureExclusionName): string => `\u0000${name}\u0000`;
   const placeholders: CaptureExclusions = {
     excludeOutboundCidrs: placeholder('excludeOutboundCidrs'),
@@ -68,16 +74,23 @@ export function captureTemplateVariables(template: SidecarTemplate, prefix: stri
     excludeInboundPorts: placeholder('excludeInboundPorts'),
     includeInboundPorts: placeholder('includeInboundPorts'),
   };
-  const init = captureInitContainer(capture, placeholders);
-  const entries = Object.entries(init).map(([key, value]) => ({ key, expression: celDyn(key === 'args' ? argsExpression(init["args"], capture.defaults) : celValue(value ?? null)) }));
-  const volume = captureLockVolume();
+  const container = (entry: JsonObject): string =>
+    `[${celMap(Object.entries(entry).map(([key, value]) => ({ key, expression: celDyn(key === 'args' ? argsExpression(entry['args'], capture.defaults) : celValue(value ?? null)) })))}]`;
+  const init = container(captureInitContainer(capture, placeholders));
+  const check = container(captureCheckContainer(capture, placeholders));
+  const volume = `[${celValue(captureLockVolume())}]`;
   // As the webhook: the Pod's own container of the proxy's name means no proxy of ours behind the rules.
   const proxyName = entryName(template.containers[0]);
   const proxyInjected = proxyName === undefined ? 'true' : `!(${celString(proxyName)} in variables.containerNames)`;
+  const allowed = capture.mode === CaptureModeSetting.initContainer ? '!variables.captureForbidden' : 'true';
+  const cni = { [CaptureModeSetting.initContainer]: 'false', [CaptureModeSetting.cni]: 'true', [CaptureModeSetting.auto]: 'variables.captureForbidden' }[capture.mode];
+  const capturing = `variables.${prefix}Capture`;
+  const inCni = `variables.${prefix}CaptureCni`;
   return [
-    { name: `${prefix}Capture`, expression: `(${wanted}) && variables.captureAllowed && ${proxyInjected}` },
-    { name: `${prefix}CaptureInit`, expression: `variables.${prefix}Capture ? [${celMap(entries)}].filter(e, !(e.name in variables.containerNames)) : []` },
-    { name: `${prefix}CaptureVolume`, expression: `variables.${prefix}Capture ? [${celValue(volume)}].filter(e, !(e.name in variables.volumeNames)) : []` },
+    { name: `${prefix}Capture`, expression: `(${wanted}) && variables.captureNotHostNetwork && ${allowed} && ${proxyInjected}` },
+    { name: `${prefix}CaptureCni`, expression: `${capturing} && ${cni}` },
+    { name: `${prefix}CaptureInit`, expression: `!${capturing} ? [] : (${inCni} ? ${check} : ${init}).filter(e, !(e.name in variables.containerNames))` },
+    { name: `${prefix}CaptureVolume`, expression: `${capturing} && !${inCni} ? ${volume}.filter(e, !(e.name in variables.volumeNames)) : []` },
   ];
 }
 
@@ -98,8 +111,10 @@ function argsExpression(args: JsonValue | undefined, defaults: CaptureExclusions
 export interface CaptureLists {
   readonly init: string;
   readonly volume: string;
+  /** True in CNI mode: the status says `"captureMode":"cni"`. */
+  readonly cni: string;
 }
 
 export function captureLists(template: SidecarTemplate, prefix: string): CaptureLists | undefined {
-  return template.capture === undefined ? undefined : { init: `variables.${prefix}CaptureInit`, volume: `variables.${prefix}CaptureVolume` };
+  return template.capture === undefined ? undefined : { init: `variables.${prefix}CaptureInit`, volume: `variables.${prefix}CaptureVolume`, cni: `variables.${prefix}CaptureCni` };
 }

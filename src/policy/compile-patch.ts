@@ -1,4 +1,4 @@
-import { Annotations, CAPTURE_INIT_NAME, CAPTURE_LOCK_VOLUME, InjectedLabel, type SidecarTemplate } from '../injection/index.js';
+import { Annotations, CAPTURE_CHECK_NAME, CAPTURE_INIT_NAME, CAPTURE_LOCK_VOLUME, InjectedLabel, type SidecarTemplate } from '../injection/index.js';
 import { captureLists, type CaptureLists } from './compile-capture.js';
 import { reorderOps } from './compile-order.js';
 import { classicContainerLists, safeToEvictCandidates } from './compile-lifecycle.js';
@@ -71,12 +71,14 @@ export function statusText(template: SidecarTemplate, prefix: string): string {
   const v = (name: string): string => `variables.${prefix}${name}`;
   const entries = [...template.containers, ...template.initContainers, ...template.volumes, ...template.imagePullSecrets];
   // Capture adds its init container and lock volume: their names can land in the status too.
-  const known = [...entries.map((entry) => String(entry['name'])), ...(template.capture === undefined ? [] : [CAPTURE_INIT_NAME, CAPTURE_LOCK_VOLUME])];
+  const known = [...entries.map((entry) => String(entry['name'])), ...(template.capture === undefined ? [] : [CAPTURE_INIT_NAME, CAPTURE_LOCK_VOLUME, CAPTURE_CHECK_NAME])];
   const encoded = celMap([...new Set(known)].map((name) => ({ key: name, expression: celString(JSON.stringify(name)) })));
   const names = (list: string): string => `${list}.map(e, ${encoded}[e.name]).join(",")`;
   const native = v('Native');
   const head = JSON.stringify({ template: template.name, hash: template.hash }).slice(0, -1);
-  const { leading, trailing, volumes } = patchLists(v, captureLists(template, prefix));
+  const capture = captureLists(template, prefix);
+  const { leading, trailing, volumes } = patchLists(v, capture);
+  const end = capture === undefined ? celString(']}') : `(${capture.cni} ? ${celString('],"captureMode":"cni"}')} : ${celString(']}')})`;
   return [
     celString(`${head},"containers":[`),
     `(${native} ? "" : ${names(v('Containers'))})`,
@@ -86,7 +88,7 @@ export function statusText(template: SidecarTemplate, prefix: string): string {
     names(volumes),
     celString('],"imagePullSecrets":['),
     names(v('PullSecrets')),
-    celString(']}'),
+    end,
   ].join(' + ');
 }
 

@@ -183,6 +183,7 @@ function addMutateRoute(app: App, deps: AppDependencies): void {
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     deps.metrics.recordAdmission(outcome.result, outcome.reason, seconds);
     if (outcome.warnings.length > 0) deps.metrics.admissionWarnings.labels(outcome.result).inc();
+    if (outcome.result === 'injected' && outcome.capture?.capture === true) deps.metrics.capturedPods.labels(outcome.capture.mode).inc();
     if (request.log.isLevelEnabled('debug')) logAdmission(request.log, admission, outcome, seconds);
     return reply.send(outcome.review);
   });

@@ -1,6 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { WorkloadEventRecorder } from '../events/event-series.js';
-import { Reason } from '../injection/index.js';
+import { CaptureMode, Reason } from '../injection/index.js';
 import type { TemplateReloadRecorder } from '../state/template-store.js';
 
 /** Why a request ended in an error, beside the decision reasons: a fixed set, never free text. */
@@ -80,6 +80,13 @@ export class InjectorMetrics implements TemplateReloadRecorder, WorkloadEventRec
     name: 'envoy_injector_admission_warnings_total',
     help: 'AdmissionReviews answered with at least one warning (an override not applied, a name the Pod already uses, a template problem), by result.',
     labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+
+  readonly capturedPods = new Counter({
+    name: 'envoy_injector_captured_pods_total',
+    help: 'Pods injected with traffic capture, by mode: initContainer (envoy-init in the Pod) or cni (the node installs the rules, the Pod checks them).',
+    labelNames: ['mode'] as const,
     registers: [this.registry],
   });
 
@@ -209,6 +216,7 @@ export class InjectorMetrics implements TemplateReloadRecorder, WorkloadEventRec
     for (const [result, reasons] of Object.entries(ADMISSION_REASONS)) for (const reason of reasons) this.admissionRequests.labels(result, reason).inc(0);
     // Warnings come with an answer that injects or skips; an error answer has none.
     for (const result of ['injected', 'skipped']) this.admissionWarnings.labels(result).inc(0);
+    for (const mode of Object.values(CaptureMode)) this.capturedPods.labels(mode).inc(0);
   }
 
   // Label children by key: resolving labels on every admission is measurable at thousands per second.

@@ -312,7 +312,7 @@ function randomPods(count: number, seed: number): ParityCase[] {
   });
 }
 
-/** Traffic capture (issue 26): each switch and exclusion, bad values, hostNetwork, Pod Security, names taken, native and classic. */
+/** Traffic capture (issue 26): each switch and exclusion, bad values, hostNetwork, Pod Security, names taken, native and classic; CNI mode and auto (issue 37). */
 function captureCases(): ParityCase[] {
   const CAPTURE = 'envoy-injector.io/capture';
   const x = (name: string): string => `envoy-injector.io/capture-${name}`;
@@ -358,6 +358,15 @@ function captureCases(): ParityCase[] {
     c('a template on by default, "false"', 'enabled', { [TEMPLATE]: 'capture-on', [CAPTURE]: 'false' }),
     c('a template on by default, in a baseline namespace', 'baseline', { [TEMPLATE]: 'capture-on' }),
     c('a template that cannot capture, asked for', 'enabled', { [TEMPLATE]: 'debug', [CAPTURE]: 'true' }),
+    // CNI mode (issue 37): the check container instead of envoy-init, the status's captureMode.
+    c('CNI mode: the check, no lock volume', 'enabled', { [TEMPLATE]: 'capture-cni', [CAPTURE]: 'true', [x('exclude-outbound-ports')]: '5432' }),
+    c('CNI mode in a baseline namespace: captured all the same', 'baseline', { [TEMPLATE]: 'capture-cni', [CAPTURE]: 'true' }),
+    c('CNI mode, native, with init containers of its own: the check first', 'enabled', { [TEMPLATE]: 'capture-cni', [CAPTURE]: 'true', [NATIVE]: 'true' }, { initContainers: [{ name: 'migrate', image: 'registry.example/migrate:1' }] }),
+    c('CNI mode, the Pod has its own envoy-capture-check: kept', 'enabled', { [TEMPLATE]: 'capture-cni', [CAPTURE]: 'true' }, { initContainers: [{ name: 'envoy-capture-check', image: 'registry.example/mine:1' }] }),
+    c('CNI mode, hostNetwork: never captured', 'plain', { [TEMPLATE]: 'capture-cni', [INJECT]: 'true', [CAPTURE]: 'true' }, { hostNetwork: true }),
+    c('auto: envoy-init where allowed', 'enabled', { [TEMPLATE]: 'capture-auto' }),
+    c('auto in a baseline namespace: CNI mode', 'baseline', { [TEMPLATE]: 'capture-auto' }),
+    c('auto in a baseline namespace, "false"', 'baseline', { [TEMPLATE]: 'capture-auto', [CAPTURE]: 'false' }),
   ];
 }
 

@@ -7,7 +7,7 @@ import { runCliCaptured } from './run-cli.js';
  */
 export const CLI_REFERENCE_PATH = 'docs/reference/cli.md';
 
-export const COMMANDS = ['serve', 'inject', 'explain', 'status', 'policy', 'certs'] as const;
+export const COMMANDS = ['serve', 'inject', 'explain', 'status', 'policy', 'certs', 'check-capture', 'cni-agent'] as const;
 export type CommandName = (typeof COMMANDS)[number];
 
 async function helpOf(args: string[]): Promise<string> {

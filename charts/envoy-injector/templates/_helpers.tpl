@@ -247,6 +247,11 @@ safeToEvictLocalVolumes: {{ $p.safeToEvictLocalVolumes }}
 {{- /* The rules let the proxy's user through: without a known uid the template cannot capture. */}}
 capture:
   image: {{ include "envoy-injector.captureImage" . | quote }}
+{{- if ne $p.capture.mode "initContainer" }}
+  mode: {{ $p.capture.mode }}
+  {{- /* CNI mode's check runs the injector's own check-capture. */}}
+  checkImage: {{ include "envoy-injector.image" . | quote }}
+{{- end }}
   imagePullPolicy: {{ $p.capture.image.pullPolicy }}
   outboundPort: {{ $p.capture.outboundPort }}
   inboundPort: {{ $p.capture.inboundPort }}

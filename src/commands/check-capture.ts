@@ -1,0 +1,150 @@
+import { readFile } from 'node:fs/promises';
+import { createConnection, createServer, type Server, type Socket } from 'node:net';
+import { networkInterfaces } from 'node:os';
+import { parseArgs } from 'node:util';
+import { UsageError } from '../errors.js';
+import { captureListProblem, CheckCaptureExit, listItems } from '../injection/index.js';
+import { probeTarget, type ProbeTarget } from './capture-probe-target.js';
+import type { CommandIo } from './io.js';
+
+export const CHECK_CAPTURE_HELP = `Usage: envoy-injector check-capture [RULE ARGUMENTS] [--timeout-seconds N]
+
+CNI mode's check (the init container envoy-capture-check): whether the node
+installed the capture rules in this network namespace. Listens on the outbound
+port, connects to an IPv4 address and port the rules redirect, and waits at
+most --timeout-seconds for that connection to arrive at its own listener.
+
+Exit codes: ${CheckCaptureExit.redirected} redirected; ${CheckCaptureExit.notRedirected} not redirected (the Pod must not run
+uncaptured; the node agent deletes such Pods); ${CheckCaptureExit.usage} bad arguments.
+
+Options (the rule script init/capture-rules.sh's arguments, every one required):
+  --proxy-uid=UID                 the proxy's user
+  --outbound-port=PORT            where the rules send outbound TCP (the check listens there)
+  --inbound-port=PORT             where the rules send inbound TCP
+  --proxy-ports=LIST              the proxy's own ports, never redirected
+  --exclude-outbound-cidrs=LIST   CIDRs outbound TCP goes to straight
+  --exclude-outbound-ports=LIST   ports outbound TCP goes to straight
+  --exclude-inbound-ports=LIST    inbound ports not redirected
+  --include-inbound-ports=LIST    when not empty, the only inbound ports redirected
+  --timeout-seconds N             how long to wait for the redirected connection (1-60, default 5)
+  -h, --help
+`;
+
+const RULE_ARGS = ['proxy-uid', 'outbound-port', 'inbound-port', 'proxy-ports', 'exclude-outbound-cidrs', 'exclude-outbound-ports', 'exclude-inbound-ports', 'include-inbound-ports'] as const;
+
+interface CheckSettings {
+  readonly outboundPort: number;
+  readonly excludedCidrs: readonly string[];
+  readonly excludedPorts: readonly number[];
+  readonly timeoutMs: number;
+}
+
+export async function runCheckCapture(args: readonly string[], io: CommandIo): Promise<number> {
+  const options = Object.fromEntries([...RULE_ARGS, 'timeout-seconds'].map((name) => [name, { type: 'string' as const }]));
+  const { values } = parseArgs({ args: [...args], options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true });
+  if (values['help'] === true) {
+    io.stdout.write(CHECK_CAPTURE_HELP);
+    return 0;
+  }
+  const settings = checkSettings(values);
+  const target = probeTarget({
+    routes: await readFile('/proc/net/route', 'utf8').catch(() => ''),
+    ownAddresses: Object.values(networkInterfaces()).flatMap((list) => (list ?? []).filter((entry) => entry.family === 'IPv4').map((entry) => entry.address)),
+    excludedCidrs: settings.excludedCidrs,
+    excludedPorts: settings.excludedPorts,
+  });
+  if (target === undefined) {
+    io.stderr.write('envoy-capture-check: no IPv4 route a redirected connection could take (IPv6-only Pods are not checked)\n');
+    return CheckCaptureExit.notRedirected;
+  }
+  const problem = await redirectProblem(settings, target);
+  if (problem === undefined) {
+    io.stdout.write(`envoy-capture-check: ${target.address}:${target.port} is redirected to port ${settings.outboundPort}\n`);
+    return CheckCaptureExit.redirected;
+  }
+  io.stderr.write(`envoy-capture-check: TCP to ${target.address}:${target.port} is not redirected to port ${settings.outboundPort} (${problem}): the node's CNI plugin did not install the capture rules\n`);
+  return CheckCaptureExit.notRedirected;
+}
+
+/** Every rule argument is required, as the rule script wants; the lists are checked with the webhook's grammar. */
+function checkSettings(values: Record<string, string | boolean | undefined>): CheckSettings {
+  const text = (name: string): string => {
+    const value = values[name];
+    if (typeof value !== 'string') throw new UsageError(`--${name}: required (check-capture takes every argument of the rule script)`);
+    return value;
+  };
+  const port = (name: string, value: string): number => {
+    const problem = captureListProblem('ports', value);
+    if (problem !== undefined || value === '' || value.includes(',')) throw new UsageError(`--${name}: ${JSON.stringify(value)} is not a port (1-65535)`);
+    return Number(value);
+  };
+  const ports = (name: string): number[] => {
+    const value = text(name);
+    const problem = captureListProblem('ports', value);
+    if (problem !== undefined) throw new UsageError(`--${name}: ${problem}`);
+    return listItems(value).map(Number);
+  };
+  if (!/^[0-9]+$/.test(text('proxy-uid'))) throw new UsageError(`--proxy-uid: ${JSON.stringify(text('proxy-uid'))} is not a user id`);
+  const cidrs = text('exclude-outbound-cidrs');
+  const cidrProblem = captureListProblem('cidrs', cidrs);
+  if (cidrProblem !== undefined) throw new UsageError(`--exclude-outbound-cidrs: ${cidrProblem}`);
+  ports('exclude-inbound-ports');
+  ports('include-inbound-ports');
+  const outboundPort = port('outbound-port', text('outbound-port'));
+  port('inbound-port', text('inbound-port'));
+  const timeout = values['timeout-seconds'] ?? '5';
+  const seconds = typeof timeout === 'string' && /^[0-9]+$/.test(timeout) ? Number(timeout) : 0;
+  if (seconds < 1 || seconds > 60) throw new UsageError(`--timeout-seconds: ${JSON.stringify(timeout)} is not a number of seconds from 1 to 60`);
+  return {
+    outboundPort,
+    excludedCidrs: listItems(cidrs),
+    excludedPorts: [...ports('proxy-ports'), ...ports('exclude-outbound-ports')],
+    timeoutMs: seconds * 1000,
+  };
+}
+
+/**
+ * Listens on the outbound port and connects to the target: redirected, the
+ * connection arrives at the listener from the client's own local port (a
+ * real server at the target cannot pass for it). Undefined when it did; else
+ * what happened instead. Bounded by the settings' timeout.
+ */
+async function redirectProblem(settings: CheckSettings, target: ProbeTarget): Promise<string | undefined> {
+  const server = createServer();
+  const arrived: number[] = [];
+  let onArrival = (): void => {};
+  server.on('connection', (socket: Socket) => {
+    if (socket.remotePort !== undefined) arrived.push(socket.remotePort);
+    socket.destroy();
+    onArrival();
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen({ port: settings.outboundPort, host: '0.0.0.0' }, () => resolve());
+  });
+  const client = createConnection({ host: target.address, port: target.port });
+  client.on('error', () => {});
+  try {
+    return await new Promise<string | undefined>((resolve) => {
+      const timer = setTimeout(() => resolve(`no connection within ${settings.timeoutMs / 1000} s`), settings.timeoutMs);
+      const settle = (problem: string | undefined): void => {
+        clearTimeout(timer);
+        resolve(problem);
+      };
+      const judge = (): void => {
+        if (client.localPort !== undefined && arrived.includes(client.localPort)) settle(undefined);
+      };
+      onArrival = judge;
+      client.once('connect', judge);
+      client.once('error', (error: NodeJS.ErrnoException) => settle(error.code ?? error.message));
+      client.once('close', () => setImmediate(() => settle('the connection closed elsewhere')));
+    });
+  } finally {
+    client.destroy();
+    await closeServer(server);
+  }
+}
+
+function closeServer(server: Server): Promise<void> {
+  return new Promise((resolve) => server.close(() => resolve()));
+}

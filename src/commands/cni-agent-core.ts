@@ -1,0 +1,129 @@
+import { execFile } from 'node:child_process';
+import { readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { createServer, type Server } from 'node:net';
+import { join } from 'node:path';
+import { CNI_PLUGIN_TYPE, insertChainEntry, primaryConfigFile, removeChainEntry, type ChainEdit } from '../cni/chain-config.js';
+import { chainedResult, cniError, decideSetUp, parseShimRequest, podOfRequest, shimAnswer, type ShimRequest } from '../cni/cni-request.js';
+import type { JsonObject } from '../injection/index.js';
+
+/**
+ * The node agent's I/O around cni/ (docs/design.md §11, CNI mode): the
+ * plugin installed into the node's CNI folders and taken out again, and the
+ * shim's requests answered, the rules run in the Pod's network namespace.
+ * The Pod comes from a function, so that the agent's watch (or a test) gives it.
+ */
+
+/** CNI error code 11: "try again later" (the kubelet retries the sandbox). */
+const TRY_AGAIN = 11;
+/** Bounds the Pod's read and the rule script's run: the shim waits 10 s in all. */
+const STEP_TIMEOUT_MS = 4_000;
+
+export interface AgentDeps {
+  /** The Pod, or undefined when the API says it does not exist; throws when the API cannot be asked. */
+  readonly readPod: (namespace: string, name: string) => Promise<JsonObject | undefined>;
+  /** Installs the rules in the network namespace at this path (init/capture-rules.sh with these arguments); throws on failure. */
+  readonly runRules: (netns: string, args: readonly string[]) => Promise<void>;
+}
+
+/** The answer to one shim request: ADD installs the rules for a Pod in CNI mode and passes the previous result on; DEL and CHECK have nothing to undo. */
+export async function answerShim(request: ShimRequest, deps: AgentDeps): Promise<string> {
+  if (request.env['CNI_COMMAND'] !== 'ADD') return shimAnswer(0, '');
+  const fail = (message: string): string => shimAnswer(1, cniError(request.config, TRY_AGAIN, message));
+  const result = chainedResult(request.config);
+  if ('problem' in result) return shimAnswer(1, cniError(request.config, 1, result.problem));
+  const ref = podOfRequest(request.env);
+  // Not a Kubernetes Pod (no K8S_POD_* arguments): nothing of ours.
+  if (ref === undefined) return shimAnswer(0, result.result);
+  let pod: JsonObject | undefined;
+  try {
+    pod = await bounded(deps.readPod(ref.namespace, ref.name), `reading Pod ${ref.namespace}/${ref.name}`);
+  } catch (error) {
+    return fail(`cannot read Pod ${ref.namespace}/${ref.name} to judge its capture: ${(error as Error).message}`);
+  }
+  if (pod === undefined) return fail(`Pod ${ref.namespace}/${ref.name} not found (yet): its capture cannot be judged`);
+  const decision = decideSetUp(pod);
+  if (decision.kind === 'error') return fail(`Pod ${ref.namespace}/${ref.name}: ${decision.message}`);
+  if (decision.kind === 'capture') {
+    const netns = request.env['CNI_NETNS'] ?? '';
+    try {
+      await bounded(deps.runRules(netns, decision.args), 'installing the capture rules');
+    } catch (error) {
+      return fail(`Pod ${ref.namespace}/${ref.name}: the capture rules failed in ${netns}: ${(error as Error).message}`);
+    }
+  }
+  return shimAnswer(0, result.result);
+}
+
+function bounded<T>(promise: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: no answer within ${STEP_TIMEOUT_MS / 1000} s`)), STEP_TIMEOUT_MS)));
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** The rule script run in the namespace at `netns` with nsenter (the agent's own iptables; only the network namespace changes). */
+export function rulesRunner(script: string): AgentDeps['runRules'] {
+  return (netns, args) =>
+    new Promise((resolve, reject) => {
+      execFile('nsenter', [`--net=${netns}`, 'sh', script, ...args], { timeout: STEP_TIMEOUT_MS }, (error, _stdout, stderr) =>
+        error === null ? resolve() : reject(new Error(stderr.trim().split('\n').at(-1) ?? error.message)),
+      );
+    });
+}
+
+/** Serves the shim on a Unix socket: one request per connection, answered when the shim has sent it all. */
+export async function serveShim(socketPath: string, deps: AgentDeps): Promise<Server> {
+  await rm(socketPath, { force: true });
+  const server = createServer({ allowHalfOpen: true }, (connection) => {
+    const chunks: Buffer[] = [];
+    connection.on('data', (chunk: Buffer) => chunks.push(chunk));
+    connection.on('error', () => connection.destroy());
+    connection.on('end', () => {
+      void answerShim(parseShimRequest(Buffer.concat(chunks).toString('utf8')), deps).then((answer) => connection.end(answer));
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(socketPath, () => resolve());
+  });
+  return server;
+}
+
+export interface PluginPlaces {
+  /** The shim binary to copy (in the agent's image). */
+  readonly plugin: string;
+  readonly binDir: string;
+  readonly confDir: string;
+  readonly agentSocket: string;
+}
+
+/** Copies the shim into the CNI binary folder and puts our entry last in the primary configuration; both atomically (a file beside, then a rename). */
+export async function installPlugin(places: PluginPlaces): Promise<ChainEdit & { file?: string }> {
+  const target = join(places.binDir, CNI_PLUGIN_TYPE);
+  // Copied when absent or different (a new agent's): the runtime may exec it at any moment, hence the rename.
+  const [source, present] = await Promise.all([readFile(places.plugin), readFile(target).catch(() => undefined)]);
+  if (present === undefined || !source.equals(present)) {
+    await writeFile(`${target}.tmp`, source, { mode: 0o755 });
+    await rename(`${target}.tmp`, target);
+  }
+  return editPrimary(places.confDir, (text) => insertChainEntry(text, { type: CNI_PLUGIN_TYPE, agentSocket: places.agentSocket }));
+}
+
+/** Takes our entry out of the primary configuration and the shim out of the binary folder. */
+export async function uninstallPlugin(places: PluginPlaces): Promise<ChainEdit & { file?: string }> {
+  const edit = await editPrimary(places.confDir, removeChainEntry);
+  await rm(join(places.binDir, CNI_PLUGIN_TYPE), { force: true });
+  return edit;
+}
+
+async function editPrimary(confDir: string, change: (text: string) => ChainEdit): Promise<ChainEdit & { file?: string }> {
+  const file = primaryConfigFile(await readdir(confDir));
+  if (file === undefined) return { problem: `no CNI configuration in ${confDir}` };
+  const path = join(confDir, file);
+  const edit = change(await readFile(path, 'utf8'));
+  // The runtime reads every file of the folder: the temporary one must not look like a configuration.
+  if ('changed' in edit && edit.changed) {
+    await writeFile(join(confDir, `.${file}.envoy-injector`), edit.text, { mode: 0o644 });
+    await rename(join(confDir, `.${file}.envoy-injector`), path);
+  }
+  return { ...edit, file };
+}

@@ -1,0 +1,163 @@
+import { rm, writeFile } from 'node:fs/promises';
+import type { Server } from 'node:net';
+import { parseArgs } from 'node:util';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { CAPTURE_REPAIRED_REASON, needsRepair, repairNote } from '../cni/repair.js';
+import { UsageError } from '../errors.js';
+import { isJsonObject, type JsonObject } from '../injection/index.js';
+import { connectToCluster } from '../kube/cluster-connection.js';
+import { kubeJson, KubeRequestError } from '../kube/kube-json.js';
+import { installPlugin, rulesRunner, serveShim, uninstallPlugin, type PluginPlaces } from './cni-agent-core.js';
+import type { CommandIo } from './io.js';
+
+export const CNI_AGENT_HELP = `Usage: envoy-injector cni-agent --node-name NAME [options]
+
+The node agent of capture in CNI mode (a DaemonSet Pod, privileged, host network
+and PID): installs the plugin envoy-injector-cni into the node's CNI folders and
+keeps it last in the primary configuration's chain, answers the plugin's requests
+(the capture rules run in the Pods' network namespaces), deletes Pods of the node
+whose envoy-capture-check found no rules, and takes the plugin out on SIGTERM.
+
+Options:
+  --node-name NAME     the node this agent runs on (NODE_NAME)
+  --cni-bin-dir DIR    the CNI binary folder as mounted (default /host/opt/cni/bin)
+  --cni-conf-dir DIR   the CNI configuration folder as mounted (default /host/etc/cni/net.d)
+  --socket PATH        where the agent listens (default /var/run/envoy-injector/cni.sock)
+  --plugin PATH        the plugin's static shim to install (default /usr/local/lib/envoy-injector-cni)
+  --rules PATH         the rule script (default /usr/local/bin/capture-rules.sh)
+  --ready-file PATH    written once the plugin is in place, removed on stop (default /tmp/cni-ready)
+  --interval-seconds N how often the chain is checked and Pods are repaired (default 2)
+  --kubeconfig FILE    the cluster (default: in-cluster)
+  -h, --help
+`;
+
+export interface CniAgentSettings extends PluginPlaces {
+  readonly nodeName: string;
+  readonly rules: string;
+  readonly readyFile: string;
+  readonly intervalMs: number;
+}
+
+export interface CniAgent {
+  /** One round: the plugin back in place if it was taken out, then the repair. */
+  tick(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Starts the agent's socket and first round, then a round every interval. */
+export async function startCniAgent(settings: CniAgentSettings, kubeConfig: KubeConfig, io: CommandIo): Promise<CniAgent> {
+  const server: Server = await serveShim(settings.agentSocket, { readPod: (namespace, name) => readPod(kubeConfig, namespace, name), runRules: rulesRunner(settings.rules) });
+  const tick = async (): Promise<void> => {
+    const edit = await installPlugin(settings);
+    if ('problem' in edit) {
+      io.stderr.write(`cni-agent: ${settings.confDir}: ${edit.problem}\n`);
+      await rm(settings.readyFile, { force: true });
+      return;
+    }
+    if (edit.changed) io.stdout.write(`cni-agent: envoy-injector-cni put last in the chain of ${edit.file ?? ''}\n`);
+    await writeFile(settings.readyFile, 'ready\n');
+    await repair(kubeConfig, settings.nodeName, io).catch((error: Error) => io.stderr.write(`cni-agent: repair: ${error.message}\n`));
+  };
+  let running = tick();
+  await running;
+  const timer = setInterval(() => {
+    running = running.then(tick).catch((error: Error) => void io.stderr.write(`cni-agent: ${error.message}\n`));
+  }, settings.intervalMs);
+  return {
+    tick: () => (running = running.then(tick)),
+    stop: async () => {
+      clearInterval(timer);
+      await running.catch(() => undefined);
+      await rm(settings.readyFile, { force: true });
+      await uninstallPlugin(settings);
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+async function readPod(kubeConfig: KubeConfig, namespace: string, name: string): Promise<JsonObject | undefined> {
+  try {
+    const pod = await kubeJson(kubeConfig, { method: 'GET', path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}`, timeoutMs: 4_000 });
+    return isJsonObject(pod) ? pod : undefined;
+  } catch (error) {
+    if (error instanceof KubeRequestError && error.statusCode === 404) return undefined;
+    throw error;
+  }
+}
+
+/** Deletes the node's Pods whose check found no rules, each with a Warning Event on it first. */
+async function repair(kubeConfig: KubeConfig, nodeName: string, io: CommandIo): Promise<void> {
+  const list = await kubeJson(kubeConfig, { method: 'GET', path: `/api/v1/pods?fieldSelector=${encodeURIComponent(`spec.nodeName=${nodeName}`)}` });
+  const items = isJsonObject(list) && Array.isArray(list['items']) ? list['items'].filter(isJsonObject) : [];
+  for (const pod of items.filter((item) => needsRepair(item, nodeName))) {
+    const metadata = isJsonObject(pod['metadata']) ? pod['metadata'] : {};
+    const namespace = String(metadata['namespace']);
+    const name = String(metadata['name']);
+    const now = new Date().toISOString().replace(/\.\d+Z$/, '.000000Z');
+    await kubeJson(kubeConfig, {
+      method: 'POST',
+      path: `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/events`,
+      body: {
+        apiVersion: 'events.k8s.io/v1',
+        kind: 'Event',
+        // Named as client-go names Events: the object, then a timestamp in hex.
+        metadata: { name: `${name}.${Date.now().toString(16)}`, namespace },
+        eventTime: now,
+        type: 'Warning',
+        reason: CAPTURE_REPAIRED_REASON,
+        action: 'Delete',
+        note: repairNote(nodeName),
+        reportingController: 'envoy-injector.io/cni-agent',
+        reportingInstance: `envoy-injector-cni-agent-${nodeName}`,
+        regarding: { apiVersion: 'v1', kind: 'Pod', namespace, name, uid: metadata['uid'] },
+      },
+    }).catch((error: Error) => io.stderr.write(`cni-agent: Event for Pod ${namespace}/${name}: ${error.message}\n`));
+    await kubeJson(kubeConfig, { method: 'DELETE', path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}` });
+    io.stdout.write(`cni-agent: deleted Pod ${namespace}/${name}: ${repairNote(nodeName)}\n`);
+  }
+}
+
+export async function runCniAgent(args: readonly string[], io: CommandIo, env: NodeJS.ProcessEnv): Promise<number> {
+  const { values } = parseArgs({
+    args: [...args],
+    options: {
+      'node-name': { type: 'string', default: env['NODE_NAME'] ?? '' },
+      'cni-bin-dir': { type: 'string', default: '/host/opt/cni/bin' },
+      'cni-conf-dir': { type: 'string', default: '/host/etc/cni/net.d' },
+      socket: { type: 'string', default: '/var/run/envoy-injector/cni.sock' },
+      plugin: { type: 'string', default: '/usr/local/lib/envoy-injector-cni' },
+      rules: { type: 'string', default: '/usr/local/bin/capture-rules.sh' },
+      'ready-file': { type: 'string', default: '/tmp/cni-ready' },
+      'interval-seconds': { type: 'string', default: '2' },
+      kubeconfig: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    strict: true,
+  });
+  if (values.help) {
+    io.stdout.write(CNI_AGENT_HELP);
+    return 0;
+  }
+  if (values['node-name'] === '') throw new UsageError('--node-name: required (or NODE_NAME)');
+  const seconds = Number(values['interval-seconds']);
+  if (!Number.isInteger(seconds) || seconds < 1 || seconds > 60) throw new UsageError(`--interval-seconds: ${JSON.stringify(values['interval-seconds'])} is not 1-60`);
+  const connection = connectToCluster({ kubeconfig: values.kubeconfig, env });
+  if (connection === undefined) throw new UsageError('cni-agent needs the cluster: --kubeconfig, KUBECONFIG or an in-cluster service account');
+  const agent = await startCniAgent(
+    {
+      nodeName: values['node-name'],
+      binDir: values['cni-bin-dir'],
+      confDir: values['cni-conf-dir'],
+      agentSocket: values.socket,
+      plugin: values.plugin,
+      rules: values.rules,
+      readyFile: values['ready-file'],
+      intervalMs: seconds * 1000,
+    },
+    connection.kubeConfig,
+    io,
+  );
+  await new Promise<void>((resolve) => process.once('SIGTERM', resolve));
+  await agent.stop();
+  return 0;
+}

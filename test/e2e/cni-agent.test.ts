@@ -1,0 +1,153 @@
+import assert from 'node:assert/strict';
+import { execFile, spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, it } from 'node:test';
+import { promisify } from 'node:util';
+import { startCniAgent, type CniAgent } from '../../src/commands/cni-agent.js';
+import { CNI_PLUGIN_TYPE } from '../../src/cni/chain-config.js';
+import { admitPod, applyPodPatch, parseTemplateFile, type JsonObject } from '../../src/injection/index.js';
+import { ROOT } from '../helpers/fixtures.js';
+import { forEachKubeVersion } from './control-plane.js';
+import { createNamespace, deleteNamespaces, eventually, uniqueName } from './cluster.js';
+import { kubeCall } from './policy-parity.js';
+
+/**
+ * The CNI agent (`envoy-injector cni-agent`, docs/design.md §11, CNI mode)
+ * against a real API server, with its real shim in CNI folders of its own
+ * and a network namespace this test makes: it installs the plugin, reads the
+ * Pod a runtime's ADD names and installs the rules for a Pod in CNI mode,
+ * puts its entry back after the primary plugin rewrote the file, repairs a
+ * Pod whose check found no rules (a Warning Event, then the delete) and
+ * leaves the configuration as it was when it stops. No kubelet: the Pods'
+ * status is written as a kubelet would, and a deleted Pod stays terminating.
+ */
+
+const run = promisify(execFile);
+const NODE = 'ei-cni-node';
+const NETNS = `envoy-cni-agent-${process.pid}`;
+const BRIDGE = { cniVersion: '1.0.0', name: 'ei-node', plugins: [{ type: 'bridge', bridge: 'ei-node0', ipam: { type: 'host-local', subnet: '198.51.100.0/24' } }] };
+
+async function missingTools(): Promise<string | undefined> {
+  if (process.platform !== 'linux' || process.getuid?.() !== 0) return 'not root on Linux';
+  for (const tool of ['ip', 'iptables', 'nsenter', 'gcc']) {
+    try {
+      await run('sh', ['-c', `command -v ${tool}`]);
+    } catch {
+      return `no ${tool} on PATH`;
+    }
+  }
+  return undefined;
+}
+const missing = await missingTools();
+if (missing !== undefined && process.env['CI'] === 'true') throw new Error(`the CNI agent test cannot run in CI: ${missing}`);
+if (missing !== undefined) console.log(`skipped: the CNI agent against a real API server (${missing})`);
+process.once('exit', () => void spawnSync('ip', ['netns', 'del', NETNS], { stdio: 'ignore' }));
+
+const templates = parseTemplateFile(readFileSync(join(ROOT, 'test/golden/capture-templates.yaml'), 'utf8'));
+/** A Pod as the webhook stores it in CNI mode (template `cni`), bound to the node, not injected again. */
+function cniPod(name: string): JsonObject {
+  const pod = { apiVersion: 'v1', kind: 'Pod', metadata: { name, annotations: { 'envoy-injector.io/template': 'cni', 'envoy-injector.io/capture': 'true' } }, spec: { nodeName: NODE, containers: [{ name: 'app', image: 'registry.example/app:1' }] } } as JsonObject;
+  const admission = admitPod({ operation: 'CREATE', kind: { group: '', kind: 'Pod' }, namespace: 'x', namespaceLabels: { 'envoy-injector.io/inject': 'enabled' }, pod, templates, options: { nativeSidecar: false } });
+  assert.ok(admission.injection !== undefined);
+  const injected = applyPodPatch(pod, admission.injection.patch);
+  const metadata = injected['metadata'] as JsonObject;
+  return { ...injected, metadata: { ...metadata, annotations: { ...(metadata['annotations'] as JsonObject), 'envoy-injector.io/inject': 'false' } } };
+}
+
+forEachKubeVersion('the CNI agent: plugin installed, rules for Pods in CNI mode, repair, uninstall', (plane, version) => {
+  const namespace = uniqueName('cni-agent');
+  let dir = '';
+  let agent: CniAgent | undefined;
+  /** What the agent said, for the failure messages. */
+  const logs: string[] = [];
+  const places = () => ({ plugin: join(dir, 'envoy-injector-cni.src'), binDir: join(dir, 'bin'), confDir: join(dir, 'net.d'), agentSocket: join(dir, 'cni.sock') });
+  const conflist = (): string => join(places().confDir, '10-ei-node.conflist');
+  const entries = async (): Promise<unknown[]> => ((JSON.parse(await readFile(conflist(), 'utf8')) as { plugins: { type: string }[] }).plugins).map((plugin) => plugin.type);
+  const natRules = async (): Promise<string> => (await run('ip', ['netns', 'exec', NETNS, 'iptables', '-t', 'nat', '-S'])).stdout;
+
+  before(async () => {
+    if (missing !== undefined) return;
+    dir = await mkdtemp(join(tmpdir(), 'envoy-injector-cni-agent-'));
+    for (const folder of ['bin', 'net.d']) await mkdir(join(dir, folder));
+    await run('gcc', ['-static', '-Os', '-o', places().plugin, join(ROOT, 'cni', 'envoy-injector-cni.c')]);
+    await writeFile(conflist(), `${JSON.stringify(BRIDGE, null, 2)}\n`);
+    await run('ip', ['netns', 'del', NETNS]).catch(() => undefined);
+    await run('ip', ['netns', 'add', NETNS]);
+    await createNamespace(plane(), namespace, {});
+    for (const name of ['captured', 'broken']) {
+      const created = await kubeCall(plane(), 'POST', `/api/v1/namespaces/${namespace}/pods`, cniPod(name));
+      assert.equal(created.status, 201, JSON.stringify(created.body));
+    }
+    const silent = { stdout: { write: (text: string) => logs.push(text) }, stderr: { write: (text: string) => logs.push(text) }, stdin: process.stdin };
+    agent = await startCniAgent({ ...places(), nodeName: NODE, rules: join(ROOT, 'init', 'capture-rules.sh'), readyFile: join(dir, 'ready'), intervalMs: 60_000 }, plane().kubeConfig, silent);
+  });
+  after(async () => {
+    await agent?.stop().catch(() => undefined);
+    await run('ip', ['netns', 'del', NETNS]).catch(() => undefined);
+    if (dir !== '') await rm(dir, { recursive: true, force: true });
+    await deleteNamespaces(plane(), [namespace]);
+  });
+
+  it(`installs the plugin, ready only then (${version})`, { skip: missing }, async () => {
+    assert.ok(existsSync(join(places().binDir, CNI_PLUGIN_TYPE)));
+    assert.deepEqual(await entries(), ['bridge', CNI_PLUGIN_TYPE]);
+    assert.ok(existsSync(join(dir, 'ready')));
+  });
+
+  it(`a runtime's ADD for a Pod in CNI mode, read from the API server: the rules in its namespace (${version})`, { skip: missing }, async () => {
+    const entry = (JSON.parse(await readFile(conflist(), 'utf8')) as { plugins: Record<string, unknown>[] }).plugins.at(-1);
+    const config = JSON.stringify({ cniVersion: '1.0.0', name: 'ei-node', ...entry, prevResult: { cniVersion: '1.0.0', ips: [{ address: '198.51.100.9/24' }] } });
+    const env = { CNI_COMMAND: 'ADD', CNI_CONTAINERID: 'c1', CNI_NETNS: `/var/run/netns/${NETNS}`, CNI_IFNAME: 'eth0', CNI_ARGS: `K8S_POD_NAMESPACE=${namespace};K8S_POD_NAME=captured`, CNI_PATH: places().binDir };
+    // Not spawnSync: the agent answers from this very process.
+    const result = await new Promise<{ status: number | null; stdout: string }>((resolve) => {
+      const child = execFile(join(places().binDir, CNI_PLUGIN_TYPE), [], { env }, (error, stdout) => resolve({ status: error === null ? 0 : typeof error.code === 'number' ? error.code : -1, stdout }));
+      child.stdin?.end(config);
+    });
+    assert.equal(result.status, 0, result.stdout);
+    assert.deepEqual(JSON.parse(result.stdout), { cniVersion: '1.0.0', ips: [{ address: '198.51.100.9/24' }] });
+    assert.match(await natRules(), /-A OUTPUT -p tcp -j ENVOY_OUTBOUND/);
+  });
+
+  it(`puts its entry back after the primary plugin rewrote the file (${version})`, { skip: missing }, async () => {
+    await writeFile(conflist(), `${JSON.stringify(BRIDGE, null, 2)}\n`);
+    await agent?.tick();
+    assert.deepEqual(await entries(), ['bridge', CNI_PLUGIN_TYPE]);
+  });
+
+  it(`a Pod whose check found no rules: a CaptureRepaired Event, then deleted (${version})`, { skip: missing }, async () => {
+    const path = `/api/v1/namespaces/${namespace}/pods/broken`;
+    const pod = (await kubeCall(plane(), 'GET', path)).body;
+    const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+    const status = {
+      phase: 'Pending',
+      initContainerStatuses: [{ name: 'envoy-capture-check', image: 'envoy-injector:0.1.0', imageID: '', ready: false, restartCount: 1, state: { waiting: { reason: 'CrashLoopBackOff' } }, lastState: { terminated: { exitCode: 69, reason: 'Error', startedAt: now, finishedAt: now } } }],
+    };
+    const written = await kubeCall(plane(), 'PUT', `${path}/status`, { ...pod, status });
+    assert.equal(written.status, 200, JSON.stringify(written.body));
+    await agent?.tick();
+    const events = await eventually('the CaptureRepaired Event', async () => {
+      const list = (await kubeCall(plane(), 'GET', `/apis/events.k8s.io/v1/namespaces/${namespace}/events`)).body['items'] as JsonObject[];
+      const found = list.filter((event) => event['reason'] === 'CaptureRepaired');
+      return found.length > 0 ? found : undefined;
+    }, 10_000, 200).catch((error: Error) => {
+      throw new Error(`${error.message}; the agent said: ${logs.join('')}`);
+    });
+    assert.equal(((events[0] as JsonObject)['regarding'] as JsonObject)['name'], 'broken');
+    assert.equal((events[0] as JsonObject)['type'], 'Warning');
+    // No kubelet to finish it: the Pod is terminating, and the captured one untouched.
+    const after = await kubeCall(plane(), 'GET', path);
+    assert.ok(after.status === 404 || (after.body['metadata'] as JsonObject)['deletionTimestamp'] !== undefined, JSON.stringify(after.body['metadata']));
+    assert.equal(((await kubeCall(plane(), 'GET', `/api/v1/namespaces/${namespace}/pods/captured`)).body['metadata'] as JsonObject)['deletionTimestamp'], undefined);
+  });
+
+  it(`stops: the configuration as it was, the shim and the ready file gone (${version})`, { skip: missing }, async () => {
+    await agent?.stop();
+    agent = undefined;
+    assert.deepEqual(JSON.parse(await readFile(conflist(), 'utf8')), BRIDGE);
+    assert.equal(existsSync(join(places().binDir, CNI_PLUGIN_TYPE)), false);
+    assert.equal(existsSync(join(dir, 'ready')), false);
+  });
+});
