@@ -8,6 +8,7 @@ import {
   isJsonObject,
   objectAt,
   OVERRIDE_ANNOTATION_PREFIX,
+  planTcpProbes,
   Reason,
   restoreInitOrder,
   serviceAccountTokenVolume,
@@ -99,7 +100,10 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
   };
   const { memo, templates } = context;
   // The namespace's proxy defaults shape the patch and its warnings (which name the namespace) too.
-  const captureKey = (capture.capture ? JSON.stringify(capture.exclusions) : '') + namespaceDefaultsKey(input.namespace, context.namespaceAnnotations);
+  // The tcpSocket probes to rewrite (none but under capture) shape the patch: where they are, and what each holds.
+  const probes = planTcpProbes(pod, capture);
+  const probesKey = probes.rewrites.length + probes.kept.length + probes.warnings.length === 0 ? '' : JSON.stringify(probes);
+  const captureKey = (capture.capture ? JSON.stringify(capture.exclusions) : '') + probesKey + namespaceDefaultsKey(input.namespace, context.namespaceAnnotations);
   const shape = (): string =>
     podShape(pod, decision.template, decision.nativeSidecar, context.options.allowedOverrides ?? DEFAULT_ALLOWED_OVERRIDES, captureKey, tokenVolume !== undefined);
   const perPod = memo === undefined || templates === undefined || direct !== undefined;

@@ -91,6 +91,10 @@ export interface Explanation {
 /** What policy mode does with a Pod that sets spec.resources (compile-match-conditions.ts, no-pod-resources). */
 const POLICY_POD_RESOURCES = 'policy mode leaves this Pod as it is: it sets spec.resources, which the policy cannot pad (CEL cannot write a sum of quantities back as text); the webhook pads it';
 
+/** What policy mode does with the tcpSocket probes the webhook rewrites (docs/policy-mode.md). */
+const POLICY_TCP_PROBES =
+  "policy mode leaves this Pod's tcpSocket probes as written: under capture they pass while the proxy runs, whether or not the app listens; the webhook rewrites them to the proxy's probe listener";
+
 export async function runExplain(args: readonly string[], io: CommandIo): Promise<number> {
   const { values } = parseArgs({
     args: [...args],
@@ -159,7 +163,7 @@ export function toExplanation(report: ManifestReport, mode: 'webhook' | 'policy'
     rule: decision.rule,
     message: decision.message,
     ...(decision.inject ? { template: `${decision.template.name}@${decision.template.hash}`, templateSource: decision.templateSource, proxy: proxyValues(report), nativeSidecar: decision.nativeSidecar } : {}),
-    ...(report.capture === undefined ? {} : { capture: explainCapture(report.capture) }),
+    ...(report.capture === undefined ? {} : { capture: explainCapture(report.capture, report.tcpProbes) }),
     ...lifecycleOf(report),
     ...(injection?.podResources === undefined ? {} : { podResources: injection.podResources }),
     trace: mode === 'policy' ? decision.trace.map((step) => ({ ...step, where: POLICY_RULE_PLACES[step.rule] })) : decision.trace,
@@ -173,7 +177,11 @@ export function toExplanation(report: ManifestReport, mode: 'webhook' | 'policy'
     },
     kept: injection?.kept ?? [],
     overrides: report.overrides,
-    warnings: mode === 'policy' && injection?.podResources !== undefined ? [...report.warnings, POLICY_POD_RESOURCES] : report.warnings,
+    warnings: [
+      ...report.warnings,
+      ...(mode === 'policy' && injection?.podResources !== undefined ? [POLICY_POD_RESOURCES] : []),
+      ...(mode === 'policy' && (report.tcpProbes?.rewrites.length ?? 0) > 0 ? [POLICY_TCP_PROBES] : []),
+    ],
     patch: injection?.patch ?? [],
   };
 }

@@ -24,3 +24,4 @@ export * from './pod-os.js';
 export * from './kube-quantity.js';
 export * from './pod-resources.js';
 export * from './init-order.js';
+export * from './tcp-probes.js';
