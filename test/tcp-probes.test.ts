@@ -155,3 +155,22 @@ describe("the proxy's bootstrap for the probes", () => {
     assert.deepEqual(broken('"port_value":15020', '"port_value":15021'), ["capture.proxyPorts lacks the proxy's port 15021", "the tcp_probes listener's port 15021 is not capture.tcpProbes.port 15020"]);
   });
 });
+
+describe('what the app sees as its client', () => {
+  it("an inbound listener that speaks HTTP must set use_remote_address, so the app gets the client's address in X-Forwarded-For; the chart's, a TCP proxy, passes as it is", () => {
+    const { injected, capture } = admit(pod(CAPTURE, { containers: [{ name: 'app', image: 'a:1' }] }), true);
+    const envoy = named(injected, 'initContainers', 'envoy') ?? {};
+    const bootstrap = parseYaml((envoy['args'] as string[])[1] ?? '') as Obj;
+    const subject = { container: envoy, capture: capture?.capture === true ? capture.settings : undefined };
+    assert.deepEqual(bootstrapProblems({ ...subject, bootstrap }), []);
+    const http = (extra: Obj): Obj => {
+      const copy = JSON.parse(JSON.stringify(bootstrap)) as Obj;
+      const inbound = ((copy['static_resources'] as Obj)['listeners'] as Obj[]).find((listener) => listener['name'] === 'inbound') as Obj;
+      const chains = inbound['filter_chains'] as Obj[];
+      chains[chains.length - 1] = { filters: [{ name: 'envoy.filters.network.http_connection_manager', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager', stat_prefix: 'inbound', route_config: { virtual_hosts: [{ name: 'inbound', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: 'inbound_passthrough' } }] }] }, http_filters: [{ name: 'envoy.filters.http.router', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router' } }], ...extra } }] };
+      return copy;
+    };
+    assert.deepEqual(bootstrapProblems({ ...subject, bootstrap: http({}) }), ["the inbound listener speaks HTTP without use_remote_address: the app would not get the client's address in X-Forwarded-For"]);
+    assert.deepEqual(bootstrapProblems({ ...subject, bootstrap: http({ use_remote_address: true }) }), []);
+  });
+});

@@ -190,6 +190,11 @@ function captureProblems(listeners: Obj[], portsOf: Map<string, number[]>, admin
     const guard = chains.find((chain) => (chain['filter_chain_match'] as Obj | undefined)?.['destination_port'] === port(listener));
     if (guard === undefined) problems.push(`listener ${String(listener['name'])}: a connection to its own port must not be proxied back to it`);
   }
+  // An inbound listener that speaks HTTP gives the app the client's address in X-Forwarded-For only with use_remote_address (docs/capture.md).
+  const inboundManager = list(list(inbound?.['filter_chains']).at(-1)?.['filters']).find((filter) => filter['name'] === 'envoy.filters.network.http_connection_manager');
+  if (inboundManager !== undefined && (inboundManager['typed_config'] as Obj | undefined)?.['use_remote_address'] !== true) {
+    problems.push("the inbound listener speaks HTTP without use_remote_address: the app would not get the client's address in X-Forwarded-For");
+  }
   const proxyOwn = [adminPort, ...[...portsOf.entries()].filter(([name]) => name !== String(outbound?.['name']) && name !== String(inbound?.['name'])).map(([, ports]) => ports[0])];
   for (const own of proxyOwn) if (own !== undefined && !capture.proxyPorts.includes(own)) problems.push(`capture.proxyPorts lacks the proxy's port ${own}`);
   const uid = (container['securityContext'] as Obj | undefined)?.['runAsUser'];
