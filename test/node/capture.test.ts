@@ -218,8 +218,11 @@ forEachNode('traffic capture', (suite, version) => {
       // The app lives on but no longer accepts on 8082 ("live"): only the liveness probe can tell.
       assert.equal(await askApp(pod.status?.podIP ?? '', '/close?port=8082'), 200);
       const restarted = await current.waitPod(name, (read) => (statuses(read).get('app')?.restartCount ?? 0) >= 1, `the kubelet restarting Pod ${name}'s app after its liveness probe failed`, 60_000);
-      const reasons = await unhealthy(current, name, 'Liveness probe failed');
-      assert.ok(reasons.length > 0, `an Unhealthy Event of the liveness probe: ${describePod(restarted)}`);
+      // The kubelet posts its Events on its own time: the restart may be seen first.
+      await eventually(`the kubelet's Unhealthy Event of Pod ${name}'s liveness probe (${describePod(restarted)})`, async () => {
+        const found = await unhealthy(current, name, 'Liveness probe failed');
+        return found.length > 0 ? found : undefined;
+      }, 30_000);
     });
   }
 
