@@ -59,10 +59,13 @@ function askApp(host: string, path: string): Promise<number> {
   });
 }
 
-/** The kubelet's Unhealthy Events of POD whose message starts with PREFIX. */
-async function unhealthy(suite: NodeSuite, pod: string, prefix: string): Promise<string[]> {
+/**
+ * The kubelet's Events of POD of REASON whose message holds TEXT (past ten alike, the
+ * kubelet's recorder combines them: "(combined from similar events): ...").
+ */
+async function kubeletEvents(suite: NodeSuite, pod: string, reason: string, text: string): Promise<string[]> {
   const events = await suite.core.listNamespacedEvent({ namespace: suite.namespace, fieldSelector: `involvedObject.name=${pod}` });
-  return events.items.filter((event) => event.reason === 'Unhealthy' && (event.message ?? '').startsWith(prefix)).map((event) => event.message ?? '');
+  return events.items.filter((event) => event.reason === reason && (event.message ?? '').includes(text)).map((event) => event.message ?? '');
 }
 
 /** GET http://HOST:8080/call?target=TARGET from the test: the app at HOST calls TARGET and answers with the reply's first line. */
@@ -203,7 +206,7 @@ forEachNode('traffic capture', (suite, version) => {
       }
       // The kubelet says the probe failed (an Event), and the Pod is not Ready while 8081 is closed.
       const failures = await eventually(`the kubelet reporting Pod ${name}'s readiness probe failed`, async () => {
-        const found = await unhealthy(current, name, 'Readiness probe failed');
+        const found = await kubeletEvents(current, name, 'Unhealthy', 'Readiness probe failed');
         return found.length > 0 ? found : undefined;
       }, 30_000);
       assert.ok(!podReady(await current.readPod(name)), `Pod ${name} is not Ready while its port 8081 is closed (${failures[0] ?? ''})`);
@@ -218,9 +221,9 @@ forEachNode('traffic capture', (suite, version) => {
       // The app lives on but no longer accepts on 8082 ("live"): only the liveness probe can tell.
       assert.equal(await askApp(pod.status?.podIP ?? '', '/close?port=8082'), 200);
       const restarted = await current.waitPod(name, (read) => (statuses(read).get('app')?.restartCount ?? 0) >= 1, `the kubelet restarting Pod ${name}'s app after its liveness probe failed`, 60_000);
-      // The kubelet posts its Events on its own time: the restart may be seen first.
-      await eventually(`the kubelet's Unhealthy Event of Pod ${name}'s liveness probe (${describePod(restarted)})`, async () => {
-        const found = await unhealthy(current, name, 'Liveness probe failed');
+      // Killed for its liveness probe, as the kubelet says (its Events come on their own time: after the restart, maybe).
+      await eventually(`the kubelet's Killing Event of Pod ${name}'s app for its liveness probe (${describePod(restarted)})`, async () => {
+        const found = await kubeletEvents(current, name, 'Killing', 'failed liveness probe');
         return found.length > 0 ? found : undefined;
       }, 30_000);
     });
