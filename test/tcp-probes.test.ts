@@ -2,7 +2,10 @@ import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
 import { PatchMemo, reviewAdmission, type AdmissionRequest } from '../src/admission/index.js';
 import { admitPod, applyPodPatch, parseTemplateData, parseYaml, type Admission, type JsonObject, type TemplateSet } from '../src/injection/index.js';
+import { join } from 'node:path';
+import { runCli } from '../src/cli.js';
 import { bootstrapProblems, mergeBootstraps } from './helpers/envoy-bootstrap.js';
+import { ROOT } from './helpers/fixtures.js';
 import { only, renderChart } from './helpers/helm.js';
 
 /**
@@ -172,5 +175,16 @@ describe('what the app sees as its client', () => {
     };
     assert.deepEqual(bootstrapProblems({ ...subject, bootstrap: http({}) }), ["the inbound listener speaks HTTP without use_remote_address: the app would not get the client's address in X-Forwarded-For"]);
     assert.deepEqual(bootstrapProblems({ ...subject, bootstrap: http({ use_remote_address: true }) }), []);
+  });
+});
+
+describe('explain --mode policy', () => {
+  it('says that policy mode leaves the tcpSocket probes the webhook rewrites, and only for such a Pod', async () => {
+    let stdout = '';
+    const io = { stdin: process.stdin, stdout: { write: (chunk: string) => (stdout += chunk) }, stderr: { write: () => true } };
+    const code = await runCli(['explain', '--mode', 'policy', '-o', 'json', '-f', join(ROOT, 'test/golden/tcp-probes.yaml'), '--template-file', join(ROOT, 'test/golden/tcp-probes-templates.yaml'), '--namespace-labels', 'envoy-injector.io/inject=enabled'], io);
+    assert.equal(code, 0);
+    const said = (JSON.parse(stdout) as { name: string; warnings: string[] }[]).map(({ name, warnings }) => [name, warnings.some((warning) => warning.startsWith("policy mode leaves this Pod's tcpSocket probes as written"))]);
+    assert.deepEqual(said, [['probed', true], ['opted-out', false]]);
   });
 });
