@@ -881,10 +881,11 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
       proxyUid: 1337,
       outboundPort: 16001,
       inboundPort: 16006,
-      proxyPorts: [15000, 9902],
+      proxyPorts: [15000, 9902, 15020],
       enabled: true,
       defaults: { excludeOutboundCidrs: '169.254.169.254/32,fd00:ec2::254/128', excludeOutboundPorts: '5432', excludeInboundPorts: '15090,15091', includeInboundPorts: '' },
       resources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { cpu: '100m', memory: '64Mi' } },
+      tcpProbes: { port: 15020, address: '::' },
     });
     // Off by default, with the chart's own init image at its appVersion.
     const byDefault = templatesOf(manifestsOf('default')).defaultTemplate.capture;

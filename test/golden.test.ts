@@ -43,6 +43,7 @@ const CASES: readonly GoldenCase[] = [
   { input: 'test/golden/named-template.yaml', golden: 'named-template.golden.yaml', templateFile: 'test/golden/templates.yaml' },
   { input: 'test/golden/capture.yaml', golden: 'capture.golden.yaml', templateFile: 'test/golden/capture-templates.yaml' },
   { input: 'test/golden/lifecycle.yaml', golden: 'lifecycle.golden.yaml', templateFile: 'test/golden/lifecycle-templates.yaml' },
+  { input: 'test/golden/tcp-probes.yaml', golden: 'tcp-probes.golden.yaml', templateFile: 'test/golden/tcp-probes-templates.yaml', nativeSidecar: true },
 ];
 
 /** `policy`: the compiled MutatingAdmissionPolicy and binding, for the seed template (v1) and for named templates with every setting (v1beta1). */
@@ -67,6 +68,7 @@ const EXPLAIN_NAMESPACE = { input: 'explain-namespace.yaml', templateFile: 'temp
 const EXPLAIN_TEMPLATE_CASES = [
   { input: 'capture.yaml', templateFile: 'capture-templates.yaml', golden: 'explain-capture.golden.txt' },
   { input: 'lifecycle.yaml', templateFile: 'lifecycle-templates.yaml', golden: 'explain-lifecycle.golden.txt' },
+  { input: 'tcp-probes.yaml', templateFile: 'tcp-probes-templates.yaml', golden: 'explain-tcp-probes.golden.txt' },
 ] as const;
 
 /** status over the fleet of helpers/fleet-fixture.ts, served by the fake API server. */

@@ -8,6 +8,7 @@ import {
   isJsonObject,
   objectAt,
   OVERRIDE_ANNOTATION_PREFIX,
+  planTcpProbes,
   Reason,
   restoreInitOrder,
   serviceAccountTokenVolume,
@@ -99,8 +100,11 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
   };
   const { memo, templates } = context;
   // The namespace's proxy defaults shape the patch and its warnings (which name the namespace) too.
+  // The tcpSocket probes to rewrite (none but under capture) shape the patch: where they are, and what each holds.
+  const probes = planTcpProbes(pod, capture);
+  const probesKey = probes.rewrites.length + probes.kept.length + probes.warnings.length === 0 ? '' : JSON.stringify(probes);
   // `auto` turns to CNI mode by the namespace's labels: the mode is part of the outcome.
-  const captureKey = (capture.capture ? `${capture.mode}:${JSON.stringify(capture.exclusions)}` : '') + namespaceDefaultsKey(input.namespace, context.namespaceAnnotations);
+  const captureKey = (capture.capture ? `${capture.mode}:${JSON.stringify(capture.exclusions)}` : '') + probesKey + namespaceDefaultsKey(input.namespace, context.namespaceAnnotations);
   const shape = (): string =>
     podShape(pod, decision.template, decision.nativeSidecar, context.options.allowedOverrides ?? DEFAULT_ALLOWED_OVERRIDES, captureKey, tokenVolume !== undefined);
   const perPod = memo === undefined || templates === undefined || direct !== undefined;

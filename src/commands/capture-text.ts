@@ -1,4 +1,4 @@
-import type { CaptureDecision, CaptureMode } from '../injection/index.js';
+import { TCP_PROBE_PATH_PREFIX, type CaptureDecision, type CaptureMode, type TcpProbePlan } from '../injection/index.js';
 
 /** What explain's JSON says of a Pod's traffic capture. */
 export interface CaptureExplanation {
@@ -18,17 +18,36 @@ export interface CaptureExplanation {
     readonly excludeInboundPorts: string;
     readonly includeInboundPorts: string;
   };
+  /** What the app sees as the peer of an inbound connection (docs/capture.md). */
+  readonly clientAddress: string;
+  /** When captured: its tcpSocket probes, rewritten to the proxy's probe listener or left as written, and why. */
+  readonly tcpProbes?: {
+    readonly rewritten: readonly { readonly container: string; readonly probe: string; readonly port: number; readonly httpGet: string }[];
+    readonly kept: readonly { readonly container: string; readonly probe: string; readonly why: string }[];
+  };
 }
 
-export function explainCapture(capture: CaptureDecision): CaptureExplanation {
-  if (!capture.capture) return { captured: false, reason: capture.reason, message: capture.message };
+/** What the app sees of its clients, captured or not (docs/capture.md, "What the app sees"). */
+export const CLIENT_ADDRESS = {
+  captured:
+    "the Pod's own address: the proxy's connection to the app starts in the Pod, so the client's address is gone at L4; an inbound listener that speaks HTTP (use_remote_address) adds it in X-Forwarded-For, the chart's is a TCP proxy and adds nothing",
+  direct: "each client's own address: inbound connections reach the app directly",
+} as const;
+
+export function explainCapture(capture: CaptureDecision, probes: TcpProbePlan | undefined): CaptureExplanation {
+  if (!capture.capture) return { captured: false, reason: capture.reason, message: capture.message, clientAddress: CLIENT_ADDRESS.direct };
   const { settings, exclusions } = capture;
+  const probePort = settings.tcpProbes?.port;
+  const rewritten = (probes?.rewrites ?? []).map(({ container, probe, port }) => ({ container, probe, port, httpGet: `:${probePort ?? ''}${TCP_PROBE_PATH_PREFIX}${port}` }));
+  const kept = probes?.kept ?? [];
   return {
     captured: true,
     reason: capture.reason,
     message: capture.message,
     mode: capture.mode,
     rules: { proxyUid: settings.proxyUid, outboundPort: settings.outboundPort, inboundPort: settings.inboundPort, proxyPorts: settings.proxyPorts, ...exclusions },
+    clientAddress: CLIENT_ADDRESS.captured,
+    ...(rewritten.length + kept.length === 0 ? {} : { tcpProbes: { rewritten, kept } }),
   };
 }
 
@@ -37,12 +56,20 @@ export function captureLines(capture: CaptureExplanation): string[] {
   const how = capture.mode === undefined ? '' : ` in ${capture.mode} mode`;
   const head = `traffic capture ${capture.captured ? 'ON' : 'off'}${how}: ${capture.message} [reason ${capture.reason}]`;
   const { rules } = capture;
-  if (rules === undefined) return [head];
+  const sees = `the app sees as its client: ${capture.clientAddress}`;
+  if (rules === undefined) return [head, sees];
+  const probes = capture.tcpProbes;
+  const probeLines = [
+    ...(probes?.rewritten ?? []).map(({ container, probe, port, httpGet }) => `tcpSocket probe ${container}.${probe} (port ${port}) -> httpGet ${httpGet}: the proxy answers 200 while 127.0.0.1:${port} accepts, else 503`),
+    ...(probes?.kept ?? []).map(({ container, probe, why }) => `tcpSocket probe ${container}.${probe} left as written: ${why}`),
+  ];
   const none = (list: string, empty = 'none'): string => (list === '' ? empty : list);
   const proxyPorts = rules.proxyPorts.join(',');
   return [
     head,
     `outbound TCP -> port ${rules.outboundPort}, except uid ${rules.proxyUid}, loopback, CIDRs ${none(rules.excludeOutboundCidrs)}, ports ${none([proxyPorts, rules.excludeOutboundPorts].filter((list) => list !== '').join(','))}`,
     `inbound TCP -> port ${rules.inboundPort}, ports ${none(rules.includeInboundPorts, 'all')}, except ${none([proxyPorts, rules.excludeInboundPorts].filter((list) => list !== '').join(','))}`,
+    sees,
+    ...probeLines,
   ];
 }

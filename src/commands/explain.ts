@@ -88,6 +88,10 @@ export interface Explanation {
   readonly patch: readonly unknown[];
 }
 
+/** What policy mode does with the tcpSocket probes the webhook rewrites (docs/policy-mode.md). */
+const POLICY_TCP_PROBES =
+  "policy mode leaves this Pod's tcpSocket probes as written: under capture they pass while the proxy runs, whether or not the app listens; the webhook rewrites them to the proxy's probe listener";
+
 export async function runExplain(args: readonly string[], io: CommandIo): Promise<number> {
   const { values } = parseArgs({
     args: [...args],
@@ -156,7 +160,7 @@ export function toExplanation(report: ManifestReport, mode: 'webhook' | 'policy'
     rule: decision.rule,
     message: decision.message,
     ...(decision.inject ? { template: `${decision.template.name}@${decision.template.hash}`, templateSource: decision.templateSource, proxy: proxyValues(report), nativeSidecar: decision.nativeSidecar } : {}),
-    ...(report.capture === undefined ? {} : { capture: explainCapture(report.capture) }),
+    ...(report.capture === undefined ? {} : { capture: explainCapture(report.capture, report.tcpProbes) }),
     ...lifecycleOf(report),
     ...(injection?.podResources === undefined ? {} : { podResources: injection.podResources }),
     trace: mode === 'policy' ? decision.trace.map((step) => ({ ...step, where: POLICY_RULE_PLACES[step.rule] })) : decision.trace,
@@ -170,7 +174,7 @@ export function toExplanation(report: ManifestReport, mode: 'webhook' | 'policy'
     },
     kept: injection?.kept ?? [],
     overrides: report.overrides,
-    warnings: report.warnings,
+    warnings: [...report.warnings, ...(mode === 'policy' && (report.tcpProbes?.rewrites.length ?? 0) > 0 ? [POLICY_TCP_PROBES] : [])],
     patch: injection?.patch ?? [],
   };
 }

@@ -59,8 +59,10 @@ export function formatReport(report: FleetReport, plan: RestartPlan, source: str
   lines.push(...formatColumns([header, ...rows]), '');
   const unknown = withUnknown ? `, ${totals.unknown} unknown (namespace labels not readable)` : '';
   const copied = withCopied ? `, ${totals.copied} with copied marks (no sidecar)` : '';
+  // Said only when some Pod has them: the proxy answers their tcpSocket probes (docs/capture.md).
+  const probes = totals.tcpProbes > 0 ? `, ${totals.tcpProbes} with tcpSocket probes answered by the proxy` : '';
   lines.push(
-    `${describeCount(totals.pods, 'Pod')} in ${describeCount(report.workloads.length, 'workload')} (${scope}): ${totals.current} current, ${totals.outdated} outdated, ${totals.notInjected} not injected${unknown}${copied}.`,
+    `${describeCount(totals.pods, 'Pod')} in ${describeCount(report.workloads.length, 'workload')} (${scope}): ${totals.current} current, ${totals.outdated} outdated, ${totals.notInjected} not injected${unknown}${copied}${probes}.`,
   );
   const marked = report.workloads.filter((workload) => workload.copied > 0);
   if (marked.length > 0) {

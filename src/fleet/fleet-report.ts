@@ -77,6 +77,8 @@ export interface WorkloadReport {
   readonly copied: number;
   /** The marks those Pods carry, sorted: what to remove from the Pod template. */
   readonly copiedMarks: readonly CopiedMark[];
+  /** Injected Pods whose tcpSocket probes the proxy answers (`envoy-injector.io/tcp-probes`, docs/design.md §11). */
+  readonly tcpProbes: number;
   readonly outdatedHashes: readonly OutdatedHash[];
   /** Whether `--restart` can roll it: an `apps/v1` kind with a Pod template to annotate. */
   readonly restartable: boolean;
@@ -87,7 +89,7 @@ export interface FleetReport {
   readonly templates: readonly { readonly name: string; readonly hash: string }[];
   /** Workloads with at least one injected Pod or Pod that should be; sorted by namespace, kind, name. */
   readonly workloads: readonly WorkloadReport[];
-  readonly totals: { readonly pods: number; readonly current: number; readonly outdated: number; readonly notInjected: number; readonly unknown: number; readonly copied: number };
+  readonly totals: { readonly pods: number; readonly current: number; readonly outdated: number; readonly notInjected: number; readonly unknown: number; readonly copied: number; readonly tcpProbes: number };
 }
 
 /** The kinds `--restart` rolls, as `kubectl rollout restart` does: the ones with a Pod template and a rollout, in this group only. */
@@ -232,6 +234,7 @@ interface Tally {
   notInjected: number;
   unknown: number;
   copied: number;
+  tcpProbes: number;
   readonly marks: Set<CopiedMark>;
   readonly hashes: Map<string, OutdatedHash>;
 }
@@ -239,7 +242,7 @@ interface Tally {
 /** Groups Pods by workload and counts them current, outdated and not injected. */
 export function buildFleetReport(input: FleetInput): FleetReport {
   const tallies = new Map<string, Tally>();
-  const totals = { pods: 0, current: 0, outdated: 0, notInjected: 0, unknown: 0, copied: 0 };
+  const totals = { pods: 0, current: 0, outdated: 0, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0 };
   for (const pod of input.pods) {
     const classified = classifyPod(pod, input);
     if (classified.state === 'ignored') continue;
@@ -247,13 +250,18 @@ export function buildFleetReport(input: FleetInput): FleetReport {
     const key = ownerKey(pod.namespace, workload);
     let tally = tallies.get(key);
     if (tally === undefined) {
-      tally = { namespace: pod.namespace, workload, templates: new Set(), current: 0, outdated: 0, notInjected: 0, unknown: 0, copied: 0, marks: new Set(), hashes: new Map() };
+      tally = { namespace: pod.namespace, workload, templates: new Set(), current: 0, outdated: 0, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0, marks: new Set(), hashes: new Map() };
       tallies.set(key, tally);
     }
     totals.pods += 1;
     totals[classified.state] += 1;
     tally[classified.state] += 1;
-    if (classified.state === 'current' || classified.state === 'outdated') tally.templates.add(classified.template);
+    if (classified.state === 'current' || classified.state === 'outdated') {
+      tally.templates.add(classified.template);
+      const rewritten = rewrittenTcpProbes(pod.annotations) > 0 ? 1 : 0;
+      tally.tcpProbes += rewritten;
+      totals.tcpProbes += rewritten;
+    }
     if (classified.state === 'copied') for (const mark of classified.marks) tally.marks.add(mark);
     if (classified.state === 'outdated') {
       const hashKey = `${classified.template}@${classified.hash}`;
@@ -274,6 +282,7 @@ export function buildFleetReport(input: FleetInput): FleetReport {
       unknown: tally.unknown,
       copied: tally.copied,
       copiedMarks: [...tally.marks].sort(),
+      tcpProbes: tally.tcpProbes,
       outdatedHashes: [...tally.hashes.values()].sort((a, b) => compareText(`${a.template}@${a.hash}`, `${b.template}@${b.hash}`)),
       restartable: isRestartable(tally.workload),
     }))
@@ -282,6 +291,17 @@ export function buildFleetReport(input: FleetInput): FleetReport {
     .map((template) => ({ name: template.name, hash: template.hash }))
     .sort((a, b) => compareText(a.name, b.name));
   return { templates, workloads, totals };
+}
+
+/** How many tcpSocket probes the patch rewrote (`envoy-injector.io/tcp-probes`); 0 without it or when it does not parse. */
+function rewrittenTcpProbes(annotations: Readonly<Record<string, string>>): number {
+  if (!Object.hasOwn(annotations, Annotations.tcpProbes)) return 0;
+  try {
+    const record: unknown = JSON.parse(annotations[Annotations.tcpProbes] ?? '');
+    return Array.isArray(record) ? record.length : 0;
+  } catch {
+    return 0;
+  }
 }
 
 /** A namespace whose `envoy-injector.io/template` label picks its Pods' template. */

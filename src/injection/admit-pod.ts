@@ -5,6 +5,7 @@ import { injectPod, type InjectionResult, type InjectOptions } from './inject-po
 import { entryName, objectAt, type JsonObject } from './json.js';
 import type { ResourceChange } from './pod-resources.js';
 import { applyLifecycle, decideLifecycle, lifecycleIgnoredWarnings, type LifecycleDecision } from './proxy-lifecycle.js';
+import { planTcpProbes, tcpProbeInjection, type TcpProbePlan } from './tcp-probes.js';
 import { serviceAccountTokenMount, serviceAccountTokenVolume } from './token-mount.js';
 import { DEFAULT_ALLOWED_OVERRIDES, resolveOverrides, type AppliedOverride, type OverrideName } from './overrides.js';
 
@@ -22,6 +23,8 @@ export interface Admission {
   readonly capture: CaptureDecision | undefined;
   /** Present when the injected template has a proxyLifecycle section: holding the app, the drain. */
   readonly lifecycle?: LifecycleDecision | undefined;
+  /** Present when the Pod is injected: its tcpSocket probes rewritten or left as written under capture (tcp-probes.ts). */
+  readonly tcpProbes?: TcpProbePlan | undefined;
   /** Everything a user should hear: the decision's, the overrides', the merge's. */
   readonly warnings: readonly string[];
 }
@@ -49,16 +52,20 @@ export function injectDecided(
   });
   const settings = decision.template.proxyLifecycle;
   const lifecycle = settings === undefined ? undefined : decideLifecycle(input.pod, settings, decision.nativeSidecar);
-  const customizeProxy =
+  const probePlan = planTcpProbes(input.pod, capture);
+  const tcpProbes = capture.capture && capture.settings.tcpProbes !== undefined ? tcpProbeInjection(probePlan, capture.settings.tcpProbes) : undefined;
+  const lifecycled =
     settings === undefined || lifecycle === undefined
       ? overrides.apply
       : (container: JsonObject): JsonObject => applyLifecycle(overrides.apply(container), settings, lifecycle, decision.nativeSidecar);
+  const customizeProxy = tcpProbes === undefined ? lifecycled : (container: JsonObject): JsonObject => tcpProbes.customizeProxy(lifecycled(container));
   const injection = injectPod(input.pod, decision.template, {
     nativeSidecar: decision.nativeSidecar,
     customizeProxy,
     proxyFirst: lifecycle?.hold === true && !decision.nativeSidecar,
     capture: captureEntries(capture),
     tokenMount,
+    tcpProbes,
   });
   if (injection.podResourcesProblem !== undefined) return unpaddable(decision, capture, injection.podResourcesProblem);
   // The proxy is the template's first container; the Pod may already have its own by that name.
@@ -74,9 +81,11 @@ export function injectDecided(
     overrides: proxyInjected ? overrides.applied : [],
     capture,
     lifecycle,
+    tcpProbes: probePlan,
     warnings: [
       ...decision.warnings,
       ...capture.warnings,
+      ...probePlan.warnings,
       ...(lifecycle?.warnings ?? lifecycleIgnoredWarnings(input.pod)),
       ...overrides.warnings,
       ...overrideWarnings,

@@ -1,7 +1,7 @@
 import { captureListProblem, type CaptureListKind } from './capture-grammar.js';
 import { findTypeProblems } from './check-field-types.js';
 import { checkEnum, isNonNegativeInteger, ProblemList } from './entry-checks.js';
-import { describeValue, isJsonObject, objectAt, own, stringAt, type JsonObject, type JsonValue } from './json.js';
+import { arrayAt, describeValue, isJsonObject, objectAt, own, stringAt, type JsonObject, type JsonValue } from './json.js';
 import { imageProblem } from './overrides.js';
 import { checkResources } from './validate-resources.js';
 
@@ -62,6 +62,19 @@ export interface CaptureSettings {
   readonly defaults: CaptureExclusions;
   /** The init container's own requests and limits. */
   readonly resources: JsonObject;
+  /** Where the proxy answers rewritten tcpSocket probes (tcp-probes.ts); undefined: the template does not rewrite them. */
+  readonly tcpProbes: TcpProbeSettings | undefined;
+}
+
+/**
+ * The proxy's listener for rewritten tcpSocket probes: an Envoy that takes a
+ * second bootstrap from `--config-path` (merged under its `--config-yaml`).
+ */
+export interface TcpProbeSettings {
+  /** The listener's port: one of proxyPorts, so the rules never redirect it. */
+  readonly port: number;
+  /** Its address: "0.0.0.0", or "::" (with ipv4_compat) for a dual-stack Pod. */
+  readonly address: string;
 }
 
 /** Small, and given: a namespace with a ResourceQuota or LimitRange refuses a container without them. */
@@ -85,6 +98,7 @@ const CAPTURE_FIELDS = [
   'excludeInboundPorts',
   'includeInboundPorts',
   'resources',
+  'tcpProbes',
 ];
 
 const MAX_ID = 2147483647;
@@ -138,6 +152,8 @@ export function parseCaptureSettings(value: JsonValue | undefined, proxy: JsonOb
   const resources = own(value, 'resources') ?? DEFAULT_CAPTURE_RESOURCES;
   problems.addAll(findTypeProblems({ name: 'envoy-init', image: imageText, resources }, 'Container', 'capture').filter((problem) => problem.startsWith('capture.resources')));
   checkResources(resources, 'capture.resources', problems);
+  const tcpProbes = parseTcpProbes(own(value, 'tcpProbes'), Array.isArray(proxyPorts) ? proxyPorts : [], [outboundPort, inboundPort], problems);
+  if (tcpProbes !== undefined && proxyTakesConfigPath(proxy)) problems.add('capture.tcpProbes', "the proxy's command line sets --config-path already: the probes' bootstrap is given through it");
   if (!problems.isEmpty() || !isJsonObject(resources) || uid === undefined || outboundPort === undefined || inboundPort === undefined || !Array.isArray(proxyPorts)) {
     return problems.list();
   }
@@ -153,6 +169,7 @@ export function parseCaptureSettings(value: JsonValue | undefined, proxy: JsonOb
     enabled: enabled === true,
     defaults,
     resources,
+    tcpProbes,
   };
 }
 
@@ -171,6 +188,28 @@ function parseMode(section: JsonObject, problems: ProblemList): { mode: CaptureM
     problems.add('capture.checkImage', `required when mode is ${mode} (the image of ${CAPTURE_CHECK_NAME}: the injector's own)`);
   }
   return { mode: mode ?? CaptureModeSetting.initContainer, checkImage: typeof checkImage === 'string' ? checkImage : undefined };
+}
+
+function proxyTakesConfigPath(proxy: JsonObject | undefined): boolean {
+  const words = [...(arrayAt(proxy, 'command') ?? []), ...(arrayAt(proxy, 'args') ?? [])];
+  return words.some((word) => typeof word === 'string' && (word === '-c' || word === '--config-path' || word.startsWith('--config-path=')));
+}
+
+/** `capture.tcpProbes`: {port, address}; its port must be one of proxyPorts (never redirected) and none of the capture listeners'. */
+function parseTcpProbes(value: JsonValue | undefined, proxyPorts: readonly JsonValue[], listeners: readonly (number | undefined)[], problems: ProblemList): TcpProbeSettings | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (!isJsonObject(value)) {
+    problems.add('capture.tcpProbes', 'must be a mapping (port, address)');
+    return undefined;
+  }
+  for (const key of Object.keys(value)) if (key !== 'port' && key !== 'address') problems.add(`capture.tcpProbes.${key}`, 'unknown field (tcpProbes may hold port, address)');
+  const probePort = own(value, 'port');
+  if (!isPort(probePort)) problems.add('capture.tcpProbes.port', `${describeValue(probePort ?? null)} is not a port (1-65535)`);
+  else if (!proxyPorts.includes(probePort)) problems.add('capture.tcpProbes.port', `${probePort} must be one of capture.proxyPorts (the rules must never redirect the kubelet's probes of it)`);
+  else if (listeners.includes(probePort)) problems.add('capture.tcpProbes.port', `${probePort} is a capture listener's port`);
+  const address = own(value, 'address') ?? '0.0.0.0';
+  if (address !== '0.0.0.0' && address !== '::') problems.add('capture.tcpProbes.address', `${describeValue(address)} must be "0.0.0.0" or "::"`);
+  return isPort(probePort) && typeof address === 'string' ? { port: probePort, address } : undefined;
 }
 
 function isPort(value: JsonValue | undefined): value is number {

@@ -25,3 +25,4 @@ export * from './pod-os.js';
 export * from './milli-quantity.js';
 export * from './pod-resources.js';
 export * from './init-order.js';
+export * from './tcp-probes.js';

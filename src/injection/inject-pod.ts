@@ -4,6 +4,7 @@ import { Annotations, InjectedLabel } from './names.js';
 import type { SidecarTemplate } from './parse-template.js';
 import { padPodResources, type AddedContainers, type ResourceChange } from './pod-resources.js';
 import { localVolumeNames, safeToEvictValue } from './proxy-lifecycle.js';
+import type { TcpProbeInjection } from './tcp-probes.js';
 import { withTokenMount } from './token-mount.js';
 
 /** RFC 6902 operations; we only ever add. */
@@ -73,6 +74,8 @@ export interface InjectOptions {
    * server's ServiceAccount plugin would in its rerun (`token-mount.ts`).
    */
   readonly tokenMount?: JsonObject | undefined;
+  /** tcpSocket probes rewritten under capture (tcp-probes.ts): their operations go first, on the Pod as received. */
+  readonly tcpProbes?: TcpProbeInjection | undefined;
 }
 
 /**
@@ -117,8 +120,8 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
   );
   const templateInits = pickNew('initContainers', template.initContainers, takenContainerNames);
   const captureInits = options.capture === undefined ? [] : pickNew('initContainers', [options.capture.initContainer], takenContainerNames);
-  const captureVolume = options.capture?.volume;
-  const volumes = pickNew('volumes', captureVolume === undefined ? template.volumes : [...template.volumes, captureVolume], namesIn('volumes'));
+  const addedVolumes = [...template.volumes, ...(options.capture?.volume === undefined ? [] : [options.capture.volume]), ...(options.tcpProbes === undefined ? [] : [options.tcpProbes.volume])];
+  const volumes = pickNew('volumes', addedVolumes, namesIn('volumes'));
   const pullSecrets = pickNew('imagePullSecrets', template.imagePullSecrets, namesIn('imagePullSecrets'));
 
   const nativeSidecars = options.nativeSidecar ? sidecars.map((container) => ({ ...container, restartPolicy: 'Always' })) : [];
@@ -131,7 +134,8 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
 
   // The lists the Pod lacks, created whole; for a Pod without `spec`, they are its new spec.
   const createdLists: JsonObject = {};
-  const specPatch: PatchOperation[] = [];
+  // Probe rewrites name indices of the Pod as received: before anything is inserted.
+  const specPatch: PatchOperation[] = [...(options.tcpProbes?.operations ?? [])];
   addToList(spec, createdLists, 'containers', proxyFirst, classicSidecars.slice(proxyFirst.length), specPatch);
   // Native sidecars first, so the proxy is up before the app's own init containers run.
   addToList(spec, createdLists, 'initContainers', firstInits, lastInits, specPatch);
@@ -152,7 +156,7 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
     imagePullSecrets: pullSecrets.map(nameOf),
     ...(options.capture?.cni === true ? { captureMode: 'cni' } : {}),
   };
-  const annotations = patchAnnotations(pod, status, template.safeToEvictLocalVolumes ? volumes : [], proxyFirst.length > 0);
+  const annotations = { ...patchAnnotations(pod, status, template.safeToEvictLocalVolumes ? volumes : [], proxyFirst.length > 0), ...options.tcpProbes?.annotations };
   const labels: Record<string, string> = { [InjectedLabel.key]: InjectedLabel.value };
   addMetadataEntries(objectAt(pod, 'metadata'), { annotations, labels }, patch);
 

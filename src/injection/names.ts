@@ -10,6 +10,12 @@ export const Annotations = {
   captureExcludeOutboundPorts: 'envoy-injector.io/capture-exclude-outbound-ports',
   captureExcludeInboundPorts: 'envoy-injector.io/capture-exclude-inbound-ports',
   captureIncludeInboundPorts: 'envoy-injector.io/capture-include-inbound-ports',
+  /** tcpSocket probes under capture (docs/design.md §11): the Pod's `"false"` leaves them as written. */
+  rewriteTcpProbes: 'envoy-injector.io/rewrite-tcp-probes',
+  /** Written by the patch: each tcpSocket probe rewritten, as JSON `[{container, probe, port}]`. */
+  tcpProbes: 'envoy-injector.io/tcp-probes',
+  /** Written by the patch: the proxy's second bootstrap (JSON), which a downwardAPI volume gives it as a file. */
+  tcpProbeConfig: 'envoy-injector.io/tcp-probe-config',
   /** The proxy's part in the Pod's life (docs/design.md §13): `"false"` starts the app without waiting for the proxy. */
   holdApplication: 'envoy-injector.io/hold-application',
   /** cluster-autoscaler (1.27+): the local volumes it may lose when it evicts the Pod, comma-separated. */

@@ -71,7 +71,7 @@ forEachKubeVersion('traffic capture: Pods stored with envoy-init, or without it 
       '--proxy-uid=1337',
       '--outbound-port=15001',
       '--inbound-port=15006',
-      '--proxy-ports=9901,9902',
+      '--proxy-ports=9901,9902,15020',
       '--exclude-outbound-cidrs=169.254.169.254/32',
       '--exclude-outbound-ports=5432',
       '--exclude-inbound-ports=15090',

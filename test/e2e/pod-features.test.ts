@@ -77,6 +77,20 @@ const FEATURES: readonly Feature[] = [
   { title: 'shareProcessNamespace', spec: { shareProcessNamespace: true, containers: [app()] } },
   { title: 'restricted Pod Security by container-level fields only', restricted: true, spec: { containers: [app({ securityContext: restrictedContext })] } },
   {
+    title: 'tcpSocket probes (rewritten under capture, issue 41): a named port, a native sidecar\'s, one with host',
+    spec: {
+      initContainers: [{ name: 'log', image: 'registry.example/log:1', restartPolicy: 'Always', readinessProbe: { tcpSocket: { port: 7000 } } }],
+      containers: [
+        app({
+          ports: [{ name: 'http', containerPort: 8080 }],
+          readinessProbe: { tcpSocket: { port: 'http' }, periodSeconds: 2 },
+          livenessProbe: { tcpSocket: { port: 8081 }, failureThreshold: 2 },
+          startupProbe: { tcpSocket: { port: 80, host: 'db.example' } },
+        }),
+      ],
+    },
+  },
+  {
     title: 'an image volume (ImageVolume)',
     spec: { volumes: [{ name: 'models', image: { reference: 'registry.example/models:1', pullPolicy: 'IfNotPresent' } }], containers: [app({ volumeMounts: [{ name: 'models', mountPath: '/models' }] })] },
   },

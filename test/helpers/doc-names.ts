@@ -269,6 +269,13 @@ export const FOREIGN_SNAKE_NAMES: Readonly<Record<string, string>> = {
   node_modules: 'npm',
   restrict_oom_score_adj: "containerd's CRI configuration (the node tier)",
   netns_mounts_under_state_dir: "containerd's CRI configuration (the node tier)",
+  // The tcpSocket probes' Envoy bootstrap (src/injection/tcp-probes.ts): Envoy's names, and the listener's.
+  health_check: "Envoy's HTTP filter",
+  cluster_min_healthy_percentages: "Envoy's health_check filter",
+  tcp_health_check: "Envoy's cluster health check",
+  no_traffic_interval: "Envoy's cluster health check",
+  tcp_probes: 'the Envoy listener src/injection/tcp-probes.ts writes',
+  use_remote_address: "Envoy's http_connection_manager",
 };
 const FOREIGN_SNAKE_PREFIXES = ['apiserver_', 'certmanager_', 'nodejs_', 'process_'];
 

@@ -26,7 +26,11 @@ const FIELDS: Readonly<Record<string, readonly string[]>> = {
   filter_chain_match: ['destination_port'],
   filter: ['name', 'typed_config'],
   tcp_proxy: ['@type', 'stat_prefix', 'cluster'],
-  cluster: ['name', 'type', 'lb_policy', 'connect_timeout', 'load_assignment'],
+  cluster: ['name', 'type', 'lb_policy', 'connect_timeout', 'load_assignment', 'health_checks'],
+  // The tcpSocket probes' bootstrap (src/injection/tcp-probes.ts): health_check.proto, the HealthCheck HTTP filter.
+  health_check: ['timeout', 'interval', 'no_traffic_interval', 'unhealthy_threshold', 'healthy_threshold', 'tcp_health_check'],
+  tcp_health_check: [],
+  health_check_filter: ['@type', 'pass_through_mode', 'headers', 'cluster_min_healthy_percentages'],
 };
 
 /** The extension names and the type URLs of their typed_config. */
@@ -35,7 +39,23 @@ const TYPE_URLS: Readonly<Record<string, string>> = {
   'envoy.filters.network.tcp_proxy': 'type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy',
   'envoy.filters.listener.original_dst': 'type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst',
   'envoy.filters.http.router': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router',
+  'envoy.filters.http.health_check': 'type.googleapis.com/envoy.extensions.filters.http.health_check.v3.HealthCheck',
 };
+
+/**
+ * Envoy's merge of `--config-yaml` over the bootstrap of `--config-path`
+ * (protobuf MergeFrom): repeated fields are concatenated, so the listeners
+ * and clusters of both are served.
+ */
+export function mergeBootstraps(fromPath: Obj, fromYaml: Obj): Obj {
+  const resources = (bootstrap: Obj): Obj => (isObj(bootstrap['static_resources']) ? bootstrap['static_resources'] : {});
+  const [a, b] = [resources(fromPath), resources(fromYaml)];
+  return {
+    ...fromPath,
+    ...fromYaml,
+    static_resources: { listeners: [...list(a['listeners']), ...list(b['listeners'])], clusters: [...list(a['clusters']), ...list(b['clusters'])] },
+  };
+}
 
 export interface BootstrapSubject {
   readonly bootstrap: Obj;
@@ -94,6 +114,10 @@ export function bootstrapProblems({ bootstrap, container, capture, lifecycle }: 
   if (new Set([...allPorts, adminPort]).size !== allPorts.length + 1) problems.push(`listener and admin ports collide: ${[...allPorts, adminPort].join(', ')}`);
   for (const [index, cluster] of clusters.entries()) {
     fields('cluster', cluster, `clusters[${index}]`);
+    for (const [n, check] of list(cluster['health_checks']).entries()) {
+      fields('health_check', check, `clusters[${index}].health_checks[${n}]`);
+      if (check['tcp_health_check'] !== undefined) fields('tcp_health_check', check['tcp_health_check'], `clusters[${index}].health_checks[${n}].tcp_health_check`);
+    }
     if (cluster['type'] === 'ORIGINAL_DST' && (cluster['lb_policy'] !== 'CLUSTER_PROVIDED' || cluster['load_assignment'] !== undefined)) {
       problems.push(`clusters[${index}]: an ORIGINAL_DST cluster needs lb_policy CLUSTER_PROVIDED and no load_assignment`);
     }
@@ -106,6 +130,7 @@ export function bootstrapProblems({ bootstrap, container, capture, lifecycle }: 
   const probe = ((container['readinessProbe'] as Obj | undefined)?.['httpGet'] as Obj | undefined)?.['port'];
   if (health === undefined || probe !== health) problems.push(`the readiness probe's port ${String(probe)} is not the health listener's ${String(health)}`);
   problems.push(...captureProblems(listeners, portsOf, adminPort, container, capture));
+  problems.push(...tcpProbeProblems(listeners, clusters, capture, fields));
   if (lifecycle !== undefined) problems.push(...lifecycleProblems(listeners, health, adminPort, container, lifecycle));
   return problems;
 }
@@ -141,8 +166,10 @@ function clustersReferencedBy(filter: Obj, path: string, fields: (what: string, 
     fields('tcp_proxy', typed, `${path}.tcp_proxy`);
     return [typed['cluster']];
   }
+  const checks = list(typed['http_filters']).filter((http) => http['name'] === 'envoy.filters.http.health_check').map((http) => http['typed_config']);
+  const checked = checks.flatMap((check) => (isObj(check) && isObj(check['cluster_min_healthy_percentages']) ? Object.keys(check['cluster_min_healthy_percentages']) : []));
   const hosts = list((typed['route_config'] as Obj | undefined)?.['virtual_hosts']);
-  return hosts.flatMap((host) => list(host['routes']).map((route) => (route['route'] as Obj | undefined)?.['cluster'])).filter((cluster) => cluster !== undefined);
+  return [...checked, ...hosts.flatMap((host) => list(host['routes']).map((route) => (route['route'] as Obj | undefined)?.['cluster']))].filter((cluster) => cluster !== undefined);
 }
 
 /** With capture: the rules' ports are the listeners', the proxy's ports are excluded, the rules spare the proxy's user. */
@@ -163,9 +190,72 @@ function captureProblems(listeners: Obj[], portsOf: Map<string, number[]>, admin
     const guard = chains.find((chain) => (chain['filter_chain_match'] as Obj | undefined)?.['destination_port'] === port(listener));
     if (guard === undefined) problems.push(`listener ${String(listener['name'])}: a connection to its own port must not be proxied back to it`);
   }
+  // An inbound listener that speaks HTTP gives the app the client's address in X-Forwarded-For only with use_remote_address (docs/capture.md).
+  const inboundManager = list(list(inbound?.['filter_chains']).at(-1)?.['filters']).find((filter) => filter['name'] === 'envoy.filters.network.http_connection_manager');
+  if (inboundManager !== undefined && (inboundManager['typed_config'] as Obj | undefined)?.['use_remote_address'] !== true) {
+    problems.push("the inbound listener speaks HTTP without use_remote_address: the app would not get the client's address in X-Forwarded-For");
+  }
   const proxyOwn = [adminPort, ...[...portsOf.entries()].filter(([name]) => name !== String(outbound?.['name']) && name !== String(inbound?.['name'])).map(([, ports]) => ports[0])];
   for (const own of proxyOwn) if (own !== undefined && !capture.proxyPorts.includes(own)) problems.push(`capture.proxyPorts lacks the proxy's port ${own}`);
   const uid = (container['securityContext'] as Obj | undefined)?.['runAsUser'];
   if (uid !== capture.proxyUid) problems.push(`capture.proxyUid ${capture.proxyUid} is not the proxy container's runAsUser ${String(uid)}`);
+  return problems;
+}
+
+/**
+ * The tcpSocket probes' listener, as the node tier's stand-in emulates it
+ * (test/node/images/envoy-stand-in.py): on capture.tcpProbes.port, one
+ * health_check filter per app port, not pass-through, matching the exact
+ * path /tcp/<port>, answering from a cluster of 127.0.0.1:<port> alone that
+ * is checked by a bare TCP connect (no send, no receive), with a
+ * no_traffic_interval (the clusters take no traffic: Envoy would check them
+ * every 60 s), then the router. Nothing without such a listener.
+ */
+function tcpProbeProblems(listeners: Obj[], clusters: Obj[], capture: CaptureSettings | undefined, fields: (what: string, value: unknown, path: string) => void): string[] {
+  const listener = listeners.find((candidate) => candidate['name'] === 'tcp_probes');
+  if (listener === undefined) return [];
+  const problems: string[] = [];
+  const port = ((listener['address'] as Obj | undefined)?.['socket_address'] as Obj | undefined)?.['port_value'];
+  if (capture?.tcpProbes === undefined || port !== capture.tcpProbes.port) problems.push(`the tcp_probes listener's port ${String(port)} is not capture.tcpProbes.port ${String(capture?.tcpProbes?.port)}`);
+  const manager = list(list(listener['filter_chains'])[0]?.['filters'])[0]?.['typed_config'] as Obj | undefined;
+  const filters = list(manager?.['http_filters']);
+  if (filters.at(-1)?.['name'] !== 'envoy.filters.http.router') problems.push('the tcp_probes listener\'s last HTTP filter must be the router');
+  for (const [index, filter] of filters.entries()) {
+    checkTyped(filter, `tcp_probes.http_filters[${index}]`, problems);
+    if (filter['name'] !== 'envoy.filters.http.health_check') continue;
+    const path = `tcp_probes.http_filters[${index}]`;
+    const typed = (filter['typed_config'] ?? {}) as Obj;
+    fields('health_check_filter', typed, path);
+    if (typed['pass_through_mode'] !== false) problems.push(`${path}: pass_through_mode must be false (the filter answers)`);
+    const headers = list(typed['headers']);
+    const exact = ((headers[0]?.['string_match'] as Obj | undefined)?.['exact']);
+    const match = typeof exact === 'string' ? /^\/tcp\/(\d+)$/.exec(exact) : null;
+    if (headers.length !== 1 || headers[0]?.['name'] !== ':path' || match === null) {
+      problems.push(`${path}: must match the exact :path /tcp/<port> alone`);
+      continue;
+    }
+    const appPort = Number(match[1]);
+    const minimum = isObj(typed['cluster_min_healthy_percentages']) ? typed['cluster_min_healthy_percentages'] : {};
+    const names = Object.keys(minimum);
+    const cluster = clusters.find((candidate) => candidate['name'] === names[0]);
+    if (names.length !== 1 || cluster === undefined || (minimum[names[0] ?? ''] as Obj | undefined)?.['value'] !== 100) {
+      problems.push(`${path}: must ask 100% of one defined cluster to be healthy`);
+      continue;
+    }
+    const endpoints = list((cluster['load_assignment'] as Obj | undefined)?.['endpoints']).flatMap((group) => list(group['lb_endpoints']));
+    const address = (((endpoints[0]?.['endpoint'] as Obj | undefined)?.['address'] as Obj | undefined)?.['socket_address'] ?? {}) as Obj;
+    if (cluster['type'] !== 'STATIC' || endpoints.length !== 1 || address['address'] !== '127.0.0.1' || address['port_value'] !== appPort) {
+      problems.push(`cluster ${String(cluster['name'])}: must be STATIC with the one endpoint 127.0.0.1:${appPort}`);
+    }
+    const checks = list(cluster['health_checks']);
+    const check = checks[0];
+    if (checks.length !== 1 || check === undefined || !isObj(check['tcp_health_check']) || Object.keys(check['tcp_health_check']).length > 0) {
+      problems.push(`cluster ${String(cluster['name'])}: needs one connect-only tcp_health_check`);
+    } else {
+      for (const field of ['timeout', 'interval', 'no_traffic_interval', 'unhealthy_threshold', 'healthy_threshold']) {
+        if (check[field] === undefined) problems.push(`cluster ${String(cluster['name'])}: its health check needs ${field}`);
+      }
+    }
+  }
   return problems;
 }

@@ -7,7 +7,7 @@ import { startOptInWebhook, type OptInWebhook, type Review } from '../e2e/opt-in
 import type { JsonObject } from '../../src/injection/index.js';
 import { kubeCall } from '../e2e/policy-parity.js';
 import { APP_IMAGE } from './image-recipes.js';
-import { appContainer, appPod, broken, describePod, forEachNode, podReady, running, statuses } from './node-suite.js';
+import { appContainer, appPod, broken, describePod, forEachNode, podReady, running, statuses, type NodeSuite } from './node-suite.js';
 import { NODE_IP, RECORDER_PORT } from './network.js';
 import type { Recorder } from './recorder.js';
 
@@ -26,11 +26,15 @@ import type { Recorder } from './recorder.js';
  * (issue 34), so that the agent's connection goes through the running proxy.
  * Scenario 8: an app running as the proxy's uid (1337): its connections go
  * past the proxy, and the API server hands the client the injector's warning.
+ * Scenario 9 (issue 41): a captured and an uncaptured Pod's tcpSocket probes
+ * fail alike when the app's port is closed.
  *
  * NODE_TIER_BREAK: capture-rules builds envoy-init without the OUTPUT jump;
  * init-order sets the chart's webhooks to `reinvocationPolicy: Never` (no
  * reinvocation, the agent's init container stays first); proxy-uid runs
- * scenario 8's app as uid 1338 instead of the proxy's.
+ * scenario 8's app as uid 1338 instead of the proxy's; tcp-probes annotates
+ * the captured probe Pod envoy-injector.io/rewrite-tcp-probes: "false" (its
+ * tcpSocket probes as written).
  */
 const CAPTURE = {
   'envoy-injector.io/capture': 'true',
@@ -41,6 +45,45 @@ const CAPTURE = {
 const probe = { httpGet: { path: '/', port: 8080 }, periodSeconds: 1, failureThreshold: 3 };
 // The liveness probe counts only once the app has started: Python takes seconds to listen on a loaded machine.
 const startupProbe = { ...probe, failureThreshold: 120 };
+
+/**
+ * Scenario 9 (issue 41): tcpSocket probes mean what they say. The app listens on
+ * 8080 (its startupProbe) and 8082 (named "live", its livenessProbe); its
+ * readinessProbe asks for 8081, where nothing listens until the test asks
+ * the app to open it; asked to close 8082 the app lives on but stops
+ * accepting there, as a hung app does.
+ */
+const probeContainer = appContainer(['--port', '8080', '--port', '8082'], {
+  ports: [{ name: 'live', containerPort: 8082 }],
+  startupProbe: { tcpSocket: { port: 8080 }, periodSeconds: 1, failureThreshold: 120 },
+  readinessProbe: { tcpSocket: { port: 8081 }, periodSeconds: 1, failureThreshold: 1 },
+  livenessProbe: { tcpSocket: { port: 'live' }, periodSeconds: 1, failureThreshold: 2 },
+});
+const PROBE_PODS = {
+  'probes-captured': { ...CAPTURE, ...(broken() === 'tcp-probes' ? { 'envoy-injector.io/rewrite-tcp-probes': 'false' } : {}) },
+  'probes-uncaptured': { 'envoy-injector.io/capture': 'false' },
+} as const;
+
+/** GET http://HOST:8080PATH from the test: the app's answer. */
+function askApp(host: string, path: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const call = request({ host, port: 8080, path, timeout: 10_000 }, (response) => {
+      response.resume().on('end', () => resolve(response.statusCode ?? 0));
+    });
+    call.once('timeout', () => call.destroy(new Error(`GET ${host}:8080${path}: no answer in 10 s`)));
+    call.once('error', reject);
+    call.end();
+  });
+}
+
+/**
+ * The kubelet's Events of POD of REASON whose message holds TEXT (past ten alike, the
+ * kubelet's recorder combines them: "(combined from similar events): ...").
+ */
+async function kubeletEvents(suite: NodeSuite, pod: string, reason: string, text: string): Promise<string[]> {
+  const events = await suite.core.listNamespacedEvent({ namespace: suite.namespace, fieldSelector: `involvedObject.name=${pod}` });
+  return events.items.filter((event) => event.reason === reason && (event.message ?? '').includes(text)).map((event) => event.message ?? '');
+}
 
 /** GET http://HOST:8080/call?target=TARGET from the test: the app at HOST calls TARGET and answers with the reply's first line. */
 function askToCall(host: string, target: string): Promise<{ status: number; body: string }> {
@@ -101,6 +144,7 @@ forEachNode('traffic capture', (suite, version) => {
       appPod('captured', CAPTURE, { containers: [appContainer(['--port', '8080'], { startupProbe, readinessProbe: probe, livenessProbe: probe })] }),
       appPod('uncaptured', { 'envoy-injector.io/capture': 'false' }),
       appPod('userns', CAPTURE, { hostUsers: false }),
+      ...Object.entries(PROBE_PODS).map(([name, annotations]) => appPod(name, annotations, { containers: [probeContainer] })),
     ]);
     for (const name of ['server', 'client', 'captured', 'uncaptured']) {
       const pod = await waitPod(name, (read) => read.status?.podIP !== undefined && running('app')(read), `Pod ${name} running with an IP`);
@@ -246,4 +290,39 @@ forEachNode('traffic capture', (suite, version) => {
     const warning = `container "app" runs as user ${PROXY_UID} (its securityContext.runAsUser), the proxy's uid`;
     assert.ok(uidWarnings.some((text) => text.includes(warning)), `a Warning header saying ${warning}; got ${JSON.stringify(uidWarnings)}`);
   });
+
+  for (const name of Object.keys(PROBE_PODS)) {
+    it(`9a. ${name}: a tcpSocket readiness probe of a closed port fails, and passes once the app opens it (${version})`, async () => {
+      const current = suite();
+      const { recorder, waitPod } = current;
+      const pod = await waitPod(name, (read) => read.status?.podIP !== undefined && running('app')(read), `Pod ${name} running with an IP`);
+      await recorder.waitFor(`the app of Pod ${name} listening`, name, (record) => record.source === 'app' && record.event === 'started');
+      if (name === 'probes-captured' && broken() !== 'tcp-probes') {
+        const record = JSON.parse(pod.metadata?.annotations?.['envoy-injector.io/tcp-probes'] ?? '[]') as unknown;
+        assert.deepEqual(record, [{ container: 'app', probe: 'startupProbe', port: 8080 }, { container: 'app', probe: 'readinessProbe', port: 8081 }, { container: 'app', probe: 'livenessProbe', port: 8082 }]);
+      }
+      // The kubelet says the probe failed (an Event), and the Pod is not Ready while 8081 is closed.
+      const failures = await eventually(`the kubelet reporting Pod ${name}'s readiness probe failed`, async () => {
+        const found = await kubeletEvents(current, name, 'Unhealthy', 'Readiness probe failed');
+        return found.length > 0 ? found : undefined;
+      }, 30_000);
+      assert.ok(!podReady(await current.readPod(name)), `Pod ${name} is not Ready while its port 8081 is closed (${failures[0] ?? ''})`);
+      assert.equal(await askApp(pod.status?.podIP ?? '', '/open?port=8081'), 200);
+      await waitPod(name, podReady, `Pod ${name} Ready once its app listens on 8081`, 30_000);
+    });
+
+    it(`9b. ${name}: a tcpSocket liveness probe restarts a hung app (${version})`, async () => {
+      const current = suite();
+      const pod = await current.waitPod(name, podReady, `Pod ${name} Ready (9a)`);
+      assert.equal(statuses(pod).get('app')?.restartCount, 0, describePod(pod));
+      // The app lives on but no longer accepts on 8082 ("live"): only the liveness probe can tell.
+      assert.equal(await askApp(pod.status?.podIP ?? '', '/close?port=8082'), 200);
+      const restarted = await current.waitPod(name, (read) => (statuses(read).get('app')?.restartCount ?? 0) >= 1, `the kubelet restarting Pod ${name}'s app after its liveness probe failed`, 60_000);
+      // Killed for its liveness probe, as the kubelet says (its Events come on their own time: after the restart, maybe).
+      await eventually(`the kubelet's Killing Event of Pod ${name}'s app for its liveness probe (${describePod(restarted)})`, async () => {
+        const found = await kubeletEvents(current, name, 'Killing', 'failed liveness probe');
+        return found.length > 0 ? found : undefined;
+      }, 30_000);
+    });
+  }
 });

@@ -255,12 +255,16 @@ capture:
   imagePullPolicy: {{ $p.capture.image.pullPolicy }}
   outboundPort: {{ $p.capture.outboundPort }}
   inboundPort: {{ $p.capture.inboundPort }}
-  proxyPorts: [{{ $p.adminPort }}, {{ $p.healthPort }}]
+  proxyPorts: [{{ $p.adminPort }}, {{ $p.healthPort }}{{ if $p.capture.tcpProbePort }}, {{ $p.capture.tcpProbePort }}{{ end }}]
   enabled: {{ $p.capture.enabled }}
   excludeOutboundCidrs: {{ join "," $p.capture.excludeOutboundCidrs | quote }}
   excludeOutboundPorts: {{ join "," $p.capture.excludeOutboundPorts | quote }}
   excludeInboundPorts: {{ join "," $p.capture.excludeInboundPorts | quote }}
   includeInboundPorts: {{ join "," $p.capture.includeInboundPorts | quote }}
+{{- if $p.capture.tcpProbePort }}
+  {{- /* The injector rewrites a captured Pod's tcpSocket probes to this port and gives Envoy the listener (--config-path). */}}
+  tcpProbes: {port: {{ $p.capture.tcpProbePort }}, address: {{ $p.listenAddress | quote }}}
+{{- end }}
   resources:
 {{ toYaml $p.capture.resources | indent 4 }}
 {{- end }}

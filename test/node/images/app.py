@@ -7,6 +7,8 @@ called, and that calls out on request, recording all of it (record.py).
   GET /call?target=HOST:PORT
                   connects to HOST:PORT, sends "GET / HTTP/1.1", answers with the first
                   line of the reply body (or 502 and the error), and records the call
+  GET /open?port=N   starts listening on port N too; GET /close?port=N stops listening there
+                  (the process lives on: a hung app, as a tcpSocket probe sees it); both recorded
 --on-term-call    on SIGTERM: one such call (recorded), then exit 0 if it answered, else 3
 --exit-after      exit 0 after that many seconds (a Job's work)
 """
@@ -62,6 +64,11 @@ def handle(conn, peer):
             if target.startswith("/call?target="):
                 ok, body = traced_call(target.split("=", 1)[1], "request")
                 status = 200 if ok else 502
+            elif target.startswith("/open?port=") or target.startswith("/close?port="):
+                action, port = target[1:].split("?port=")
+                listen(int(port)) if action == "open" else unlisten(int(port))
+                record("app", action, port=int(port))
+                body = "%s %s" % (action, port)
             else:
                 body = "app %s %s %d from %s" % (socket.gethostname(), local[0], local[1], peer[0])
                 record("app", "served", path=target, port=local[1], peer=peer[0])
@@ -71,17 +78,36 @@ def handle(conn, peer):
             return
 
 
+LISTENING = {}
+
+
 def listen(port):
+    if port in LISTENING:
+        return
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("0.0.0.0", port))
     sock.listen(64)
+    LISTENING[port] = sock
 
     def loop():
         while True:
-            conn, peer = sock.accept()
+            try:
+                conn, peer = sock.accept()
+            except OSError:
+                return
             threading.Thread(target=handle, args=(conn, peer), daemon=True).start()
     threading.Thread(target=loop, daemon=True).start()
+
+
+def unlisten(port):
+    sock = LISTENING.pop(port, None)
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        sock.close()
 
 
 def main(args):

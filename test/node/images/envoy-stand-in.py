@@ -4,13 +4,21 @@ tier's kubelet. docs/design.md ("The node tier") lists what of Envoy it reproduc
 what it cannot.
 
 It takes Envoy's command line (unknown flags: "PARSE ERROR", exit 1, as Envoy), reads
-the bootstrap it is given and serves from it:
+the bootstrap it is given (--config-path, then --config-yaml merged over it as Envoy's
+MergeFrom does: listeners and clusters concatenated) and serves from it:
   - the admin API on the bootstrap's admin address: GET /ready (503 until the delay the
     recorder's /config gives, then 200 LIVE), POST /drain_listeners[?graceful], POST
     /healthcheck/fail, POST /quitquitquit; HTTP/1.0 gets 426 as from Envoy;
-  - each listener with an http_connection_manager: its routes (a route to the cluster
-    whose endpoint is the admin address is answered by the admin API, a direct_response
-    with its status);
+  - each listener with an http_connection_manager: its envoy.filters.http.health_check
+    filters first (not pass-through: a request whose :path is the filter's exact header
+    is answered 200 when each cluster of cluster_min_healthy_percentages has that share
+    of healthy hosts, else 503), then its routes (a route to the cluster whose endpoint
+    is the admin address is answered by the admin API, a direct_response with its
+    status);
+  - each cluster with health_checks: a connect-only tcp_health_check of its endpoints,
+    every no_traffic_interval (no cluster here takes traffic; Envoy's default 60 s when
+    unset), a host unhealthy until unhealthy_threshold/healthy_threshold say otherwise
+    (both default to 1 here), starting unhealthy as Envoy's do before their first check;
   - each listener with a tcp_proxy: the filter chain matching the destination port (the
     original destination's with use_original_dst or the original_dst listener filter);
     an ORIGINAL_DST cluster connects to the connection's SO_ORIGINAL_DST and relays
@@ -92,6 +100,22 @@ def plain(address):
     return address[7:] if address.startswith("::ffff:") else address
 
 
+def merge(base, over):
+    """Envoy's merge of --config-yaml over the --config-path bootstrap, for the fields the stand-in reads."""
+    merged = dict(base)
+    merged.update({key: value for key, value in over.items() if key != "static_resources"})
+    resources = {}
+    for key in ("listeners", "clusters"):
+        resources[key] = base.get("static_resources", {}).get(key, []) + over.get("static_resources", {}).get(key, [])
+    merged["static_resources"] = resources
+    return merged
+
+
+def seconds(duration):
+    """A protobuf Duration as YAML gives it ("1s", "0.5s")."""
+    return float(str(duration).rstrip("s"))
+
+
 def original_destination(conn):
     if conn.family == socket.AF_INET:
         port, packed = struct.unpack_from("!2xH4s", conn.getsockopt(socket.SOL_IP, SO_ORIGINAL_DST, 16))
@@ -104,12 +128,14 @@ class Proxy:
     def __init__(self, options):
         text = options.get("--config-yaml")
         path = options.get("--config-path", options.get("-c"))
-        if text is None and path is not None:
-            with open(path) as f:
-                text = f.read()
-        if text is None:
+        if text is None and path is None:
             fail("At least one of --config-path or --config-yaml or Options::configProto() should be non-empty")
-        self.bootstrap = yaml.safe_load(text) or {}
+        self.bootstrap = {}
+        if path is not None:
+            with open(path) as f:
+                self.bootstrap = yaml.safe_load(f.read()) or {}
+        if text is not None:
+            self.bootstrap = merge(self.bootstrap, yaml.safe_load(text) or {})
         self.drain_seconds = float(options.get("--drain-time-s", 600))
         self.started = time.time()
         self.ready_delay = float(config().get("readyDelaySeconds", 0))
@@ -120,6 +146,7 @@ class Proxy:
         self.clusters = {cluster["name"]: cluster for cluster in resources.get("clusters", [])}
         self.admin = socket_address(self.bootstrap.get("admin", {}).get("address"))
         self.listeners = resources.get("listeners", [])
+        self.healthy = {}
 
     # ---- listening -------------------------------------------------------------
 
@@ -154,6 +181,9 @@ class Proxy:
             handler = self.handler_of(listener)
             for address in addresses:
                 self.serve(self.bind(*socket_address(address)), handler, True)
+        for cluster in self.clusters.values():
+            for check in cluster.get("health_checks", [])[:1]:
+                threading.Thread(target=self.health_check, args=(cluster, check), daemon=True).start()
         record("stand-in", "started", listeners=[listener.get("name") for listener in self.listeners],
                drainSeconds=self.drain_seconds, readyDelaySeconds=self.ready_delay)
 
@@ -162,7 +192,10 @@ class Proxy:
         first = chains[0]["filters"][0] if chains and chains[0].get("filters") else {}
         if first.get("name") == "envoy.filters.network.http_connection_manager":
             routes = first["typed_config"]["route_config"]["virtual_hosts"][0]["routes"]
-            return lambda conn, peer: self.http(conn, peer, lambda method, path: self.route(routes, method, path), listener.get("name"))
+            checks = [f["typed_config"] for f in first["typed_config"].get("http_filters", [])
+                      if f.get("name") == "envoy.filters.http.health_check"]
+            return lambda conn, peer: self.http(
+                conn, peer, lambda method, path: self.check(checks, path) or self.route(routes, method, path), listener.get("name"))
         original = listener.get("use_original_dst", False) or any(
             f.get("name") == "envoy.filters.listener.original_dst" for f in listener.get("listener_filters", []))
         return lambda conn, peer: self.relay(listener.get("name"), chains, original, conn, peer)
@@ -232,6 +265,52 @@ class Proxy:
                 return self.admin_api(method, target)
             return 503, "no healthy upstream"
         return 404, ""
+
+    def check(self, checks, target):
+        """The health_check filters: the first whose exact :path matches answers; None lets the request on."""
+        path = target.partition("?")[0]
+        for check in checks:
+            paths = [h.get("string_match", {}).get("exact") for h in check.get("headers", []) if h.get("name") == ":path"]
+            if check.get("pass_through_mode", True) or path not in paths:
+                continue
+            if self.health_failed:
+                return 503, ""
+            for name, minimum in check.get("cluster_min_healthy_percentages", {}).items():
+                hosts = self.healthy.get(name, {})
+                share = 100.0 * sum(1 for up in hosts.values() if up) / len(hosts) if hosts else 0.0
+                if share < float(minimum.get("value", 0)):
+                    return 503, ""
+            return 200, ""
+        return None
+
+    def health_check(self, cluster, check):
+        """Envoy's active health checking of a cluster that takes no traffic: a connect-only TCP check."""
+        name = cluster["name"]
+        hosts = [socket_address(endpoint["endpoint"]["address"])[:2]
+                 for group in cluster.get("load_assignment", {}).get("endpoints", [])
+                 for endpoint in group.get("lb_endpoints", [])]
+        state = {host: False for host in hosts}
+        streak = {host: 0 for host in hosts}
+        self.healthy[name] = dict(state)
+        if "tcp_health_check" not in check or check["tcp_health_check"]:
+            record("stand-in", "error", traceback="cluster %s: only a connect-only tcp_health_check is emulated" % name)
+            return
+        timeout = seconds(check.get("timeout", "1s"))
+        interval = seconds(check.get("no_traffic_interval", "60s"))
+        thresholds = {True: int(check.get("healthy_threshold", 1)), False: int(check.get("unhealthy_threshold", 1))}
+        while True:
+            for host in hosts:
+                try:
+                    socket.create_connection(host, timeout=timeout).close()
+                    up = True
+                except OSError:
+                    up = False
+                streak[host] = streak[host] + 1 if up != state[host] else 0
+                if up != state[host] and streak[host] >= thresholds[up]:
+                    state[host], streak[host] = up, 0
+                    record("stand-in", "health", cluster=name, host="%s:%d" % host, healthy=up)
+            self.healthy[name] = dict(state)
+            time.sleep(interval)
 
     def is_admin_cluster(self, name):
         cluster = self.clusters.get(name, {})
