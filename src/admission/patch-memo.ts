@@ -183,14 +183,24 @@ function hasEntryNamed(entries: readonly JsonValue[], name: string): boolean {
   return false;
 }
 
-/** The shape's constant start for a template, as JSON without the closing bracket; kept per template for its last settings. */
+/**
+ * The shape's constant start for a template and its settings: `[` and a
+ * number of its own, kept per template for its last settings. A number, not
+ * the template's name, hash and settings: the key is hashed on every review,
+ * and a template object with these settings is one number for the life of the
+ * process (another set's templates are other objects, and the memo forgets
+ * everything when the set changes).
+ */
 function shapePrefix(template: SidecarTemplate, nativeSidecar: boolean, allowedOverrides: readonly OverrideName[]): string {
   const held = prefixOfTemplates.get(template);
   if (held !== undefined && held.nativeSidecar === nativeSidecar && held.allowedOverrides === allowedOverrides) return held.prefix;
-  const prefix = JSON.stringify([template.name, template.hash, nativeSidecar, allowedOverrides]).slice(0, -1);
+  prefixesMade += 1;
+  const prefix = `[${prefixesMade}`;
   prefixOfTemplates.set(template, { nativeSidecar, allowedOverrides, prefix });
   return prefix;
 }
+
+let prefixesMade = 0;
 
 const prefixOfTemplates = new WeakMap<SidecarTemplate, { readonly nativeSidecar: boolean; readonly allowedOverrides: readonly OverrideName[]; readonly prefix: string }>();
 
