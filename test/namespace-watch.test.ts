@@ -56,6 +56,14 @@ describe('the Namespace watch keeps labels and only the envoy-injector.io/ annot
     assert.deepEqual(await watch.metadataOf('plain'), { labels: {}, annotations: undefined });
   });
 
+  it('a cached namespace is answered at once, not as a promise: the webhook then answers in the turn that parsed the review', () => {
+    const metadata = watch.metadataOf('shop');
+    assert.ok(!(metadata instanceof Promise), 'a promise for a namespace in the cache');
+    assert.equal(metadata.labels['envoy-injector.io/inject'], 'enabled');
+    // One object per cached namespace, not one per review.
+    assert.equal(watch.metadataOf('shop'), metadata);
+  });
+
   it('a changed annotation arrives by the watch', async () => {
     fake.apply('namespaces', { metadata: { name: 'plain', annotations: { 'envoy-injector.io/proxy-memory': '256Mi', [LAST_APPLIED]: '{}' } } });
     await until('the new annotation', async () => (await watch.metadataOf('plain')).annotations?.['envoy-injector.io/proxy-memory'] === '256Mi');

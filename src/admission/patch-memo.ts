@@ -11,6 +11,7 @@ import {
   OVERRIDE_ANNOTATION_PREFIX,
   type Admission,
   type JsonObject,
+  type JsonValue,
   type OverrideName,
   type SidecarTemplate,
   type TemplateSet,
@@ -55,8 +56,8 @@ export class PatchMemo {
   #templates: TemplateSet | undefined;
   readonly #entries = new Map<string, { readonly value: MemoizedInjection; readonly bytes: number }>();
   #bytes = 0;
-  /** The key last set or moved to the end of #entries (the most recently used), if still there. */
-  #lastKey: string | undefined;
+  /** The entry last set or moved to the end of #entries (the most recently used), if still there: compared by identity, not by its key's characters. */
+  #last: { readonly value: MemoizedInjection; readonly bytes: number } | undefined;
 
   constructor(limits: PatchMemoLimits = DEFAULT_PATCH_MEMO_LIMITS) {
     this.limits = limits;
@@ -75,7 +76,7 @@ export class PatchMemo {
   answer(templates: TemplateSet, key: string, compute: () => MemoizedInjection): MemoizedInjection {
     if (templates !== this.#templates) {
       this.#entries.clear();
-      this.#lastKey = undefined;
+      this.#last = undefined;
       this.#bytes = 0;
       this.#templates = templates;
     }
@@ -83,18 +84,19 @@ export class PatchMemo {
     if (held !== undefined) {
       // Most recently used last: eviction takes the first. A rollout asks for one key
       // many times in a row: it is already last then, and the Map is left alone.
-      if (key !== this.#lastKey) {
+      if (held !== this.#last) {
         this.#entries.delete(key);
         this.#entries.set(key, held);
-        this.#lastKey = key;
+        this.#last = held;
       }
       return held.value;
     }
     const value = compute();
     const bytes = entryBytes(key, value);
     if (bytes > this.limits.maxBytes || this.limits.maxEntries < 1) return value;
-    this.#entries.set(key, { value, bytes });
-    this.#lastKey = key;
+    const entry = { value, bytes };
+    this.#entries.set(key, entry);
+    this.#last = entry;
     this.#bytes += bytes;
     for (const [oldest, entry] of this.#entries) {
       if (this.#entries.size <= this.limits.maxEntries && this.#bytes <= this.limits.maxBytes) break;
@@ -150,14 +152,19 @@ export function podShape(
     shape += `${index === 0 ? '' : ','}${value === undefined ? '0' : `[${JSON.stringify(value)}]`}`;
   }
   // What the proxy's lifecycle and the autoscaler annotation read (proxy-lifecycle.ts).
-  const lifecycle = (key: string): string => (annotations === undefined ? '0' : `[${JSON.stringify(own(annotations, key) ?? null)}]`);
   // kubectl's default container, when the proxy goes first: the Pod's own, or its first container's name.
   const first = entryName(arrayAt(spec, 'containers')?.[0]);
-  shape += `],${JSON.stringify(captureKey)},${tokenMount},[${lifecycle(Annotations.holdApplication)},${lifecycle(Annotations.safeToEvictLocalVolumes)},${lifecycle(Annotations.defaultContainer)},${JSON.stringify(first ?? null)}]`;
+  shape += `],${JSON.stringify(captureKey)},${tokenMount},[${annotationShape(annotations, Annotations.holdApplication)},${annotationShape(annotations, Annotations.safeToEvictLocalVolumes)}`;
+  shape += `,${annotationShape(annotations, Annotations.defaultContainer)},${JSON.stringify(first ?? null)}]`;
   return `${shape},${JSON.stringify(spec === undefined ? null : (own(spec, 'terminationGracePeriodSeconds') ?? null))}]`;
 }
 
 const OVERRIDE_ANNOTATIONS: readonly string[] = ALL_OVERRIDES.map((name) => OVERRIDE_ANNOTATION_PREFIX + name);
+
+/** An annotation the lifecycle reads: "0" without annotations, else its value (null when absent) in brackets. */
+function annotationShape(annotations: JsonObject | undefined, key: string): string {
+  return annotations === undefined ? '0' : `[${JSON.stringify(own(annotations, key) ?? null)}]`;
+}
 
 /** Which of CANDIDATES the list at spec[LIST] holds, by index ("0,,2"); "-" when it is no list. */
 function listShape(spec: JsonObject | undefined, list: string, candidates: readonly (string | undefined)[]): string {
@@ -166,20 +173,35 @@ function listShape(spec: JsonObject | undefined, list: string, candidates: reado
   let shape = '';
   for (let index = 0; index < candidates.length; index++) {
     const candidate = candidates[index];
-    const present = candidate !== undefined && entries.some((entry) => entryName(entry) === candidate);
-    shape += `${index === 0 ? '' : ','}${present ? index : ''}`;
+    shape += `${index === 0 ? '' : ','}${candidate !== undefined && hasEntryNamed(entries, candidate) ? index : ''}`;
   }
   return shape;
 }
 
-/** The shape's constant start for a template, as JSON without the closing bracket; kept per template for its last settings. */
+/** Whether ENTRIES holds one named NAME: a loop, no closure per candidate. */
+function hasEntryNamed(entries: readonly JsonValue[], name: string): boolean {
+  for (const entry of entries) if (entryName(entry) === name) return true;
+  return false;
+}
+
+/**
+ * The shape's constant start for a template and its settings: `[` and a
+ * number of its own, kept per template for its last settings. A number, not
+ * the template's name, hash and settings: the key is hashed on every review,
+ * and a template object with these settings is one number for the life of the
+ * process (another set's templates are other objects, and the memo forgets
+ * everything when the set changes).
+ */
 function shapePrefix(template: SidecarTemplate, nativeSidecar: boolean, allowedOverrides: readonly OverrideName[]): string {
   const held = prefixOfTemplates.get(template);
   if (held !== undefined && held.nativeSidecar === nativeSidecar && held.allowedOverrides === allowedOverrides) return held.prefix;
-  const prefix = JSON.stringify([template.name, template.hash, nativeSidecar, allowedOverrides]).slice(0, -1);
+  prefixesMade += 1;
+  const prefix = `[${prefixesMade}`;
   prefixOfTemplates.set(template, { nativeSidecar, allowedOverrides, prefix });
   return prefix;
 }
+
+let prefixesMade = 0;
 
 const prefixOfTemplates = new WeakMap<SidecarTemplate, { readonly nativeSidecar: boolean; readonly allowedOverrides: readonly OverrideName[]; readonly prefix: string }>();
 

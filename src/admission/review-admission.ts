@@ -110,11 +110,14 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
   const perPod = memo === undefined || templates === undefined || direct !== undefined;
   const { injection, overrides, warnings: injectionWarnings, patch: pieces } = perPod ? compute() : memo.answer(templates, shape(), compute);
   const patch = fillPatch(pieces, tokenVolume);
-  const warnings = [...decision.warnings, ...capture.warnings, ...injectionWarnings];
+  // Most injected Pods hear nothing: no array made for them.
+  const warnings = decision.warnings.length + capture.warnings.length + injectionWarnings.length === 0 ? NO_WARNINGS : [...decision.warnings, ...capture.warnings, ...injectionWarnings];
   audit['template'] = `${decision.template.name}@${decision.template.hash}`;
   if (overrides.length > 0) audit['overrides'] = overrides.map((override) => override.annotation.slice(OVERRIDE_ANNOTATION_PREFIX.length)).join(',');
   return { decision, injection, overrides, capture, warnings, review: toReview(patched(request.uid, patch, audit, warnings)), result: 'injected', reason: decision.reason };
 }
+
+const NO_WARNINGS: readonly string[] = Object.freeze([]);
 
 /** The answer that puts our init containers back where the design needs them. */
 function reordered(request: AdmissionRequest, decision: Decision, audit: Record<string, string>, patch: readonly PatchOperation[]): ReviewOutcome {

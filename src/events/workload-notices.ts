@@ -95,6 +95,8 @@ export function workloadNotices(input: NoticeInput): WorkloadNotice[] {
 type Cause = { readonly cause: NoticeCause; readonly detail: string };
 
 function causesOf({ admission, pod, namespace }: NoticeInput): Cause[] {
+  // Most reviews warrant no Event: those are decided before the Pod is read.
+  if (admission !== undefined && (admission.decision.inject ? admission.warnings.length === 0 : WORKLOAD_EVENTS[admission.decision.reason] === undefined)) return [];
   const annotations = objectAt(objectAt(pod, 'metadata'), 'annotations');
   if (admission === undefined) {
     // Whether the Pod asked hangs on the labels that are unknown: only an explicit "no" is sure.

@@ -43,6 +43,19 @@ function metadataOf(namespace: V1Namespace): NamespaceMetadata {
   return { labels: namespace.metadata?.labels ?? NO_LABELS, annotations: injectorAnnotations(namespace.metadata?.annotations) };
 }
 
+/** What a cached namespace gives the decision, made once per cached object (a watch event replaces the object). */
+const metadataOfCached = new WeakMap<V1Namespace, NamespaceMetadata>();
+
+function cachedMetadata(namespace: V1Namespace): NamespaceMetadata {
+  let metadata = metadataOfCached.get(namespace);
+  if (metadata === undefined) {
+    // The cache is slimmed already: its annotations are ours only.
+    metadata = { labels: namespace.metadata?.labels ?? NO_LABELS, annotations: namespace.metadata?.annotations };
+    metadataOfCached.set(namespace, metadata);
+  }
+  return metadata;
+}
+
 /**
  * Namespace labels and `envoy-injector.io/` annotations from a metadata-only
  * watch of Namespaces (slimmed to those, see slimNamespace). A namespace not
@@ -106,11 +119,14 @@ export class NamespaceLabels {
     return this.#informer.hasSynced ? undefined : 'the Namespace watch has not synced yet: namespace labels are unknown';
   }
 
-  /** The namespace's labels and `envoy-injector.io/` annotations; throws NamespaceLabelsUnknownError when they cannot be known. */
-  async metadataOf(namespace: string): Promise<NamespaceMetadata> {
+  /**
+   * The namespace's labels and `envoy-injector.io/` annotations: at once from
+   * the watch's cache (or a recent direct read), else the promise of a direct
+   * read, which rejects with NamespaceLabelsUnknownError when they cannot be known.
+   */
+  metadataOf(namespace: string): NamespaceMetadata | Promise<NamespaceMetadata> {
     const cached = this.#informer.get(namespace);
-    // The cache is slimmed already: its annotations are ours only.
-    if (cached !== undefined) return { labels: cached.metadata?.labels ?? NO_LABELS, annotations: cached.metadata?.annotations };
+    if (cached !== undefined) return cachedMetadata(cached);
     const recent = this.#read.get(namespace);
     if (recent !== undefined && Date.now() - recent.at < DIRECT_READ_TTL_MS) return recent.metadata;
     let reading = this.#reading.get(namespace);

@@ -1,6 +1,6 @@
 import { isUtf8 } from 'node:buffer';
 import type { ServerOptions as HttpsServerOptions } from 'node:https';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifySchemaValidationError } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyReply, type FastifySchemaValidationError } from 'fastify';
 import type { Logger } from 'pino';
 import {
   AdmissionReviewSchema,
@@ -14,7 +14,7 @@ import {
 import { NamespaceLabelsUnknownError } from '../errors.js';
 import type { WorkloadEventSink } from '../events/event-series.js';
 import { workloadNotices } from '../events/workload-notices.js';
-import { isExcludedNamespace, isJsonObject, type AdmitOptions, type NamespaceMetadata } from '../injection/index.js';
+import { isExcludedNamespace, isJsonObject, type AdmitOptions, type NamespaceMetadata, type TemplateSet } from '../injection/index.js';
 import { ErrorReason, type InjectorMetrics } from './metrics.js';
 import type { ServerState } from './server-state.js';
 
@@ -38,8 +38,13 @@ export const DEFAULT_TIMEOUTS: ServerTimeouts = { requestMs: 4_000, headersMs: 3
 
 /** Labels of a namespace; rejects with NamespaceLabelsUnknownError when they cannot be known. */
 export type NamespaceLabelLookup = (namespace: string) => Promise<Readonly<Record<string, string>>>;
-/** Labels and `envoy-injector.io/` annotations of a namespace; rejects with NamespaceLabelsUnknownError when they cannot be known. */
-export type NamespaceMetadataLookup = (namespace: string) => Promise<NamespaceMetadata>;
+/**
+ * Labels and `envoy-injector.io/` annotations of a namespace: the metadata
+ * itself when at hand (a watch's cache), else a promise of it, which
+ * rejects with NamespaceLabelsUnknownError when they cannot be known (the
+ * lookup never throws).
+ */
+export type NamespaceMetadataLookup = (namespace: string) => NamespaceMetadata | Promise<NamespaceMetadata>;
 
 export interface AppDependencies {
   readonly log: Logger;
@@ -158,42 +163,48 @@ function addMutateRoute(app: App, deps: AppDependencies): void {
   const memo = new PatchMemo();
   // The decision settings with the live native-sidecar default: one object until that default changes.
   let options: AdmitOptions = { ...deps.decisionOptions, nativeSidecar: deps.state.nativeSidecar };
-  app.post('/mutate', { schema: { body: AdmissionReviewSchema } }, async (request, reply) => {
+  const respond = (reply: FastifyReply, admission: AdmissionRequest, templates: TemplateSet | undefined, namespace: NamespaceMetadata | undefined, started: bigint): void => {
+    if (options.nativeSidecar !== deps.state.nativeSidecar) options = { ...deps.decisionOptions, nativeSidecar: deps.state.nativeSidecar };
+    const outcome = reviewAdmission(admission, { templates, namespaceLabels: namespace?.labels, namespaceAnnotations: namespace?.annotations, options, memo });
+    recordWorkloadEvents(deps.workloadEvents, admission, outcome);
+    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+    deps.metrics.recordAdmission(outcome.result, outcome.reason, seconds, outcome.warnings.length > 0);
+    if (outcome.result === 'injected' && outcome.capture?.capture === true) deps.metrics.capturedPods.labels(outcome.capture.mode).inc();
+    // The server's logger is every request's (no child per request, see createFastify).
+    if (deps.log.isLevelEnabled('debug')) logAdmission(deps.log, admission, outcome, seconds);
+    reply.send(outcome.review);
+  };
+  // Not an async handler: a review that needs no namespace lookup, or finds the namespace in the
+  // watch's cache, is answered in the turn that parsed it, with no promise and no microtask.
+  app.post('/mutate', { schema: { body: AdmissionReviewSchema } }, (request, reply) => {
     const started = process.hrtime.bigint();
     const { request: admission } = request.body as AdmissionReviewRequest;
     const problem = requestProblem(admission);
     if (problem !== undefined) throw httpError(400, `malformed AdmissionReview: ${problem}`);
     // Read the live state once: this request finishes on the set it started with.
     const templates = deps.state.templates.current;
-    let namespaceMetadata: NamespaceMetadata | undefined;
-    try {
-      const lookup = namespaceIfNeeded(admission, deps);
-      // No await without a lookup: most reviews need none, and each await costs a turn.
-      namespaceMetadata = lookup === undefined ? undefined : await lookup;
-    } catch (error) {
-      if (!(error instanceof NamespaceLabelsUnknownError)) throw error;
-      recordWorkloadEvents(deps.workloadEvents, admission, undefined);
-      // Not an AdmissionResponse: an HTTP error is what lets the webhook's failurePolicy decide.
-      deps.metrics.recordAdmission('error', ErrorReason.namespaceLabelsUnknown, Number(process.hrtime.bigint() - started) / 1e9);
-      return reply.code(503).send({ kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', reason: 'ServiceUnavailable', code: 503, message: error.message });
-    }
-    if (options.nativeSidecar !== deps.state.nativeSidecar) options = { ...deps.decisionOptions, nativeSidecar: deps.state.nativeSidecar };
-    const outcome = reviewAdmission(admission, { templates, namespaceLabels: namespaceMetadata?.labels, namespaceAnnotations: namespaceMetadata?.annotations, options, memo });
-    recordWorkloadEvents(deps.workloadEvents, admission, outcome);
-    const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-    deps.metrics.recordAdmission(outcome.result, outcome.reason, seconds);
-    if (outcome.warnings.length > 0) deps.metrics.admissionWarnings.labels(outcome.result).inc();
-    if (outcome.result === 'injected' && outcome.capture?.capture === true) deps.metrics.capturedPods.labels(outcome.capture.mode).inc();
-    if (request.log.isLevelEnabled('debug')) logAdmission(request.log, admission, outcome, seconds);
-    return reply.send(outcome.review);
+    const namespace = namespaceIfNeeded(admission, deps);
+    if (!(namespace instanceof Promise)) return respond(reply, admission, templates, namespace, started);
+    return namespace.then(
+      (metadata) => respond(reply, admission, templates, metadata, started),
+      (error: unknown) => {
+        if (!(error instanceof NamespaceLabelsUnknownError)) throw error;
+        recordWorkloadEvents(deps.workloadEvents, admission, undefined);
+        // Not an AdmissionResponse: an HTTP error is what lets the webhook's failurePolicy decide.
+        deps.metrics.recordAdmission('error', ErrorReason.namespaceLabelsUnknown, Number(process.hrtime.bigint() - started) / 1e9);
+        reply.code(503).send({ kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', reason: 'ServiceUnavailable', code: 503, message: error.message });
+      },
+    );
   });
 }
 
 /**
  * The namespace (labels, and annotations when the lookup gives them) is only
- * worth a lookup when the decision can reach the namespace rules.
+ * worth a lookup when the decision can reach the namespace rules. Undefined
+ * without one; the metadata itself when the lookup has it at hand (the watch's
+ * cache), else its promise.
  */
-function namespaceIfNeeded(admission: AdmissionReviewRequest['request'], deps: AppDependencies): Promise<NamespaceMetadata> | undefined {
+function namespaceIfNeeded(admission: AdmissionReviewRequest['request'], deps: AppDependencies): NamespaceMetadata | Promise<NamespaceMetadata> | undefined {
   const { namespace } = admission;
   const { namespaceMetadata, namespaceLabels } = deps;
   if ((namespaceMetadata === undefined && namespaceLabels === undefined) || namespace === undefined) return undefined;

@@ -16,6 +16,15 @@ export type ErrorReason = (typeof ErrorReason)[keyof typeof ErrorReason];
 
 export type AdmissionResult = 'injected' | 'skipped' | 'error';
 
+/** What one label set of the admission metrics has counted since the counters were last read. */
+interface AdmissionSlot {
+  readonly requests: Counter.Internal;
+  readonly warnings: Counter.Internal;
+  readonly duration: Histogram.Internal<'result'>;
+  counted: number;
+  warned: number;
+}
+
 /** The label every series carries with `--metrics-release`: a name no scrape's target labels use. */
 export const RELEASE_LABEL = 'envoy_injector_release';
 
@@ -60,11 +69,13 @@ export interface MetricSources {
 export class InjectorMetrics implements TemplateReloadRecorder, WorkloadEventRecorder {
   readonly registry = new Registry();
 
-  readonly admissionRequests = new Counter({
+  readonly admissionRequests: Counter<'result' | 'reason'> = new Counter({
     name: 'envoy_injector_admission_requests_total',
     help: 'AdmissionReviews answered, by result (injected, skipped, error) and reason.',
     labelNames: ['result', 'reason'] as const,
     registers: [this.registry],
+    // Counted per admission as plain numbers (recordAdmission), added here at every read: exact at every scrape.
+    collect: (): void => this.#flushCounts(),
   });
 
   readonly admissionDuration = new Histogram({
@@ -76,11 +87,12 @@ export class InjectorMetrics implements TemplateReloadRecorder, WorkloadEventRec
     registers: [this.registry],
   });
 
-  readonly admissionWarnings = new Counter({
+  readonly admissionWarnings: Counter<'result'> = new Counter({
     name: 'envoy_injector_admission_warnings_total',
     help: 'AdmissionReviews answered with at least one warning (an override not applied, a name the Pod already uses, a template problem), by result.',
     labelNames: ['result'] as const,
     registers: [this.registry],
+    collect: (): void => this.#flushCounts(),
   });
 
   readonly capturedPods = new Counter({
@@ -219,24 +231,36 @@ export class InjectorMetrics implements TemplateReloadRecorder, WorkloadEventRec
     for (const mode of Object.values(CaptureMode)) this.capturedPods.labels(mode).inc(0);
   }
 
-  // Label children by key: resolving labels on every admission is measurable at thousands per second.
-  readonly #requestCounters = new Map<string, Counter.Internal>();
-  readonly #durationHistograms = new Map<string, Histogram.Internal<'result'>>();
+  /**
+   * One slot per label set an admission can count, its children resolved
+   * once (a prom-client child resolves its labels again on every call: a
+   * string built, hashed, validated). An admission adds 1 to a plain number;
+   * the counters take the sums when read (their `collect`, before every scrape).
+   */
+  readonly #slots: Readonly<Record<AdmissionResult, Map<Reason | ErrorReason, AdmissionSlot>>> = { injected: new Map(), skipped: new Map(), error: new Map() };
 
-  recordAdmission(result: AdmissionResult, reason: Reason | ErrorReason, seconds: number): void {
-    const key = `${result}/${reason}`;
-    let counter = this.#requestCounters.get(key);
-    if (counter === undefined) {
-      counter = this.admissionRequests.labels(result, reason);
-      this.#requestCounters.set(key, counter);
+  /** One admission answered: counted, its duration observed, and whether it carried warnings (an error never does). */
+  recordAdmission(result: AdmissionResult, reason: Reason | ErrorReason, seconds: number, warned = false): void {
+    const slot = this.#slots[result].get(reason) ?? this.#addSlot(result, reason);
+    slot.counted += 1;
+    if (warned) slot.warned += 1;
+    slot.duration.observe(seconds);
+  }
+
+  #addSlot(result: AdmissionResult, reason: Reason | ErrorReason): AdmissionSlot {
+    const slot = { requests: this.admissionRequests.labels(result, reason), warnings: this.admissionWarnings.labels(result), duration: this.admissionDuration.labels(result), counted: 0, warned: 0 };
+    this.#slots[result].set(reason, slot);
+    return slot;
+  }
+
+  /** Adds the admissions counted since the last read to the counters. */
+  #flushCounts(): void {
+    for (const slot of Object.values(this.#slots).flatMap((byReason) => [...byReason.values()])) {
+      if (slot.counted > 0) slot.requests.inc(slot.counted);
+      if (slot.warned > 0) slot.warnings.inc(slot.warned);
+      slot.counted = 0;
+      slot.warned = 0;
     }
-    counter.inc();
-    let histogram = this.#durationHistograms.get(result);
-    if (histogram === undefined) {
-      histogram = this.admissionDuration.labels(result);
-      this.#durationHistograms.set(result, histogram);
-    }
-    histogram.observe(seconds);
   }
 
   templatesApplied(templates: Iterable<{ name: string; hash: string }>): void {
