@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
 import { describe, it } from 'node:test';
-import { Reason } from '../src/injection/index.js';
+import { parseTemplateData, Reason } from '../src/injection/index.js';
 import { ADMISSION_REASONS, ErrorReason } from '../src/server/metrics.js';
 import { httpsCall } from './helpers/https-client.js';
 import { podReview } from './helpers/reviews.js';
@@ -97,6 +97,25 @@ describe('metrics', () => {
       assert.deepEqual(requests.sort(), expected.sort());
       assert.ok(expected.includes('skipped/unknown_namespace_template 0') && expected.includes('error/namespace_labels_unknown 0'));
       assert.deepEqual(samples(text, 'envoy_injector_admission_warnings_total').map((s) => `${s.labels['result']} ${s.value}`).sort(), ['injected 0', 'skipped 0']);
+    } finally {
+      await server.shutdown();
+    }
+  });
+
+  it('captured_pods_total counts each Pod injected with capture under its mode, and no other', async () => {
+    const template = (mode: string): string =>
+      `containers:\n  - name: envoy\n    image: envoyproxy/envoy:v1.39.6\ncapture:\n  enabled: true\n  mode: ${mode}\n  checkImage: envoy-injector:0.1.0\n  image: envoy-injector-init:0.1.0\n  proxyUid: 1337\n  outboundPort: 15001\n  inboundPort: 15006\n`;
+    const server = await startTestServer({ templates: parseTemplateData({ config: template('initContainer'), cni: template('cni'), 'no-capture': 'containers: [{name: envoy, image: "envoyproxy/envoy:v1.39.6"}]' }) });
+    try {
+      const send = (annotations: Record<string, string>) => httpsCall(`${server.url}/mutate`, { ca: server.ca, body: JSON.stringify(podReview({ namespace: 'shop', annotations: { 'envoy-injector.io/inject': 'true', ...annotations } })) });
+      await send({});
+      await send({});
+      await send({ 'envoy-injector.io/template': 'cni' });
+      await send({ 'envoy-injector.io/template': 'no-capture' });
+      await send({ 'envoy-injector.io/capture': 'false' });
+      const text = (await httpsCall(`${server.url}/metrics`, { ca: server.ca })).body;
+      const byMode = Object.fromEntries(samples(text, 'envoy_injector_captured_pods_total').map((s) => [s.labels['mode'], s.value]));
+      assert.deepEqual(byMode, { initContainer: 2, cni: 1 });
     } finally {
       await server.shutdown();
     }
