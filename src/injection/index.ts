@@ -25,4 +25,5 @@ export * from './pod-os.js';
 export * from './milli-quantity.js';
 export * from './pod-resources.js';
 export * from './init-order.js';
+export * from './status-annotation.js';
 export * from './tcp-probes.js';

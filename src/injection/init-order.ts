@@ -1,7 +1,7 @@
 import { arrayAt, entryName, isJsonObject, objectAt, own, type JsonObject } from './json.js';
 import { jsonPointer } from './json-pointer.js';
 import { CAPTURE_CHECK_NAME, CAPTURE_INIT_NAME } from './capture-template.js';
-import { Annotations } from './names.js';
+import { readStatusAnnotation } from './status-annotation.js';
 import type { PatchOperation } from './inject-pod.js';
 
 /**
@@ -43,15 +43,8 @@ export function restoreInitOrder(pod: JsonObject): PatchOperation[] {
 
 /** The init containers our status annotation names, or undefined when the Pod has none of our JSON. */
 function statusInitContainers(pod: JsonObject): string[] | undefined {
-  const status = own(objectAt(objectAt(pod, 'metadata'), 'annotations') ?? {}, Annotations.status);
-  if (typeof status !== 'string') return undefined;
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(status);
-  } catch {
-    return undefined;
-  }
-  if (!isJsonObject(parsed)) return undefined;
+  const parsed = readStatusAnnotation(pod);
+  if (parsed === undefined) return undefined;
   const names = own(parsed, 'initContainers');
   return Array.isArray(names) ? names.filter((name): name is string => typeof name === 'string') : undefined;
 }
