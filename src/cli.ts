@@ -1,6 +1,5 @@
 import { runCerts } from './commands/certs.js';
 import { runCheckCapture } from './commands/check-capture.js';
-import { runCniAgent } from './commands/cni-agent.js';
 import { runExplain } from './commands/explain.js';
 import { runInject } from './commands/inject.js';
 import { runPolicy } from './commands/policy.js';
@@ -33,7 +32,8 @@ const COMMANDS: Readonly<Record<string, Command>> = {
   policy: runPolicy,
   certs: runCerts,
   'check-capture': runCheckCapture,
-  'cni-agent': runCniAgent,
+  // Loaded when run: the agent's Kubernetes client would load for every other command too.
+  'cni-agent': async (args, io, env) => (await import('./commands/cni-agent.js')).runCniAgent(args, io, env),
 };
 
 /** Runs one command; resolves to the process exit code. */
