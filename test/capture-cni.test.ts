@@ -5,7 +5,7 @@ import { describe, it } from 'node:test';
 import { admitPod, applyPodPatch, parseTemplateData, parseTemplateFile, restoreInitOrder, type JsonObject, type TemplateSet } from '../src/injection/index.js';
 import { PatchMemo, reviewAdmission, type AdmissionRequest } from '../src/admission/index.js';
 import { TemplateError } from '../src/errors.js';
-import { ROOT } from './helpers/fixtures.js';
+import { CNI_TEMPLATE_RULE_ARGS, ROOT } from './helpers/fixtures.js';
 
 /**
  * CNI mode (docs/design.md §11): the Pod carries no privileged container but
@@ -43,16 +43,7 @@ describe('capture in CNI mode: what the Pod gets', () => {
         name: 'envoy-capture-check',
         image: 'envoy-injector:0.1.0',
         command: ['/nodejs/bin/node', '/app/bin/envoy-injector.js', 'check-capture'],
-        args: [
-          '--proxy-uid=1337',
-          '--outbound-port=15001',
-          '--inbound-port=15006',
-          '--proxy-ports=9901,9902',
-          '--exclude-outbound-cidrs=169.254.169.254/32',
-          '--exclude-outbound-ports=',
-          '--exclude-inbound-ports=',
-          '--include-inbound-ports=',
-        ],
+        args: CNI_TEMPLATE_RULE_ARGS,
         resources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { cpu: '100m', memory: '64Mi' } },
         securityContext: {
           runAsNonRoot: true,

@@ -5,7 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { probeTarget } from '../src/commands/capture-probe-target.js';
 import { CheckCaptureExit } from '../src/injection/index.js';
-import { ROOT } from './helpers/fixtures.js';
+import { CNI_TEMPLATE_RULE_ARGS, ROOT } from './helpers/fixtures.js';
 
 /**
  * CNI mode's check (`envoy-injector check-capture`, docs/design.md §11): the
@@ -17,16 +17,6 @@ import { ROOT } from './helpers/fixtures.js';
 
 const run = promisify(execFile);
 const NETNS = `envoy-check-${process.pid}`;
-const RULE_ARGS = [
-  '--proxy-uid=1337',
-  '--outbound-port=15001',
-  '--inbound-port=15006',
-  '--proxy-ports=9901,9902',
-  '--exclude-outbound-cidrs=169.254.169.254/32',
-  '--exclude-outbound-ports=',
-  '--exclude-inbound-ports=',
-  '--include-inbound-ports=',
-];
 
 /** /proc/net/route as the kernel writes it (little-endian hex words). */
 const ROUTES_HEADER = 'Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT';
@@ -84,7 +74,7 @@ process.once('exit', () => {
 /** The check as its container runs it: its own user (65532), no capabilities, in the namespace. */
 async function check(...extra: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   const command = ['netns', 'exec', NETNS, 'setpriv', '--reuid=65532', '--regid=65532', '--clear-groups', '--inh-caps=-all', '--bounding-set=-all'];
-  const cli = [process.execPath, '--import', 'tsx', join(ROOT, 'src', 'main.ts'), 'check-capture', ...RULE_ARGS, ...extra];
+  const cli = [process.execPath, '--import', 'tsx', join(ROOT, 'src', 'main.ts'), 'check-capture', ...CNI_TEMPLATE_RULE_ARGS, ...extra];
   return new Promise((resolve) => {
     execFile('ip', [...command, ...cli], { cwd: ROOT, timeout: 60_000 }, (error, stdout, stderr) => {
       const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
@@ -112,7 +102,7 @@ describe('check-capture in a network namespace', { skip: missing !== undefined, 
   });
 
   it('exits 0 once init/capture-rules.sh installed them, as the node plugin does', async () => {
-    await run('ip', ['netns', 'exec', NETNS, 'sh', join(ROOT, 'init', 'capture-rules.sh'), ...RULE_ARGS]);
+    await run('ip', ['netns', 'exec', NETNS, 'sh', join(ROOT, 'init', 'capture-rules.sh'), ...CNI_TEMPLATE_RULE_ARGS]);
     const result = await check();
     assert.equal(result.code, CheckCaptureExit.redirected, result.stderr);
     assert.match(result.stdout, /198\.51\.100\.254:9 is redirected to port 15001/);

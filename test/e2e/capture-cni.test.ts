@@ -2,9 +2,8 @@ import assert from 'node:assert/strict';
 import { after, before, it } from 'node:test';
 import type { JsonObject } from '../../src/injection/index.js';
 import { forEachKubeVersion } from './control-plane.js';
-import { createNamespace, deleteNamespaces, eventually, helmInstall, helmUninstall, uniqueName, type Release } from './cluster.js';
-import { startChartInjector, type ChartInjector } from './injector-process.js';
-import { kubeCall } from './policy-parity.js';
+import { installCaptureChart, type CaptureInstall } from './capture-setup.js';
+import { kubeCall, warningText } from './policy-parity.js';
 
 /**
  * Capture in CNI mode on a real API server (issue 37): the chart with
@@ -32,33 +31,22 @@ function restrictedPod(name: string, annotations: Record<string, string> = {}): 
 }
 
 forEachKubeVersion('capture in CNI mode: Pods a restricted namespace accepts, with the check instead of envoy-init', (plane, version) => {
-  let release: Release | undefined;
-  let injector: ChartInjector | undefined;
-  const ns = { privileged: uniqueName('cni-privileged'), restricted: uniqueName('cni-restricted') };
+  let setup: CaptureInstall<'privileged' | 'restricted'> | undefined;
+  let ns = { privileged: '', restricted: '' };
   const create = async (namespace: string, body: JsonObject): Promise<{ status: number; stored: Obj; warnings: readonly string[] }> => {
     const response = await kubeCall(plane(), 'POST', `/api/v1/namespaces/${namespace}/pods`, body);
-    return { status: response.status, stored: response.body, warnings: response.warnings.map((warning) => warning.replace(/^299 - "|"$/g, '').replaceAll('\\"', '"')) };
+    return { status: response.status, stored: response.body, warnings: response.warnings.map(warningText) };
   };
   const spec = (stored: Obj): Obj => stored['spec'] as Obj;
   const names = (list: unknown): unknown[] => ((list as Obj[] | undefined) ?? []).map((entry) => entry['name']);
   const status = (stored: Obj): Obj => JSON.parse(String(((stored['metadata'] as Obj)['annotations'] as Obj)['envoy-injector.io/status'])) as Obj;
 
   before(async () => {
-    release = await helmInstall(plane(), { name: uniqueName('mesh'), namespace: uniqueName('mesh-system') }, { proxy: { capture: { mode: 'auto' } } });
-    await Promise.all([
-      createNamespace(plane(), ns.privileged, { 'envoy-injector.io/inject': 'enabled', 'pod-security.kubernetes.io/enforce': 'privileged' }),
-      createNamespace(plane(), ns.restricted, { 'envoy-injector.io/inject': 'enabled', 'pod-security.kubernetes.io/enforce': 'restricted' }),
-    ]);
-    injector = await startChartInjector(plane(), release);
-    await eventually('a first Pod injected through the API server', async () => {
-      const response = await kubeCall(plane(), 'POST', `/api/v1/namespaces/${ns.privileged}/pods?dryRun=All`, restrictedPod('warmup'));
-      return JSON.stringify(response.body).includes('envoy-injector.io/status') ? true : undefined;
-    }, 30_000, 200);
+    setup = await installCaptureChart(plane(), { proxy: { capture: { mode: 'auto' } } }, { privileged: 'privileged', restricted: 'restricted' }, restrictedPod('warmup'));
+    ns = setup.namespaces;
   });
   after(async () => {
-    await injector?.stop().catch(() => undefined);
-    if (release !== undefined) await helmUninstall(plane(), release).catch(() => undefined);
-    await deleteNamespaces(plane(), Object.values(ns));
+    await setup?.teardown();
   });
 
   it(`a namespace enforcing restricted accepts the injected Pod: the check, no envoy-init, the status says cni (${version})`, async () => {

@@ -2,9 +2,9 @@ import assert from 'node:assert/strict';
 import { after, before, it } from 'node:test';
 import { parseTemplateData, type JsonObject } from '../../src/injection/index.js';
 import { forEachKubeVersion } from './control-plane.js';
-import { createNamespace, deleteNamespaces, eventually, helmInstall, helmUninstall, uniqueName, type Release } from './cluster.js';
-import { startChartInjector, type ChartInjector } from './injector-process.js';
-import { kubeCall } from './policy-parity.js';
+import type { Release } from './cluster.js';
+import { installCaptureChart, type CaptureInstall } from './capture-setup.js';
+import { kubeCall, warningText } from './policy-parity.js';
 
 /**
  * Traffic capture on a real API server (issue 26): the chart with
@@ -17,9 +17,9 @@ import { kubeCall } from './policy-parity.js';
 type Obj = Record<string, unknown>;
 
 forEachKubeVersion('traffic capture: Pods stored with envoy-init, or without it where Pod Security forbids NET_ADMIN', (plane, version) => {
+  let setup: CaptureInstall<'privileged' | 'baseline'> | undefined;
   let release: Release | undefined;
-  let injector: ChartInjector | undefined;
-  const ns = { privileged: uniqueName('capture-privileged'), baseline: uniqueName('capture-baseline') };
+  let ns = { privileged: '', baseline: '' };
   const pod = (name: string, annotations: Record<string, string> = {}): JsonObject => ({
     apiVersion: 'v1',
     kind: 'Pod',
@@ -29,30 +29,20 @@ forEachKubeVersion('traffic capture: Pods stored with envoy-init, or without it 
   const create = async (namespace: string, body: JsonObject): Promise<{ stored: Obj; warnings: readonly string[] }> => {
     const response = await kubeCall(plane(), 'POST', `/api/v1/namespaces/${namespace}/pods`, body);
     assert.equal(response.status, 201, `${namespace}: ${String(response.body['message'])}`);
-    // Warning headers are `299 - "text"` with the text's quotes escaped.
-    return { stored: response.body, warnings: response.warnings.map((warning) => warning.replace(/^299 - "|"$/g, '').replaceAll('\\"', '"')) };
+    return { stored: response.body, warnings: response.warnings.map(warningText) };
   };
   const initContainers = (stored: Obj): Obj[] => ((stored['spec'] as Obj)['initContainers'] as Obj[] | undefined) ?? [];
   const names = (list: Obj[] | undefined): unknown[] => (list ?? []).map((entry) => entry['name']);
 
   before(async () => {
-    release = await helmInstall(plane(), { name: uniqueName('mesh'), namespace: uniqueName('mesh-system') }, {
+    setup = await installCaptureChart(plane(), {
       proxy: { capture: { enabled: true, excludeOutboundCidrs: ['169.254.169.254/32'], excludeInboundPorts: [15090] } },
-    });
-    await Promise.all([
-      createNamespace(plane(), ns.privileged, { 'envoy-injector.io/inject': 'enabled', 'pod-security.kubernetes.io/enforce': 'privileged' }),
-      createNamespace(plane(), ns.baseline, { 'envoy-injector.io/inject': 'enabled', 'pod-security.kubernetes.io/enforce': 'baseline' }),
-    ]);
-    injector = await startChartInjector(plane(), release);
-    await eventually('a first Pod injected through the API server', async () => {
-      const response = await kubeCall(plane(), 'POST', `/api/v1/namespaces/${ns.privileged}/pods?dryRun=All`, pod('warmup'));
-      return JSON.stringify(response.body).includes('envoy-injector.io/status') ? true : undefined;
-    }, 30_000, 200);
+    }, { privileged: 'privileged', baseline: 'baseline' }, pod('warmup'));
+    ({ release } = setup);
+    ns = setup.namespaces;
   });
   after(async () => {
-    await injector?.stop().catch(() => undefined);
-    if (release !== undefined) await helmUninstall(plane(), release).catch(() => undefined);
-    await deleteNamespaces(plane(), Object.values(ns));
+    await setup?.teardown();
   });
 
   it(`a privileged namespace: stored with envoy-init exactly as described (${version})`, async () => {

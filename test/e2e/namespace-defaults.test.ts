@@ -5,7 +5,7 @@ import type { JsonObject } from '../../src/injection/index.js';
 import { forEachKubeVersion } from './control-plane.js';
 import { createNamespace, deleteNamespaces, eventually, followLiveChange, helmInstall, helmUninstall, LIVE_CHANGE_TARGET_MS, uniqueName, type Release } from './cluster.js';
 import { forbiddenLines, startChartInjector, type ChartInjector } from './injector-process.js';
-import { kubeCall } from './policy-parity.js';
+import { kubeCall, warningText } from './policy-parity.js';
 
 /**
  * Namespace owners in control (issue 28), through the chart's webhook on a
@@ -41,8 +41,7 @@ forEachKubeVersion('a namespace picks its template and its proxy defaults; centr
   const create = async (namespace: string, body: JsonObject, dryRun = false): Promise<{ stored: Obj; warnings: readonly string[] }> => {
     const response = await kubeCall(plane(), 'POST', `/api/v1/namespaces/${namespace}/pods${dryRun ? '?dryRun=All' : ''}`, body);
     assert.equal(response.status, 201, `${namespace}: ${String(response.body['message'])}`);
-    // Warning headers are `299 - "text"` with the text's quotes escaped.
-    return { stored: response.body, warnings: response.warnings.map((warning) => warning.replace(/^299 - "|"$/g, '').replaceAll('\\"', '"')) };
+    return { stored: response.body, warnings: response.warnings.map(warningText) };
   };
   const envoy = (stored: Obj): Obj | undefined =>
     [...(((stored['spec'] as Obj)['initContainers'] as Obj[] | undefined) ?? []), ...((stored['spec'] as Obj)['containers'] as Obj[])].find((container) => container['name'] === 'envoy');

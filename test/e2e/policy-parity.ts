@@ -44,6 +44,11 @@ export interface ApiResponse {
   readonly warnings: readonly string[];
 }
 
+/** The text of a Warning header: they are `299 - "text"` with the text's quotes escaped. */
+export function warningText(header: string): string {
+  return header.replace(/^299 - "|"$/g, '').replaceAll('\\"', '"');
+}
+
 /** One call to the API server with raw JSON: no typed client may drop a field of the stored Pods. */
 export function kubeCall(access: ApiAccess, method: string, path: string, body?: unknown): Promise<ApiResponse> {
   const url = new URL(path, access.server);

@@ -26,3 +26,19 @@ export function controllerPod(extra: Partial<JsonObject> = {}): JsonObject {
     ...extra,
   } as JsonObject;
 }
+
+/**
+ * The rule script's arguments of test/golden/capture-templates.yaml's
+ * `cni` template for a Pod that adds no exclusions: what its check
+ * container carries and what the node's plugin runs the script with.
+ */
+export const CNI_TEMPLATE_RULE_ARGS: readonly string[] = [
+  '--proxy-uid=1337',
+  '--outbound-port=15001',
+  '--inbound-port=15006',
+  '--proxy-ports=9901,9902',
+  '--exclude-outbound-cidrs=169.254.169.254/32',
+  '--exclude-outbound-ports=',
+  '--exclude-inbound-ports=',
+  '--include-inbound-ports=',
+];

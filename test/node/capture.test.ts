@@ -5,7 +5,7 @@ import { AdmissionregistrationV1Api, type V1Container, type V1Pod } from '@kuber
 import { eventually, uniqueName } from '../e2e/cluster.js';
 import { startOptInWebhook, type OptInWebhook, type Review } from '../e2e/opt-in-webhook.js';
 import type { JsonObject } from '../../src/injection/index.js';
-import { kubeCall } from '../e2e/policy-parity.js';
+import { kubeCall, warningText } from '../e2e/policy-parity.js';
 import { APP_IMAGE } from './image-recipes.js';
 import { appContainer, appPod, broken, describePod, forEachNode, podReady, running, statuses, type NodeSuite } from './node-suite.js';
 import { NODE_IP, RECORDER_PORT } from './network.js';
@@ -172,8 +172,7 @@ forEachNode('traffic capture', (suite, version) => {
       kubeCall(plane, 'POST', `/api/v1/namespaces/${namespace}/pods`, asProxy as JsonObject),
     ]);
     assert.equal(created.status, 201, `Pod proxy-uid: ${String(created.body['message'])}`);
-    // Warning headers are `299 - "text"` with the text's quotes escaped.
-    uidWarnings = created.warnings.map((warning) => warning.replace(/^299 - "|"$/g, '').replaceAll('\\"', '"'));
+    uidWarnings = created.warnings.map(warningText);
   };
 
   it(`5a. the captured app's outbound connection to another Pod goes through the proxy's outbound listener (${version})`, async () => {
