@@ -73,6 +73,22 @@ describe('envoy-injector serve, as a process', () => {
     assert.match(bad.stderr, /^envoy-injector: test\/golden\/deployment.yaml: config: /);
   });
 
+  it('a process warning (a dependency\'s deprecation) is a JSON log line, not plain text on stderr', async () => {
+    // The warning is emitted on SIGUSR2, so after serve has started: as client-node's are, at its first request.
+    const emitOnSignal = 'process.on("SIGUSR2", () => process.emitWarning("a dependency\'s API is going away", "DeprecationWarning", "DEP0999"));';
+    const server = await spawnServer(['--certs-dir', mkdtempSync(join(tmpdir(), 'ei-warn-'))], { NODE_OPTIONS: `--import=data:text/javascript,${encodeURIComponent(emitOnSignal)}` });
+    try {
+      server.child.kill('SIGUSR2');
+      const line = await until('the warning in the JSON log', () => server.logs.find((entry) => entry['msg'] === "a dependency's API is going away"), 20_000);
+      assert.equal(line['level'], 40, 'logged at warn');
+      assert.deepEqual(line['warning'], { name: 'DeprecationWarning', code: 'DEP0999' });
+      assert.deepEqual(server.stderr.filter((text) => text.includes('DEP0999') || text.includes('--trace-deprecation')), []);
+    } finally {
+      server.child.kill('SIGTERM');
+      await server.exited;
+    }
+  });
+
   it('SIGTERM during a burst: readiness turns 503, every accepted request completes, exit 0', async () => {
     const certsDir = mkdtempSync(join(tmpdir(), 'ei-term-'));
     // The readiness call below must land within the delay: 5 s leaves room for a slow, busy machine.

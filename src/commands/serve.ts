@@ -1,3 +1,4 @@
+import { logProcessWarnings } from '../server/process-warnings.js';
 import { createLogger } from '../server/serve.js';
 import type { CommandIo } from './io.js';
 import { startPolicyController } from './policy-controller.js';
@@ -16,6 +17,7 @@ export async function runServe(args: readonly string[], io: CommandIo, env: Node
     return 0;
   }
   const log = createLogger(settings.logLevel);
+  logProcessWarnings(log);
   const injector = settings.mode === 'policy' ? await startPolicyController(settings, { io, env, log }) : await startInjector(settings, { io, env, log });
   await new Promise<void>((resolve) => {
     let signals = 0;
