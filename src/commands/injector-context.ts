@@ -13,6 +13,8 @@ export interface InjectorContext {
   watchLiveness?: Partial<WatchLiveness>;
   certificateSettings?: Partial<CertificateSettings>;
   now?: () => Date;
+  /** How long a direct read of a namespace the watch has not seen may take (1000 ms); tests lengthen it. */
+  namespaceLookupTimeoutMs?: number;
 }
 
 /** The cluster the injector follows: client-node's side of kube/, loaded only then, and how to reach it. */

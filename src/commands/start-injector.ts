@@ -83,7 +83,7 @@ function startClusterState(settings: ServeSettings, cluster: Cluster | undefined
     store: state.templates,
     backoff: context.backoff ?? DEFAULT_BACKOFF,
     watchLiveness: context.watchLiveness,
-    namespaceLookupTimeoutMs: 1_000,
+    namespaceLookupTimeoutMs: context.namespaceLookupTimeoutMs ?? 1_000,
     log: context.log,
     ...(versionCheck === undefined ? {} : { onWatchConnected: () => void versionCheck.recheck() }),
   });

@@ -41,7 +41,7 @@ export interface Harness {
 export async function startHarness(
   fake: FakeApiServer,
   extraArgs: string[] = [],
-  context: Partial<Pick<Parameters<typeof startInjector>[1], 'certificateSettings' | 'now' | 'watchLiveness' | 'backoff'>> & { kubeconfig?: string } = {},
+  context: Partial<Pick<Parameters<typeof startInjector>[1], 'certificateSettings' | 'now' | 'watchLiveness' | 'backoff' | 'namespaceLookupTimeoutMs'>> & { kubeconfig?: string } = {},
 ): Promise<Harness> {
   const { kubeconfig = fake.writeKubeconfig(), ...injectorContext } = context;
   const certsDir = mkdtempSync(join(tmpdir(), 'ei-cluster-'));
@@ -52,7 +52,8 @@ export async function startHarness(
   );
   assert.ok(settings !== undefined);
   const log = captureLog();
-  const injector = await startInjector(settings, { io: silentIo, env: {}, log: log.logger, backoff: { initialMs: 20, maxMs: 200 }, ...injectorContext });
+  // A direct namespace read may wait 5 s, not production's 1: the fake API server shares this loaded process.
+  const injector = await startInjector(settings, { io: silentIo, env: {}, log: log.logger, backoff: { initialMs: 20, maxMs: 200 }, namespaceLookupTimeoutMs: 5_000, ...injectorContext });
   const url = `https://127.0.0.1:${injector.server.port}`;
   // Dev certificates in files mode; in auto mode the test reads the CA from the webhook configuration.
   const caFile = join(certsDir, 'ca.crt');
