@@ -63,6 +63,7 @@ export const FOREIGN_FLAGS: Readonly<Record<string, string>> = {
   '--max-semi-space-size': 'node',
   '--expose-gc': 'node',
   '--enable-source-maps': 'node',
+  '--proxy-protocol-port': "the node tier's app (test/node/images/app.py)",
 };
 
 /** A code item's lines, a shell line continued with a backslash joined to the next, an inline span on one line. */
@@ -276,6 +277,9 @@ export const FOREIGN_SNAKE_NAMES: Readonly<Record<string, string>> = {
   no_traffic_interval: "Envoy's cluster health check",
   tcp_probes: 'the Envoy listener src/injection/tcp-probes.ts writes',
   use_remote_address: "Envoy's http_connection_manager",
+  // The PROXY protocol's part of the per-Pod bootstrap (src/injection/proxy-protocol.ts).
+  upstream_proxy_protocol: "Envoy's transport socket",
+  inbound_proxy_protocol: 'the Envoy cluster src/injection/proxy-protocol.ts writes',
 };
 const FOREIGN_SNAKE_PREFIXES = ['apiserver_', 'certmanager_', 'nodejs_', 'process_'];
 
