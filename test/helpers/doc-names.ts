@@ -60,6 +60,10 @@ export const FOREIGN_FLAGS: Readonly<Record<string, string>> = {
   '--config-path': 'Envoy',
   '--disable-hot-restart': 'Envoy',
   '--uid-owner': 'iptables',
+  '--save-mark': "iptables' CONNMARK target",
+  '--restore-mark': "iptables' CONNMARK target",
+  '--on-port': "iptables' TPROXY target",
+  '--tproxy-mark': "iptables' TPROXY target",
   '--max-semi-space-size': 'node',
   '--expose-gc': 'node',
   '--enable-source-maps': 'node',
@@ -279,6 +283,7 @@ export const FOREIGN_SNAKE_NAMES: Readonly<Record<string, string>> = {
   use_remote_address: "Envoy's http_connection_manager",
   // The PROXY protocol's part of the per-Pod bootstrap (src/injection/proxy-protocol.ts).
   upstream_proxy_protocol: "Envoy's transport socket",
+  original_src: "Envoy's listener filter (TPROXY interception)",
   inbound_proxy_protocol: 'the Envoy cluster src/injection/proxy-protocol.ts writes',
 };
 const FOREIGN_SNAKE_PREFIXES = ['apiserver_', 'certmanager_', 'nodejs_', 'process_'];
