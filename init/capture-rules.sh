@@ -5,7 +5,8 @@
 #
 #   capture-rules.sh --proxy-uid=1337 --outbound-port=15001 --inbound-port=15006 \
 #     --proxy-ports=9901,9902 [--exclude-outbound-cidrs=LIST] [--exclude-outbound-ports=LIST] \
-#     [--exclude-inbound-ports=LIST] [--include-inbound-ports=LIST] [--backend=auto|nft|legacy]
+#     [--exclude-inbound-ports=LIST] [--include-inbound-ports=LIST] [--backend=auto|nft|legacy] \
+#     [--interception=redirect|tproxy]
 #
 # LISTs are comma-separated; empty means none (include: every port). Rules, in the nat table:
 #   OUTPUT -p tcp -> ENVOY_OUTBOUND: the proxy's own user, loopback, the excluded CIDRs
@@ -13,12 +14,28 @@
 #     outbound port. UDP (DNS) is never touched.
 #   PREROUTING -p tcp -> ENVOY_INBOUND: the proxy's ports and the excluded ports return;
 #     the included ports (or all) go to the inbound port.
+# With --interception=tproxy (issue 41) inbound goes to the inbound port by the TPROXY
+# target instead, keeping the client's address (the proxy's listener is transparent):
+#   mangle PREROUTING -p tcp -> ENVOY_INBOUND: loopback, the proxy's ports and the excluded
+#     ports return; a packet of a transparent socket of the proxy's is marked and accepted
+#     (ENVOY_DIVERT), one of another known connection returns; the included ports (or all)
+#     get TPROXY to the inbound port, marked;
+#     a packet the proxy's marked connection sends (the proxy connecting to the app from
+#     the client's address, as Envoy's original_src does) saves the mark in its connection;
+#   mangle OUTPUT -p tcp: the app's replies on such a connection get the mark back;
+#   ip rule fwmark MARK lookup TABLE, and TABLE's local default route on lo: marked
+#     packets are delivered in the Pod, to the proxy's transparent sockets.
+#   The nat ENVOY_INBOUND chain is then empty. Outbound is the same in both modes.
 # The same for IPv6 with ip6tables. A rerun (a restarted init container) flushes and
-# rebuilds both chains and adds each jump once: never a second copy of a rule.
+# rebuilds the chains and adds each jump, rule and route once: never a second copy.
 set -eu
 
 OUTBOUND_CHAIN=ENVOY_OUTBOUND
 INBOUND_CHAIN=ENVOY_INBOUND
+DIVERT_CHAIN=ENVOY_DIVERT
+# TPROXY's mark and routing table (Istio's numbers: the proxy's uid, and 133).
+TPROXY_MARK=0x539
+TPROXY_TABLE=133
 
 fail() {
   echo "envoy-init: $*" >&2
@@ -27,7 +44,7 @@ fail() {
 
 proxy_uid='' outbound_port='' inbound_port='' proxy_ports=''
 exclude_outbound_cidrs='' exclude_outbound_ports='' exclude_inbound_ports='' include_inbound_ports=''
-backend=auto
+backend=auto interception=redirect
 for argument in "$@"; do
   case "$argument" in
     --proxy-uid=*) proxy_uid=${argument#*=} ;;
@@ -39,6 +56,7 @@ for argument in "$@"; do
     --exclude-inbound-ports=*) exclude_inbound_ports=${argument#*=} ;;
     --include-inbound-ports=*) include_inbound_ports=${argument#*=} ;;
     --backend=*) backend=${argument#*=} ;;
+    --interception=*) interception=${argument#*=} ;;
     *) fail "unknown argument \"$argument\" (see the comment at the top of $0)" ;;
   esac
 done
@@ -87,6 +105,7 @@ check_ports --exclude-outbound-ports "$exclude_outbound_ports"
 check_ports --exclude-inbound-ports "$exclude_inbound_ports"
 check_ports --include-inbound-ports "$include_inbound_ports"
 check_cidrs "$exclude_outbound_cidrs"
+case "$interception" in redirect | tproxy) ;; *) fail "--interception: \"$interception\" is not redirect or tproxy" ;; esac
 
 # ---- backend: nft where the kernel has it, legacy otherwise ----------------
 
@@ -105,14 +124,21 @@ run() {
   if ! "$@"; then fail "failed: $*"; fi
 }
 
-# A chain of our own, empty: created, or flushed when a previous run left it.
+# A chain of our own, empty: created, or flushed when a previous run left it ($4: the table, nat by default).
 fresh_chain() {
-  "$1" -w -t nat -N "$2" 2>/dev/null || run "$1" -w -t nat -F "$2"
+  "$1" -w -t "${3:-nat}" -N "$2" 2>/dev/null || run "$1" -w -t "${3:-nat}" -F "$2"
+}
+
+# A rule added only when it is not there yet: $1 the binary, $2 the table, $3 the chain, then the rule.
+add_once() {
+  binary=$1 table=$2 chain=$3
+  shift 3
+  "$binary" -w -t "$table" -C "$chain" "$@" 2>/dev/null || run "$binary" -w -t "$table" -A "$chain" "$@"
 }
 
 # The jump from a built-in chain, added only when it is not there yet.
 jump_once() {
-  "$1" -w -t nat -C "$2" -p tcp -j "$3" 2>/dev/null || run "$1" -w -t nat -A "$2" -p tcp -j "$3"
+  add_once "$1" nat "$2" -p tcp -j "$3"
 }
 
 each() {
@@ -155,6 +181,13 @@ install_family() {
   each outbound_port_excluded "$exclude_outbound_ports"
   run "$ipt" -w -t nat -A "$OUTBOUND_CHAIN" -p tcp -j REDIRECT --to-ports "$outbound_port"
 
+  jump_once "$ipt" OUTPUT "$OUTBOUND_CHAIN"
+  jump_once "$ipt" PREROUTING "$INBOUND_CHAIN"
+  if [ "$interception" = tproxy ]; then
+    install_tproxy "$ipt" "$family"
+    return 0
+  fi
+
   # Inbound. The proxy's ports (its health probe) are never redirected.
   inbound_port_excluded() { run "$ipt" -w -t nat -A "$INBOUND_CHAIN" -p tcp --dport "$1" -j RETURN; }
   each inbound_port_excluded "$proxy_ports"
@@ -165,9 +198,38 @@ install_family() {
   else
     run "$ipt" -w -t nat -A "$INBOUND_CHAIN" -p tcp -j REDIRECT --to-ports "$inbound_port"
   fi
+}
 
-  jump_once "$ipt" OUTPUT "$OUTBOUND_CHAIN"
-  jump_once "$ipt" PREROUTING "$INBOUND_CHAIN"
+# Inbound by TPROXY (the nat inbound chain stays empty): the mangle chains, the mark's routing.
+install_tproxy() {
+  ipt=$1
+  family=$2
+  fresh_chain "$ipt" "$INBOUND_CHAIN" mangle
+  fresh_chain "$ipt" "$DIVERT_CHAIN" mangle
+  run "$ipt" -w -t mangle -A "$DIVERT_CHAIN" -j MARK --set-mark "$TPROXY_MARK"
+  run "$ipt" -w -t mangle -A "$DIVERT_CHAIN" -j ACCEPT
+  # The proxy's connection to the app, from the client's address and marked (original_src): the mark kept for the replies.
+  run "$ipt" -w -t mangle -A "$INBOUND_CHAIN" -p tcp -i lo -m mark --mark "$TPROXY_MARK" -j CONNMARK --save-mark
+  run "$ipt" -w -t mangle -A "$INBOUND_CHAIN" -i lo -j RETURN
+  tproxy_port_excluded() { run "$ipt" -w -t mangle -A "$INBOUND_CHAIN" -p tcp --dport "$1" -j RETURN; }
+  each tproxy_port_excluded "$proxy_ports"
+  each tproxy_port_excluded "$exclude_inbound_ports"
+  # A packet of a connection the proxy's transparent listener holds already: delivered to it.
+  run "$ipt" -w -t mangle -A "$INBOUND_CHAIN" -p tcp -m socket --transparent -j "$DIVERT_CHAIN"
+  # Any other packet of a known connection (the replies to the Pod's own connections out) goes as it would.
+  run "$ipt" -w -t mangle -A "$INBOUND_CHAIN" -p tcp -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN
+  if [ -n "$include_inbound_ports" ]; then
+    tproxy_port_included() { run "$ipt" -w -t mangle -A "$INBOUND_CHAIN" -p tcp --dport "$1" -j TPROXY --on-port "$inbound_port" --tproxy-mark "$TPROXY_MARK/0xffffffff"; }
+    each tproxy_port_included "$include_inbound_ports"
+  else
+    run "$ipt" -w -t mangle -A "$INBOUND_CHAIN" -p tcp -j TPROXY --on-port "$inbound_port" --tproxy-mark "$TPROXY_MARK/0xffffffff"
+  fi
+  add_once "$ipt" mangle PREROUTING -p tcp -j "$INBOUND_CHAIN"
+  # The app's replies to the client's address, on the proxy's marked connection: the mark back, so they stay in the Pod.
+  add_once "$ipt" mangle OUTPUT -p tcp -m connmark --mark "$TPROXY_MARK" -j CONNMARK --restore-mark
+  ip -"$family" rule show | grep -q "fwmark $TPROXY_MARK lookup $TPROXY_TABLE" || run ip -"$family" rule add fwmark "$TPROXY_MARK" lookup "$TPROXY_TABLE"
+  if [ "$family" = 4 ]; then local_default=0.0.0.0/0; else local_default=::/0; fi
+  run ip -"$family" route replace local "$local_default" dev lo table "$TPROXY_TABLE"
 }
 
 install_family "iptables-$backend" 127.0.0.0/8 4
@@ -177,4 +239,4 @@ if [ -e /proc/net/if_inet6 ]; then
 else
   echo "envoy-init: IPv6 is disabled in this kernel; IPv4 rules only"
 fi
-echo "envoy-init: TCP captured with iptables-$backend: outbound to port $outbound_port (proxy uid $proxy_uid), inbound to port $inbound_port"
+echo "envoy-init: TCP captured with iptables-$backend: outbound to port $outbound_port (proxy uid $proxy_uid), inbound to port $inbound_port$([ "$interception" = tproxy ] && echo ' by TPROXY')"

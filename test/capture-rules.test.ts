@@ -26,7 +26,7 @@ const PEER = `envoy-capture-${process.pid}-peer`;
 
 const V4 = { pod: '192.0.2.1', peer: '192.0.2.2', excluded: '192.0.2.130', excludedCidr: '192.0.2.128/25' };
 const V6 = { pod: '2001:db8::1', peer: '2001:db8::2', excluded: '2001:db8::8000:2', excludedCidr: '2001:db8::8000:0/113' };
-const PORTS = { outbound: 15001, inbound: 15006, admin: 9901, health: 9902, app: 8080, appOther: 8081, excludedOut: 5432, excludedIn: 9100 };
+const PORTS = { outbound: 15001, inbound: 15006, admin: 9901, health: 9902, app: 8080, appOther: 8081, excludedOut: 5432, excludedIn: 9100, appPeers: 8082, tproxy: 15016 };
 
 const ARGS = [
   `--proxy-uid=${PROXY_UID}`,
@@ -193,6 +193,36 @@ describe('init/capture-rules.sh in two network namespaces', { skip: missing !== 
       return true;
     });
     assert.deepEqual(await natRules('iptables'), before);
+  });
+
+  it('--interception=tproxy: the proxy gets inbound connections with the client\'s own address, and the app, reached from it, sees the client (IPv4 and IPv6)', async () => {
+    // The app reports its peers; the TPROXY proxy listens transparently on its own inbound port (the REDIRECT one holds 15006).
+    await startServer(POD, ['peers', 'app', String(PORTS.appPeers)]);
+    await startServer(POD, ['tproxy', String(PORTS.tproxy)]);
+    const args = [...ARGS.map((arg) => (arg.startsWith('--inbound-port=') ? `--inbound-port=${PORTS.tproxy}` : arg)), '--interception=tproxy'];
+    assert.match((await inPod('sh', SCRIPT, ...args)).stdout, new RegExp(`inbound to port ${PORTS.tproxy} by TPROXY`));
+    await inPod('sh', SCRIPT, ...args);
+    for (const addresses of [V4, V6]) {
+      // The client's source is one of the peer's addresses (IPv6 picks its own): the proxy and the app see the same one.
+      const answer = await client(PEER, APP_UID, addresses.pod, PORTS.appPeers);
+      const seen = new RegExp(`^tproxy ${PORTS.tproxy} original ${addresses.pod} ${PORTS.appPeers} from (\\S+) \\| app ${addresses.pod} ${PORTS.appPeers} from (\\S+)$`).exec(answer);
+      assert.ok(seen !== null, answer);
+      assert.ok([addresses.peer, addresses.excluded].includes(seen[1] ?? ''), answer);
+      assert.equal(seen[2], seen[1], `the app sees the client's own address: ${answer}`);
+      assert.equal(await client(PEER, APP_UID, addresses.pod, PORTS.health), `health ${addresses.pod} ${PORTS.health}`);
+      assert.equal(await client(PEER, APP_UID, addresses.pod, PORTS.excludedIn), `app ${addresses.pod} ${PORTS.excludedIn}`);
+      // Outbound is the same in both modes.
+      assert.equal(await client(POD, APP_UID, addresses.peer, PORTS.app), `proxy ${PORTS.outbound} original ${addresses.peer} ${PORTS.app} | remote ${addresses.peer} ${PORTS.app}`);
+    }
+    // Run twice: each jump, rule and route once; the nat inbound chain empty.
+    for (const [binary, family] of [['iptables', '-4'], ['ip6tables', '-6']] as const) {
+      assert.deepEqual((await natRules(binary)).filter((rule) => rule.startsWith('-A ENVOY_INBOUND')), [], binary);
+      const mangle = (await inPod(binary, '-t', 'mangle', '-S')).stdout.trim().split('\n');
+      assert.equal(new Set(mangle).size, mangle.length, `${binary}: a rule twice`);
+      assert.equal(mangle.filter((rule) => rule === '-A PREROUTING -p tcp -j ENVOY_INBOUND').length, 1, binary);
+      const rules = (await inPod('ip', family, 'rule', 'show')).stdout.split('\n').filter((line) => line.includes('fwmark 0x539 lookup 133'));
+      assert.equal(rules.length, 1, `${family}: ${rules.join(' | ')}`);
+    }
   });
 
   it('the legacy backend installs the same rules', async () => {

@@ -863,11 +863,11 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     const capture = templatesOf(manifestsOf('capture')).defaultTemplate.capture;
     assert.ok(capture !== undefined);
     assert.deepEqual(bootstrapProblems({ bootstrap, container: envoy, capture: { ...capture, outboundPort: 15001 } }), [
-      "capture.outboundPort 15001 is not the use_original_dst listener's port 16001",
+      "capture.outboundPort 15001 is not the original_dst listener's port 16001",
     ]);
     const broken = JSON.parse(JSON.stringify(bootstrap).replace('"cluster":"inbound_passthrough"', '"cluster":"inbound_passthru"').replace('"use_original_dst":true', '"use_original_dest":true')) as Obj;
     const problems = bootstrapProblems({ bootstrap: broken, container: envoy, capture });
-    assert.ok(problems.includes('listeners[1].use_original_dest: not a field of listener'), problems.join('\n'));
+    assert.ok(problems.includes('listeners[2].use_original_dest: not a field of listener'), problems.join('\n'));
     assert.ok(problems.includes('cluster "inbound_passthru" is used but not defined'), problems.join('\n'));
   });
 
@@ -886,6 +886,7 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
       defaults: { excludeOutboundCidrs: '169.254.169.254/32,fd00:ec2::254/128', excludeOutboundPorts: '5432', excludeInboundPorts: '15090,15091', includeInboundPorts: '' },
       resources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { cpu: '100m', memory: '64Mi' } },
       tcpProbes: { port: 15020, address: '::' },
+      inboundHandoff: true,
     });
     // Off by default, with the chart's own init image at its appVersion.
     const byDefault = templatesOf(manifestsOf('default')).defaultTemplate.capture;
@@ -898,8 +899,10 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
     const listeners = at(bootstrap, 'static_resources', 'listeners') as Obj[];
     assert.deepEqual(at(listeners[1], 'address', 'socket_address'), { address: '0.0.0.0', port_value: 16001 });
     assert.deepEqual(at(listeners[1], 'additional_addresses', 0, 'address', 'socket_address'), { address: '::', port_value: 16001 });
-    assert.equal(at(listeners[1], 'use_original_dst'), true);
-    assert.equal(at(listeners[2], 'listener_filters', 0, 'name'), 'envoy.filters.listener.original_dst');
+    // Inbound hands off by original destination (the PROXY protocol's listeners), outbound does not.
+    assert.equal(at(listeners[1], 'listener_filters', 0, 'name'), 'envoy.filters.listener.original_dst');
+    assert.equal(at(listeners[1], 'use_original_dst'), undefined);
+    assert.equal(at(listeners[2], 'use_original_dst'), true);
     // Nodes without IPv6: one IPv4 socket each.
     const ipv4 = at(defaultEnvoy(manifestsOf('proxyIpv4Only')).bootstrap, 'static_resources', 'listeners') as Obj[];
     assert.equal(at(ipv4[1], 'additional_addresses'), undefined);

@@ -17,6 +17,7 @@ describe('the node tier\'s images follow the Dockerfile and the chart', () => {
     const recipe = await initRecipe();
     assert.deepEqual(recipe.packages, ['dash', ...aptInstalled(dockerfile.replace(/\\\n/g, ' '))]);
     assert.ok(recipe.packages.includes('iptables'));
+    assert.ok(recipe.packages.includes('iproute2'), 'ip rule and ip route, for --interception=tproxy');
     const script = recipe.files.find((file) => file.path === '/usr/local/bin/capture-rules.sh');
     assert.equal(script?.content.toString(), await readFile(join(ROOT, 'init', 'capture-rules.sh'), 'utf8'), 'the image gets the repository\'s rule script as it is');
     assert.deepEqual(recipe.entrypoint, ['/bin/sh', '/usr/local/bin/capture-rules.sh']);

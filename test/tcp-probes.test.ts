@@ -80,10 +80,10 @@ describe('tcpSocket probes of a captured Pod', () => {
       assert.ok(warnings.some((warning) => warning.includes('("other").livenessProbe.tcpSocket.port: "nope" names no port')), warnings.join('\n'));
       // The proxy reads the probes' bootstrap from the annotation, through a downwardAPI file.
       const envoy = named(injected, native ? 'initContainers' : 'containers', 'envoy');
-      assert.deepEqual((envoy?.['args'] as string[]).slice(-2), ['--config-path', '/etc/envoy-injector/tcp-probes/bootstrap.json']);
-      assert.deepEqual((envoy?.['volumeMounts'] as Obj[]).find((mount) => mount['name'] === 'envoy-tcp-probes'), { name: 'envoy-tcp-probes', mountPath: '/etc/envoy-injector/tcp-probes', readOnly: true });
-      const volume = (((injected['spec'] as Obj)['volumes'] as Obj[]) ?? []).find((entry) => entry['name'] === 'envoy-tcp-probes');
-      assert.deepEqual(volume?.['downwardAPI'], { items: [{ path: 'bootstrap.json', fieldRef: { apiVersion: 'v1', fieldPath: "metadata.annotations['envoy-injector.io/tcp-probe-config']" } }] });
+      assert.deepEqual((envoy?.['args'] as string[]).slice(-2), ['--config-path', '/etc/envoy-injector/proxy-config/bootstrap.json']);
+      assert.deepEqual((envoy?.['volumeMounts'] as Obj[]).find((mount) => mount['name'] === 'envoy-proxy-config'), { name: 'envoy-proxy-config', mountPath: '/etc/envoy-injector/proxy-config', readOnly: true });
+      const volume = (((injected['spec'] as Obj)['volumes'] as Obj[]) ?? []).find((entry) => entry['name'] === 'envoy-proxy-config');
+      assert.deepEqual(volume?.['downwardAPI'], { items: [{ path: 'bootstrap.json', fieldRef: { apiVersion: 'v1', fieldPath: "metadata.annotations['envoy-injector.io/proxy-config']" } }] });
       // The kubelet's probe of the listener is never redirected.
       const init = named(injected, 'initContainers', 'envoy-init');
       assert.ok((init?.['args'] as string[]).includes('--proxy-ports=9901,9902,15020'));
@@ -116,7 +116,7 @@ describe('tcpSocket probes of a captured Pod', () => {
   it('a Pod without tcpSocket probes gets nothing of it; a reinvocation changes nothing', () => {
     const plain = admit(pod(CAPTURE, { containers: [{ name: 'app', image: 'a:1', readinessProbe: { httpGet: { path: '/', port: 80 } } }] }), true);
     assert.equal(annotation(plain.injected, 'envoy-injector.io/tcp-probes'), undefined);
-    assert.ok(!plain.injection?.status.volumes.includes('envoy-tcp-probes'));
+    assert.ok(!plain.injection?.status.volumes.includes('envoy-proxy-config'));
     const { injected } = admit(pod(CAPTURE, SPEC), false);
     const again = admitPod({ operation: 'CREATE', kind: { group: '', kind: 'Pod' }, namespace: 'shop', namespaceLabels: {}, pod: injected as JsonObject, templates, options: { nativeSidecar: false } });
     assert.equal(again.decision.reason, 'already_injected');
@@ -142,7 +142,7 @@ describe("the proxy's bootstrap for the probes", () => {
   it('merged under the chart\'s own, as Envoy merges --config-yaml over --config-path, passes the bootstrap check with the pieces the stand-in emulates', () => {
     const { injected, capture } = admit(pod(CAPTURE, SPEC), true);
     const envoy = named(injected, 'initContainers', 'envoy') ?? {};
-    const fromPath = JSON.parse(annotation(injected, 'envoy-injector.io/tcp-probe-config') ?? '{}') as Obj;
+    const fromPath = JSON.parse(annotation(injected, 'envoy-injector.io/proxy-config') ?? '{}') as Obj;
     const fromYaml = parseYaml((envoy['args'] as string[])[1] ?? '') as Obj;
     const settings = capture?.capture === true ? capture.settings : undefined;
     const subject = { container: envoy, capture: settings };
@@ -179,12 +179,16 @@ describe('what the app sees as its client', () => {
 });
 
 describe('explain --mode policy', () => {
-  it('says that policy mode leaves the tcpSocket probes the webhook rewrites, and only for such a Pod', async () => {
+  it('says that policy mode leaves the tcpSocket probes the webhook rewrites and ignores the PROXY protocol, and only for such a Pod', async () => {
     let stdout = '';
     const io = { stdin: process.stdin, stdout: { write: (chunk: string) => (stdout += chunk) }, stderr: { write: () => true } };
     const code = await runCli(['explain', '--mode', 'policy', '-o', 'json', '-f', join(ROOT, 'test/golden/tcp-probes.yaml'), '--template-file', join(ROOT, 'test/golden/tcp-probes-templates.yaml'), '--namespace-labels', 'envoy-injector.io/inject=enabled'], io);
     assert.equal(code, 0);
-    const said = (JSON.parse(stdout) as { name: string; warnings: string[] }[]).map(({ name, warnings }) => [name, warnings.some((warning) => warning.startsWith("policy mode leaves this Pod's tcpSocket probes as written"))]);
-    assert.deepEqual(said, [['probed', true], ['opted-out', false]]);
+    const said = (JSON.parse(stdout) as { name: string; warnings: string[] }[]).map(({ name, warnings }) => [
+      name,
+      warnings.some((warning) => warning.startsWith("policy mode leaves this Pod's tcpSocket probes as written")),
+      warnings.some((warning) => warning.startsWith('policy mode ignores envoy-injector.io/inbound-proxy-protocol')),
+    ]);
+    assert.deepEqual(said, [['probed', true, false], ['opted-out', false, false], ['headers', true, true]]);
   });
 });

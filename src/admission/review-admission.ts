@@ -8,6 +8,7 @@ import {
   isJsonObject,
   objectAt,
   OVERRIDE_ANNOTATION_PREFIX,
+  planProxyProtocol,
   planTcpProbes,
   Reason,
   restoreInitOrder,
@@ -103,8 +104,11 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
   // The tcpSocket probes to rewrite (none but under capture) shape the patch: where they are, and what each holds.
   const probes = planTcpProbes(pod, capture);
   const probesKey = probes.rewrites.length + probes.kept.length + probes.warnings.length === 0 ? '' : JSON.stringify(probes);
+  // So do the PROXY protocol's ports (and its warnings, which the memo keeps).
+  const proxyProtocol = planProxyProtocol(pod, capture);
+  const headerKey = proxyProtocol.ports.length + proxyProtocol.warnings.length === 0 ? '' : JSON.stringify(proxyProtocol);
   // `auto` turns to CNI mode by the namespace's labels: the mode is part of the outcome.
-  const captureKey = (capture.capture ? `${capture.mode}:${JSON.stringify(capture.exclusions)}` : '') + probesKey + namespaceDefaultsKey(input.namespace, context.namespaceAnnotations);
+  const captureKey = (capture.capture ? `${capture.mode}:${JSON.stringify(capture.exclusions)}` : '') + probesKey + headerKey + namespaceDefaultsKey(input.namespace, context.namespaceAnnotations);
   const shape = (): string =>
     podShape(pod, decision.template, decision.nativeSidecar, context.options.allowedOverrides ?? DEFAULT_ALLOWED_OVERRIDES, captureKey, tokenVolume !== undefined);
   const perPod = memo === undefined || templates === undefined || direct !== undefined;

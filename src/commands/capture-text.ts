@@ -1,4 +1,4 @@
-import { TCP_PROBE_PATH_PREFIX, type CaptureDecision, type CaptureMode, type TcpProbePlan } from '../injection/index.js';
+import { TCP_PROBE_PATH_PREFIX, type CaptureDecision, type CaptureMode, type ProxyProtocolPlan, type TcpProbePlan } from '../injection/index.js';
 
 /** What explain's JSON says of a Pod's traffic capture. */
 export interface CaptureExplanation {
@@ -20,6 +20,8 @@ export interface CaptureExplanation {
   };
   /** What the app sees as the peer of an inbound connection (docs/capture.md). */
   readonly clientAddress: string;
+  /** When captured and the Pod asks for it: the ports whose connections start with a PROXY protocol v1 header naming the client. */
+  readonly inboundProxyProtocol?: { readonly ports: readonly number[]; readonly clientAddress: string };
   /** When captured: its tcpSocket probes, rewritten to the proxy's probe listener or left as written, and why. */
   readonly tcpProbes?: {
     readonly rewritten: readonly { readonly container: string; readonly probe: string; readonly port: number; readonly httpGet: string }[];
@@ -32,9 +34,11 @@ export const CLIENT_ADDRESS = {
   captured:
     "the Pod's own address: the proxy's connection to the app starts in the Pod, so the client's address is gone at L4; an inbound listener that speaks HTTP (use_remote_address) adds it in X-Forwarded-For, the chart's is a TCP proxy and adds nothing",
   direct: "each client's own address: inbound connections reach the app directly",
+  proxyProtocol:
+    "the Pod's own address as its peer, and the client's own address and port in the PROXY protocol v1 header the proxy sends first (envoy-injector.io/inbound-proxy-protocol): the app must read it",
 } as const;
 
-export function explainCapture(capture: CaptureDecision, probes: TcpProbePlan | undefined): CaptureExplanation {
+export function explainCapture(capture: CaptureDecision, probes: TcpProbePlan | undefined, proxyProtocol?: ProxyProtocolPlan): CaptureExplanation {
   if (!capture.capture) return { captured: false, reason: capture.reason, message: capture.message, clientAddress: CLIENT_ADDRESS.direct };
   const { settings, exclusions } = capture;
   const probePort = settings.tcpProbes?.port;
@@ -47,6 +51,7 @@ export function explainCapture(capture: CaptureDecision, probes: TcpProbePlan | 
     mode: capture.mode,
     rules: { proxyUid: settings.proxyUid, outboundPort: settings.outboundPort, inboundPort: settings.inboundPort, proxyPorts: settings.proxyPorts, ...exclusions },
     clientAddress: CLIENT_ADDRESS.captured,
+    ...((proxyProtocol?.ports.length ?? 0) === 0 ? {} : { inboundProxyProtocol: { ports: proxyProtocol?.ports ?? [], clientAddress: CLIENT_ADDRESS.proxyProtocol } }),
     ...(rewritten.length + kept.length === 0 ? {} : { tcpProbes: { rewritten, kept } }),
   };
 }
@@ -57,6 +62,8 @@ export function captureLines(capture: CaptureExplanation): string[] {
   const head = `traffic capture ${capture.captured ? 'ON' : 'off'}${how}: ${capture.message} [reason ${capture.reason}]`;
   const { rules } = capture;
   const sees = `the app sees as its client: ${capture.clientAddress}`;
+  const header = capture.inboundProxyProtocol;
+  const seesHeader = header === undefined ? [] : [`the app sees as its client on port${header.ports.length > 1 ? 's' : ''} ${header.ports.join(',')}: ${header.clientAddress}`];
   if (rules === undefined) return [head, sees];
   const probes = capture.tcpProbes;
   const probeLines = [
@@ -70,6 +77,7 @@ export function captureLines(capture: CaptureExplanation): string[] {
     `outbound TCP -> port ${rules.outboundPort}, except uid ${rules.proxyUid}, loopback, CIDRs ${none(rules.excludeOutboundCidrs)}, ports ${none([proxyPorts, rules.excludeOutboundPorts].filter((list) => list !== '').join(','))}`,
     `inbound TCP -> port ${rules.inboundPort}, ports ${none(rules.includeInboundPorts, 'all')}, except ${none([proxyPorts, rules.excludeInboundPorts].filter((list) => list !== '').join(','))}`,
     sees,
+    ...seesHeader,
     ...probeLines,
   ];
 }

@@ -92,6 +92,10 @@ export interface Explanation {
 const POLICY_TCP_PROBES =
   "policy mode leaves this Pod's tcpSocket probes as written: under capture they pass while the proxy runs, whether or not the app listens; the webhook rewrites them to the proxy's probe listener";
 
+/** What policy mode does with the PROXY protocol the webhook sets up (docs/policy-mode.md). */
+const POLICY_PROXY_PROTOCOL =
+  'policy mode ignores envoy-injector.io/inbound-proxy-protocol: the app gets no PROXY protocol header and sees the Pod\'s own address as every client\'s; the webhook gives the proxy the per-Pod listeners that send it';
+
 export async function runExplain(args: readonly string[], io: CommandIo): Promise<number> {
   const { values } = parseArgs({
     args: [...args],
@@ -160,7 +164,7 @@ export function toExplanation(report: ManifestReport, mode: 'webhook' | 'policy'
     rule: decision.rule,
     message: decision.message,
     ...(decision.inject ? { template: `${decision.template.name}@${decision.template.hash}`, templateSource: decision.templateSource, proxy: proxyValues(report), nativeSidecar: decision.nativeSidecar } : {}),
-    ...(report.capture === undefined ? {} : { capture: explainCapture(report.capture, report.tcpProbes) }),
+    ...(report.capture === undefined ? {} : { capture: explainCapture(report.capture, report.tcpProbes, report.proxyProtocol) }),
     ...lifecycleOf(report),
     ...(injection?.podResources === undefined ? {} : { podResources: injection.podResources }),
     trace: mode === 'policy' ? decision.trace.map((step) => ({ ...step, where: POLICY_RULE_PLACES[step.rule] })) : decision.trace,
@@ -174,7 +178,11 @@ export function toExplanation(report: ManifestReport, mode: 'webhook' | 'policy'
     },
     kept: injection?.kept ?? [],
     overrides: report.overrides,
-    warnings: [...report.warnings, ...(mode === 'policy' && (report.tcpProbes?.rewrites.length ?? 0) > 0 ? [POLICY_TCP_PROBES] : [])],
+    warnings: [
+      ...report.warnings,
+      ...(mode === 'policy' && (report.tcpProbes?.rewrites.length ?? 0) > 0 ? [POLICY_TCP_PROBES] : []),
+      ...(mode === 'policy' && (report.proxyProtocol?.ports.length ?? 0) > 0 ? [POLICY_PROXY_PROTOCOL] : []),
+    ],
     patch: injection?.patch ?? [],
   };
 }

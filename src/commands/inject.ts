@@ -53,13 +53,13 @@ export async function runInject(args: readonly string[], io: CommandIo): Promise
     },
   });
   io.stdout.write(formatManifests(objects));
-  for (const { kind, name, decision, warnings, capture, tcpProbes } of reports) {
+  for (const { kind, name, decision, warnings, capture, tcpProbes, proxyProtocol } of reports) {
     const what = `${kind}/${name || '(unnamed)'}`;
     for (const warning of warnings) io.stderr.write(`warning: ${what}: ${warning}\n`);
     if (!decision.inject) io.stderr.write(`${what}: not injected: ${decision.message}\n`);
     // Only for templates that can capture: the others have nothing to say.
     if (capture !== undefined && capture.reason !== CaptureReason.noCaptureSettings) {
-      for (const line of captureLines(explainCapture(capture, tcpProbes))) io.stderr.write(`${what}: ${line}\n`);
+      for (const line of captureLines(explainCapture(capture, tcpProbes, proxyProtocol))) io.stderr.write(`${what}: ${line}\n`);
     }
   }
   return 0;

@@ -79,6 +79,8 @@ export interface WorkloadReport {
   readonly copiedMarks: readonly CopiedMark[];
   /** Injected Pods whose tcpSocket probes the proxy answers (`envoy-injector.io/tcp-probes`, docs/design.md §11). */
   readonly tcpProbes: number;
+  /** Injected Pods with the PROXY protocol on some port (the status's `inboundProxyProtocol`, docs/design.md §11). */
+  readonly proxyProtocol: number;
   readonly outdatedHashes: readonly OutdatedHash[];
   /** Whether `--restart` can roll it: an `apps/v1` kind with a Pod template to annotate. */
   readonly restartable: boolean;
@@ -89,7 +91,7 @@ export interface FleetReport {
   readonly templates: readonly { readonly name: string; readonly hash: string }[];
   /** Workloads with at least one injected Pod or Pod that should be; sorted by namespace, kind, name. */
   readonly workloads: readonly WorkloadReport[];
-  readonly totals: { readonly pods: number; readonly current: number; readonly outdated: number; readonly notInjected: number; readonly unknown: number; readonly copied: number; readonly tcpProbes: number };
+  readonly totals: { readonly pods: number; readonly current: number; readonly outdated: number; readonly notInjected: number; readonly unknown: number; readonly copied: number; readonly tcpProbes: number; readonly proxyProtocol: number };
 }
 
 /** The kinds `--restart` rolls, as `kubectl rollout restart` does: the ones with a Pod template and a rollout, in this group only. */
@@ -235,6 +237,7 @@ interface Tally {
   unknown: number;
   copied: number;
   tcpProbes: number;
+  proxyProtocol: number;
   readonly marks: Set<CopiedMark>;
   readonly hashes: Map<string, OutdatedHash>;
 }
@@ -242,7 +245,7 @@ interface Tally {
 /** Groups Pods by workload and counts them current, outdated and not injected. */
 export function buildFleetReport(input: FleetInput): FleetReport {
   const tallies = new Map<string, Tally>();
-  const totals = { pods: 0, current: 0, outdated: 0, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0 };
+  const totals = { pods: 0, current: 0, outdated: 0, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0 };
   for (const pod of input.pods) {
     const classified = classifyPod(pod, input);
     if (classified.state === 'ignored') continue;
@@ -250,7 +253,7 @@ export function buildFleetReport(input: FleetInput): FleetReport {
     const key = ownerKey(pod.namespace, workload);
     let tally = tallies.get(key);
     if (tally === undefined) {
-      tally = { namespace: pod.namespace, workload, templates: new Set(), current: 0, outdated: 0, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0, marks: new Set(), hashes: new Map() };
+      tally = { namespace: pod.namespace, workload, templates: new Set(), current: 0, outdated: 0, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0, marks: new Set(), hashes: new Map() };
       tallies.set(key, tally);
     }
     totals.pods += 1;
@@ -261,6 +264,9 @@ export function buildFleetReport(input: FleetInput): FleetReport {
       const rewritten = rewrittenTcpProbes(pod.annotations) > 0 ? 1 : 0;
       tally.tcpProbes += rewritten;
       totals.tcpProbes += rewritten;
+      const header = hasProxyProtocol(pod.annotations) ? 1 : 0;
+      tally.proxyProtocol += header;
+      totals.proxyProtocol += header;
     }
     if (classified.state === 'copied') for (const mark of classified.marks) tally.marks.add(mark);
     if (classified.state === 'outdated') {
@@ -283,6 +289,7 @@ export function buildFleetReport(input: FleetInput): FleetReport {
       copied: tally.copied,
       copiedMarks: [...tally.marks].sort(),
       tcpProbes: tally.tcpProbes,
+      proxyProtocol: tally.proxyProtocol,
       outdatedHashes: [...tally.hashes.values()].sort((a, b) => compareText(`${a.template}@${a.hash}`, `${b.template}@${b.hash}`)),
       restartable: isRestartable(tally.workload),
     }))
@@ -301,6 +308,17 @@ function rewrittenTcpProbes(annotations: Readonly<Record<string, string>>): numb
     return Array.isArray(record) ? record.length : 0;
   } catch {
     return 0;
+  }
+}
+
+/** Whether the status annotation records ports with the PROXY protocol (`inboundProxyProtocol`); false when it does not parse. */
+function hasProxyProtocol(annotations: Readonly<Record<string, string>>): boolean {
+  try {
+    const status: unknown = JSON.parse(annotations[Annotations.status] ?? '');
+    const ports = status !== null && typeof status === 'object' && !Array.isArray(status) ? (status as Record<string, unknown>)['inboundProxyProtocol'] : undefined;
+    return Array.isArray(ports) && ports.length > 0;
+  } catch {
+    return false;
   }
 }
 

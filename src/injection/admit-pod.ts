@@ -5,7 +5,9 @@ import { injectPod, type InjectionResult, type InjectOptions } from './inject-po
 import { entryName, objectAt, type JsonObject } from './json.js';
 import type { ResourceChange } from './pod-resources.js';
 import { applyLifecycle, decideLifecycle, lifecycleIgnoredWarnings, type LifecycleDecision } from './proxy-lifecycle.js';
-import { planTcpProbes, tcpProbeInjection, type TcpProbePlan } from './tcp-probes.js';
+import { proxyConfigInjection } from './proxy-config.js';
+import { planProxyProtocol, type ProxyProtocolPlan } from './proxy-protocol.js';
+import { planTcpProbes, type TcpProbePlan } from './tcp-probes.js';
 import { serviceAccountTokenMount, serviceAccountTokenVolume } from './token-mount.js';
 import { DEFAULT_ALLOWED_OVERRIDES, resolveOverrides, type AppliedOverride, type OverrideName } from './overrides.js';
 
@@ -25,6 +27,8 @@ export interface Admission {
   readonly lifecycle?: LifecycleDecision | undefined;
   /** Present when the Pod is injected: its tcpSocket probes rewritten or left as written under capture (tcp-probes.ts). */
   readonly tcpProbes?: TcpProbePlan | undefined;
+  /** Present when the Pod is injected: the ports whose inbound connections get a PROXY protocol header (proxy-protocol.ts). */
+  readonly proxyProtocol?: ProxyProtocolPlan | undefined;
   /** Everything a user should hear: the decision's, the overrides', the merge's. */
   readonly warnings: readonly string[];
 }
@@ -53,19 +57,20 @@ export function injectDecided(
   const settings = decision.template.proxyLifecycle;
   const lifecycle = settings === undefined ? undefined : decideLifecycle(input.pod, settings, decision.nativeSidecar);
   const probePlan = planTcpProbes(input.pod, capture);
-  const tcpProbes = capture.capture && capture.settings.tcpProbes !== undefined ? tcpProbeInjection(probePlan, capture.settings.tcpProbes) : undefined;
+  const proxyProtocol = planProxyProtocol(input.pod, capture);
+  const proxyConfig = proxyConfigInjection(capture, probePlan, proxyProtocol);
   const lifecycled =
     settings === undefined || lifecycle === undefined
       ? overrides.apply
       : (container: JsonObject): JsonObject => applyLifecycle(overrides.apply(container), settings, lifecycle, decision.nativeSidecar);
-  const customizeProxy = tcpProbes === undefined ? lifecycled : (container: JsonObject): JsonObject => tcpProbes.customizeProxy(lifecycled(container));
+  const customizeProxy = proxyConfig === undefined ? lifecycled : (container: JsonObject): JsonObject => proxyConfig.customizeProxy(lifecycled(container));
   const injection = injectPod(input.pod, decision.template, {
     nativeSidecar: decision.nativeSidecar,
     customizeProxy,
     proxyFirst: lifecycle?.hold === true && !decision.nativeSidecar,
     capture: captureEntries(capture),
     tokenMount,
-    tcpProbes,
+    proxyConfig,
   });
   if (injection.podResourcesProblem !== undefined) return unpaddable(decision, capture, injection.podResourcesProblem);
   // The proxy is the template's first container; the Pod may already have its own by that name.
@@ -82,10 +87,12 @@ export function injectDecided(
     capture,
     lifecycle,
     tcpProbes: probePlan,
+    proxyProtocol,
     warnings: [
       ...decision.warnings,
       ...capture.warnings,
       ...probePlan.warnings,
+      ...proxyProtocol.warnings,
       ...(lifecycle?.warnings ?? lifecycleIgnoredWarnings(input.pod)),
       ...overrides.warnings,
       ...overrideWarnings,

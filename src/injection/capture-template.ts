@@ -64,6 +64,13 @@ export interface CaptureSettings {
   readonly resources: JsonObject;
   /** Where the proxy answers rewritten tcpSocket probes (tcp-probes.ts); undefined: the template does not rewrite them. */
   readonly tcpProbes: TcpProbeSettings | undefined;
+  /**
+   * The template's inbound listener hands each connection off to the listener
+   * of its original destination (Envoy's use_original_dst), and the proxy
+   * takes a per-Pod bootstrap (`--config-path`): what the PROXY protocol's
+   * per-port listeners need (proxy-protocol.ts).
+   */
+  readonly inboundHandoff: boolean;
 }
 
 /**
@@ -99,6 +106,7 @@ const CAPTURE_FIELDS = [
   'includeInboundPorts',
   'resources',
   'tcpProbes',
+  'inboundHandoff',
 ];
 
 const MAX_ID = 2147483647;
@@ -154,6 +162,9 @@ export function parseCaptureSettings(value: JsonValue | undefined, proxy: JsonOb
   checkResources(resources, 'capture.resources', problems);
   const tcpProbes = parseTcpProbes(own(value, 'tcpProbes'), Array.isArray(proxyPorts) ? proxyPorts : [], [outboundPort, inboundPort], problems);
   if (tcpProbes !== undefined && proxyTakesConfigPath(proxy)) problems.add('capture.tcpProbes', "the proxy's command line sets --config-path already: the probes' bootstrap is given through it");
+  const inboundHandoff = own(value, 'inboundHandoff') ?? false;
+  if (typeof inboundHandoff !== 'boolean') problems.add('capture.inboundHandoff', 'must be true or false');
+  else if (inboundHandoff && proxyTakesConfigPath(proxy)) problems.add('capture.inboundHandoff', "the proxy's command line sets --config-path already: the PROXY protocol's listeners are given through it");
   if (!problems.isEmpty() || !isJsonObject(resources) || uid === undefined || outboundPort === undefined || inboundPort === undefined || !Array.isArray(proxyPorts)) {
     return problems.list();
   }
@@ -170,6 +181,7 @@ export function parseCaptureSettings(value: JsonValue | undefined, proxy: JsonOb
     defaults,
     resources,
     tcpProbes,
+    inboundHandoff: inboundHandoff === true,
   };
 }
 

@@ -27,3 +27,5 @@ export * from './pod-resources.js';
 export * from './init-order.js';
 export * from './status-annotation.js';
 export * from './tcp-probes.js';
+export * from './proxy-protocol.js';
+export * from './proxy-config.js';

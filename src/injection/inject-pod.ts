@@ -4,7 +4,7 @@ import { Annotations, InjectedLabel } from './names.js';
 import type { SidecarTemplate } from './parse-template.js';
 import { padPodResources, type AddedContainers, type ResourceChange } from './pod-resources.js';
 import { localVolumeNames, safeToEvictValue } from './proxy-lifecycle.js';
-import type { TcpProbeInjection } from './tcp-probes.js';
+import type { ProxyConfigInjection } from './proxy-config.js';
 import { withTokenMount } from './token-mount.js';
 
 /** RFC 6902 operations; we only ever add. */
@@ -26,6 +26,8 @@ export interface InjectionStatus {
   readonly imagePullSecrets: readonly string[];
   /** CNI mode only (docs/design.md §11): what the node agent installs the rules for. */
   readonly captureMode?: 'cni';
+  /** The app's ports whose inbound connections get a PROXY protocol header (docs/design.md §11). */
+  readonly inboundProxyProtocol?: readonly number[];
 }
 
 /** A template entry left out because the Pod already had that name. */
@@ -74,8 +76,8 @@ export interface InjectOptions {
    * server's ServiceAccount plugin would in its rerun (`token-mount.ts`).
    */
   readonly tokenMount?: JsonObject | undefined;
-  /** tcpSocket probes rewritten under capture (tcp-probes.ts): their operations go first, on the Pod as received. */
-  readonly tcpProbes?: TcpProbeInjection | undefined;
+  /** The proxy's per-Pod bootstrap (proxy-config.ts): the rewritten tcpSocket probes' operations go first, on the Pod as received. */
+  readonly proxyConfig?: ProxyConfigInjection | undefined;
 }
 
 /**
@@ -120,7 +122,7 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
   );
   const templateInits = pickNew('initContainers', template.initContainers, takenContainerNames);
   const captureInits = options.capture === undefined ? [] : pickNew('initContainers', [options.capture.initContainer], takenContainerNames);
-  const addedVolumes = [...template.volumes, ...(options.capture?.volume === undefined ? [] : [options.capture.volume]), ...(options.tcpProbes === undefined ? [] : [options.tcpProbes.volume])];
+  const addedVolumes = [...template.volumes, ...(options.capture?.volume === undefined ? [] : [options.capture.volume]), ...(options.proxyConfig === undefined ? [] : [options.proxyConfig.volume])];
   const volumes = pickNew('volumes', addedVolumes, namesIn('volumes'));
   const pullSecrets = pickNew('imagePullSecrets', template.imagePullSecrets, namesIn('imagePullSecrets'));
 
@@ -135,7 +137,7 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
   // The lists the Pod lacks, created whole; for a Pod without `spec`, they are its new spec.
   const createdLists: JsonObject = {};
   // Probe rewrites name indices of the Pod as received: before anything is inserted.
-  const specPatch: PatchOperation[] = [...(options.tcpProbes?.operations ?? [])];
+  const specPatch: PatchOperation[] = [...(options.proxyConfig?.operations ?? [])];
   addToList(spec, createdLists, 'containers', proxyFirst, classicSidecars.slice(proxyFirst.length), specPatch);
   // Native sidecars first, so the proxy is up before the app's own init containers run.
   addToList(spec, createdLists, 'initContainers', firstInits, lastInits, specPatch);
@@ -154,9 +156,9 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
     initContainers: [...firstInits, ...lastInits].map(nameOf),
     volumes: volumes.map(nameOf),
     imagePullSecrets: pullSecrets.map(nameOf),
-    ...(options.capture?.cni === true ? { captureMode: 'cni' } : {}),
+    ...(options.capture?.cni === true ? { captureMode: 'cni' } : {}), ...options.proxyConfig?.status,
   };
-  const annotations = { ...patchAnnotations(pod, status, template.safeToEvictLocalVolumes ? volumes : [], proxyFirst.length > 0), ...options.tcpProbes?.annotations };
+  const annotations = { ...patchAnnotations(pod, status, template.safeToEvictLocalVolumes ? volumes : [], proxyFirst.length > 0), ...options.proxyConfig?.annotations };
   const labels: Record<string, string> = { [InjectedLabel.key]: InjectedLabel.value };
   addMetadataEntries(objectAt(pod, 'metadata'), { annotations, labels }, patch);
 

@@ -14,8 +14,10 @@ export const Annotations = {
   rewriteTcpProbes: 'envoy-injector.io/rewrite-tcp-probes',
   /** Written by the patch: each tcpSocket probe rewritten, as JSON `[{container, probe, port}]`. */
   tcpProbes: 'envoy-injector.io/tcp-probes',
-  /** Written by the patch: the proxy's second bootstrap (JSON), which a downwardAPI volume gives it as a file. */
-  tcpProbeConfig: 'envoy-injector.io/tcp-probe-config',
+  /** Written by the patch: the proxy's per-Pod bootstrap (JSON: the tcpSocket probes' listener, the PROXY protocol's), which a downwardAPI volume gives it as a file. */
+  proxyConfig: 'envoy-injector.io/proxy-config',
+  /** The app's ports whose inbound connections reach it with a PROXY protocol header (docs/design.md §11), comma-separated. */
+  inboundProxyProtocol: 'envoy-injector.io/inbound-proxy-protocol',
   /** The proxy's part in the Pod's life (docs/design.md §13): `"false"` starts the app without waiting for the proxy. */
   holdApplication: 'envoy-injector.io/hold-application',
   /** cluster-autoscaler (1.27+): the local volumes it may lose when it evicts the Pod, comma-separated. */

@@ -11,9 +11,8 @@ import { Annotations } from './names.js';
  * pass. Each such probe becomes an httpGet of the proxy's probe listener
  * (`capture.tcpProbes`), path `/tcp/<port>`, which the proxy answers from
  * active TCP health checks of 127.0.0.1:<port>: 200 while the port accepts,
- * 503 when it does not. The proxy learns the ports from a second bootstrap
- * (`--config-path`, a downwardAPI file of the annotation
- * `envoy-injector.io/tcp-probe-config`), merged under the template's own.
+ * 503 when it does not. The proxy learns the ports from the per-Pod
+ * bootstrap (proxy-config.ts), merged under the template's own.
  */
 
 export const PROBE_KINDS = ['startupProbe', 'readinessProbe', 'livenessProbe'] as const;
@@ -43,10 +42,6 @@ export interface TcpProbePlan {
   readonly warnings: readonly string[];
 }
 
-/** The volume that gives the proxy its probes' bootstrap, where it is mounted, and the file's name. */
-export const TCP_PROBE_VOLUME = 'envoy-tcp-probes';
-export const TCP_PROBE_MOUNT_PATH = '/etc/envoy-injector/tcp-probes';
-export const TCP_PROBE_FILE = 'bootstrap.json';
 /** The path a rewritten probe asks for: the app's port after it. */
 export const TCP_PROBE_PATH_PREFIX = '/tcp/';
 
@@ -110,7 +105,7 @@ export function planTcpProbes(pod: JsonObject, capture: CaptureDecision | undefi
 }
 
 /** Whether the rules send inbound TCP to PORT to the proxy (init/capture-rules.sh's inbound chain). */
-function inboundRedirected(capture: Extract<CaptureDecision, { capture: true }>): (port: number) => boolean {
+export function inboundRedirected(capture: Extract<CaptureDecision, { capture: true }>): (port: number) => boolean {
   const ports = (text: string): number[] => (text === '' ? [] : text.split(',').map(Number));
   const { exclusions, settings } = capture;
   const excluded = new Set([...settings.proxyPorts, ...ports(exclusions.excludeInboundPorts)]);
@@ -140,34 +135,22 @@ export function tcpProbesRecord(plan: TcpProbePlan): string {
 
 /**
  * What the patch adds for a plan with rewrites: the probes replaced (paths of
- * the Pod as received: these operations come first), the two annotations,
- * the downwardAPI volume, and the proxy's mount and `--config-path`.
+ * the Pod as received: these operations come first), the record, and the
+ * per-Pod bootstrap's listener and clusters (proxy-config.ts gives them to
+ * the proxy).
  */
 export interface TcpProbeInjection {
   readonly operations: readonly { readonly op: 'add'; readonly path: string; readonly value: JsonObject }[];
   readonly annotations: Readonly<Record<string, string>>;
-  readonly volume: JsonObject;
-  readonly customizeProxy: (container: JsonObject) => JsonObject;
+  readonly listeners: readonly JsonObject[];
+  readonly clusters: readonly JsonObject[];
 }
 
 export function tcpProbeInjection(plan: TcpProbePlan, settings: TcpProbeSettings): TcpProbeInjection | undefined {
   if (plan.rewrites.length === 0) return undefined;
   const operations = plan.rewrites.map((rewrite) => ({ op: 'add' as const, path: jsonPointer('spec', rewrite.list, rewrite.index, rewrite.probe), value: rewrittenProbe(rewrite, settings) }));
   const ports = [...new Set(plan.rewrites.map((rewrite) => rewrite.port))].sort((a, b) => a - b);
-  const file = `${TCP_PROBE_MOUNT_PATH}/${TCP_PROBE_FILE}`;
-  return {
-    operations,
-    annotations: { [Annotations.tcpProbes]: tcpProbesRecord(plan), [Annotations.tcpProbeConfig]: JSON.stringify(tcpProbeBootstrap(settings, ports)) },
-    volume: {
-      name: TCP_PROBE_VOLUME,
-      downwardAPI: { items: [{ path: TCP_PROBE_FILE, fieldRef: { apiVersion: 'v1', fieldPath: `metadata.annotations['${Annotations.tcpProbeConfig}']` } }] },
-    },
-    customizeProxy: (container) => ({
-      ...container,
-      args: [...(arrayAt(container, 'args') ?? []), '--config-path', file],
-      volumeMounts: [...(arrayAt(container, 'volumeMounts') ?? []), { name: TCP_PROBE_VOLUME, mountPath: TCP_PROBE_MOUNT_PATH, readOnly: true }],
-    }),
-  };
+  return { operations, annotations: { [Annotations.tcpProbes]: tcpProbesRecord(plan) }, ...tcpProbeResources(settings, ports) };
 }
 
 const HCM = 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager';
@@ -177,17 +160,16 @@ const ROUTER = 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Rout
 export const tcpProbeCluster = (port: number): string => `tcp_probe_${port}`;
 
 /**
- * The proxy's second bootstrap (Envoy v3): a listener on the probe port whose
+ * The probes' part of the per-Pod bootstrap (Envoy v3): a listener on the probe port whose
  * health_check filters answer `GET /tcp/<port>` with 200 while the cluster
  * of 127.0.0.1:<port> is healthy, else 503 (anything else: 404); per port a
  * STATIC cluster actively checked by a TCP connect every second. The
  * clusters take no traffic, so `no_traffic_interval` (60 s by default) is
  * the interval that applies; one failure or success flips the host.
  */
-export function tcpProbeBootstrap(settings: TcpProbeSettings, ports: readonly number[]): JsonObject {
+export function tcpProbeResources(settings: TcpProbeSettings, ports: readonly number[]): { listeners: JsonObject[]; clusters: JsonObject[] } {
   const dualStack = settings.address === '::';
   return {
-    static_resources: {
       listeners: [
         {
           name: 'tcp_probes',
@@ -227,6 +209,5 @@ export function tcpProbeBootstrap(settings: TcpProbeSettings, ports: readonly nu
         load_assignment: { cluster_name: tcpProbeCluster(port), endpoints: [{ lb_endpoints: [{ endpoint: { address: { socket_address: { address: '127.0.0.1', port_value: port } } } }] }] },
         health_checks: [{ timeout: '1s', interval: '1s', no_traffic_interval: '1s', unhealthy_threshold: 1, healthy_threshold: 1, tcp_health_check: {} }],
       })),
-    },
   };
 }

@@ -27,6 +27,8 @@ interface Feature {
   readonly spec: JsonObject;
   /** Created in a namespace enforcing Pod Security `restricted`. */
   readonly restricted?: boolean;
+  /** The Pod's own annotations, beside each variant's. */
+  readonly annotations?: Record<string, string>;
   /** What each mode does when the Pod as written is accepted (default: injected). */
   readonly webhook?: Outcome;
   readonly policy?: Outcome;
@@ -91,6 +93,11 @@ const FEATURES: readonly Feature[] = [
     },
   },
   {
+    title: 'the PROXY protocol on two ports and tcpSocket probes of one (one per-Pod bootstrap under capture, issue 41)',
+    annotations: { 'envoy-injector.io/inbound-proxy-protocol': '5672,8080' },
+    spec: { containers: [app({ ports: [{ name: 'amqp', containerPort: 5672 }], readinessProbe: { tcpSocket: { port: 'amqp' } } })] },
+  },
+  {
     title: 'an image volume (ImageVolume)',
     spec: { volumes: [{ name: 'models', image: { reference: 'registry.example/models:1', pullPolicy: 'IfNotPresent' } }], containers: [app({ volumeMounts: [{ name: 'models', mountPath: '/models' }] })] },
   },
@@ -133,7 +140,7 @@ forEachKubeVersion('every valid Pod stays valid: the Pod features of Kubernetes 
     for (const feature of FEATURES) {
       const written: NamespaceKind = feature.restricted === true ? 'restricted-disabled' : 'disabled';
       const through: NamespaceKind = feature.restricted === true ? 'restricted' : 'enabled';
-      const pod = (annotations: Record<string, string>): JsonObject => ({ apiVersion: 'v1', kind: 'Pod', metadata: { annotations }, spec: feature.spec });
+      const pod = (annotations: Record<string, string>): JsonObject => ({ apiVersion: 'v1', kind: 'Pod', metadata: { annotations: { ...feature.annotations, ...annotations } }, spec: feature.spec });
       const asWritten = await run.createIn(Path.webhook, written, pod({}), `written-${++index}`);
       const refused = (asWritten.stored as JsonObject)['refused'];
       if (refused !== undefined) {

@@ -60,9 +60,14 @@ export const FOREIGN_FLAGS: Readonly<Record<string, string>> = {
   '--config-path': 'Envoy',
   '--disable-hot-restart': 'Envoy',
   '--uid-owner': 'iptables',
+  '--save-mark': "iptables' CONNMARK target",
+  '--restore-mark': "iptables' CONNMARK target",
+  '--on-port': "iptables' TPROXY target",
+  '--tproxy-mark': "iptables' TPROXY target",
   '--max-semi-space-size': 'node',
   '--expose-gc': 'node',
   '--enable-source-maps': 'node',
+  '--proxy-protocol-port': "the node tier's app (test/node/images/app.py)",
 };
 
 /** A code item's lines, a shell line continued with a backslash joined to the next, an inline span on one line. */
@@ -276,6 +281,10 @@ export const FOREIGN_SNAKE_NAMES: Readonly<Record<string, string>> = {
   no_traffic_interval: "Envoy's cluster health check",
   tcp_probes: 'the Envoy listener src/injection/tcp-probes.ts writes',
   use_remote_address: "Envoy's http_connection_manager",
+  // The PROXY protocol's part of the per-Pod bootstrap (src/injection/proxy-protocol.ts).
+  upstream_proxy_protocol: "Envoy's transport socket",
+  original_src: "Envoy's listener filter (TPROXY interception)",
+  inbound_proxy_protocol: 'the Envoy cluster src/injection/proxy-protocol.ts writes',
 };
 const FOREIGN_SNAKE_PREFIXES = ['apiserver_', 'certmanager_', 'nodejs_', 'process_'];
 

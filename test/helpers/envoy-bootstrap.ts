@@ -18,7 +18,7 @@ const FIELDS: Readonly<Record<string, readonly string[]>> = {
   bootstrap: ['admin', 'static_resources'],
   admin: ['address'],
   static_resources: ['listeners', 'clusters'],
-  listener: ['name', 'address', 'additional_addresses', 'traffic_direction', 'use_original_dst', 'listener_filters', 'filter_chains'],
+  listener: ['name', 'address', 'additional_addresses', 'traffic_direction', 'use_original_dst', 'bind_to_port', 'listener_filters', 'filter_chains'],
   additional_address: ['address'],
   address: ['socket_address'],
   socket_address: ['address', 'port_value', 'ipv4_compat'],
@@ -26,7 +26,12 @@ const FIELDS: Readonly<Record<string, readonly string[]>> = {
   filter_chain_match: ['destination_port'],
   filter: ['name', 'typed_config'],
   tcp_proxy: ['@type', 'stat_prefix', 'cluster'],
-  cluster: ['name', 'type', 'lb_policy', 'connect_timeout', 'load_assignment', 'health_checks'],
+  cluster: ['name', 'type', 'lb_policy', 'connect_timeout', 'load_assignment', 'health_checks', 'transport_socket'],
+  // The PROXY protocol's cluster (src/injection/proxy-protocol.ts): base.proto's TransportSocket, upstream_proxy_protocol.proto, proxy_protocol.proto.
+  transport_socket: ['name', 'typed_config'],
+  upstream_proxy_protocol: ['@type', 'config', 'transport_socket'],
+  proxy_protocol_config: ['version'],
+  raw_buffer: ['@type'],
   // The tcpSocket probes' bootstrap (src/injection/tcp-probes.ts): health_check.proto, the HealthCheck HTTP filter.
   health_check: ['timeout', 'interval', 'no_traffic_interval', 'unhealthy_threshold', 'healthy_threshold', 'tcp_health_check'],
   tcp_health_check: [],
@@ -40,6 +45,8 @@ const TYPE_URLS: Readonly<Record<string, string>> = {
   'envoy.filters.listener.original_dst': 'type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst',
   'envoy.filters.http.router': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router',
   'envoy.filters.http.health_check': 'type.googleapis.com/envoy.extensions.filters.http.health_check.v3.HealthCheck',
+  'envoy.transport_sockets.upstream_proxy_protocol': 'type.googleapis.com/envoy.extensions.transport_sockets.proxy_protocol.v3.ProxyProtocolUpstreamTransport',
+  'envoy.transport_sockets.raw_buffer': 'type.googleapis.com/envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer',
 };
 
 /**
@@ -118,6 +125,7 @@ export function bootstrapProblems({ bootstrap, container, capture, lifecycle }: 
       fields('health_check', check, `clusters[${index}].health_checks[${n}]`);
       if (check['tcp_health_check'] !== undefined) fields('tcp_health_check', check['tcp_health_check'], `clusters[${index}].health_checks[${n}].tcp_health_check`);
     }
+    if (cluster['transport_socket'] !== undefined) problems.push(...transportSocketProblems(cluster['transport_socket'], `clusters[${index}].transport_socket`, fields));
     if (cluster['type'] === 'ORIGINAL_DST' && (cluster['lb_policy'] !== 'CLUSTER_PROVIDED' || cluster['load_assignment'] !== undefined)) {
       problems.push(`clusters[${index}]: an ORIGINAL_DST cluster needs lb_policy CLUSTER_PROVIDED and no load_assignment`);
     }
@@ -131,6 +139,7 @@ export function bootstrapProblems({ bootstrap, container, capture, lifecycle }: 
   if (health === undefined || probe !== health) problems.push(`the readiness probe's port ${String(probe)} is not the health listener's ${String(health)}`);
   problems.push(...captureProblems(listeners, portsOf, adminPort, container, capture));
   problems.push(...tcpProbeProblems(listeners, clusters, capture, fields));
+  problems.push(...proxyProtocolProblems(listeners, clusters, capture));
   if (lifecycle !== undefined) problems.push(...lifecycleProblems(listeners, health, adminPort, container, lifecycle));
   return problems;
 }
@@ -175,15 +184,18 @@ function clustersReferencedBy(filter: Obj, path: string, fields: (what: string, 
 /** With capture: the rules' ports are the listeners', the proxy's ports are excluded, the rules spare the proxy's user. */
 function captureProblems(listeners: Obj[], portsOf: Map<string, number[]>, adminPort: number | undefined, container: Obj, capture: CaptureSettings | undefined): string[] {
   const problems: string[] = [];
-  const outbound = listeners.find((listener) => listener['use_original_dst'] === true);
-  const inbound = listeners.find((listener) => list(listener['listener_filters']).some((filter) => filter['name'] === 'envoy.filters.listener.original_dst'));
+  // Inbound hands connections off by original destination (the PROXY protocol's listeners take them); outbound must not.
+  const outbound = listeners.find((listener) => list(listener['listener_filters']).some((filter) => filter['name'] === 'envoy.filters.listener.original_dst'));
+  const inbound = listeners.find((listener) => listener['use_original_dst'] === true);
+  if (outbound?.['use_original_dst'] === true) problems.push("the outbound listener must not hand off (use_original_dst): the app's own connections to a PROXY protocol port elsewhere would get the header");
   if (capture === undefined) {
     if (outbound !== undefined || inbound !== undefined) problems.push('capture listeners without capture settings');
     return problems;
   }
   const port = (listener: Obj | undefined): number | undefined => (listener === undefined ? undefined : portsOf.get(String(listener['name']))?.[0]);
-  if (port(outbound) !== capture.outboundPort) problems.push(`capture.outboundPort ${capture.outboundPort} is not the use_original_dst listener's port ${String(port(outbound))}`);
-  if (port(inbound) !== capture.inboundPort) problems.push(`capture.inboundPort ${capture.inboundPort} is not the original_dst listener's port ${String(port(inbound))}`);
+  if (port(outbound) !== capture.outboundPort) problems.push(`capture.outboundPort ${capture.outboundPort} is not the original_dst listener's port ${String(port(outbound))}`);
+  if (port(inbound) !== capture.inboundPort) problems.push(`capture.inboundPort ${capture.inboundPort} is not the use_original_dst listener's port ${String(port(inbound))}`);
+  if (!capture.inboundHandoff) problems.push('capture.inboundHandoff must be true: the inbound listener hands off by original destination');
   for (const listener of [outbound, inbound]) {
     if (listener === undefined) continue;
     const chains = list(listener['filter_chains']);
@@ -195,7 +207,9 @@ function captureProblems(listeners: Obj[], portsOf: Map<string, number[]>, admin
   if (inboundManager !== undefined && (inboundManager['typed_config'] as Obj | undefined)?.['use_remote_address'] !== true) {
     problems.push("the inbound listener speaks HTTP without use_remote_address: the app would not get the client's address in X-Forwarded-For");
   }
-  const proxyOwn = [adminPort, ...[...portsOf.entries()].filter(([name]) => name !== String(outbound?.['name']) && name !== String(inbound?.['name'])).map(([, ports]) => ports[0])];
+  // The listeners that bind nothing (the PROXY protocol's, on the app's ports) are not the proxy's own.
+  const unbound = new Set(listeners.filter((listener) => listener['bind_to_port'] === false).map((listener) => String(listener['name'])));
+  const proxyOwn = [adminPort, ...[...portsOf.entries()].filter(([name]) => name !== String(outbound?.['name']) && name !== String(inbound?.['name']) && !unbound.has(name)).map(([, ports]) => ports[0])];
   for (const own of proxyOwn) if (own !== undefined && !capture.proxyPorts.includes(own)) problems.push(`capture.proxyPorts lacks the proxy's port ${own}`);
   const uid = (container['securityContext'] as Obj | undefined)?.['runAsUser'];
   if (uid !== capture.proxyUid) problems.push(`capture.proxyUid ${capture.proxyUid} is not the proxy container's runAsUser ${String(uid)}`);
@@ -255,6 +269,54 @@ function tcpProbeProblems(listeners: Obj[], clusters: Obj[], capture: CaptureSet
       for (const field of ['timeout', 'interval', 'no_traffic_interval', 'unhealthy_threshold', 'healthy_threshold']) {
         if (check[field] === undefined) problems.push(`cluster ${String(cluster['name'])}: its health check needs ${field}`);
       }
+    }
+  }
+  return problems;
+}
+
+/** A cluster's transport socket: the PROXY protocol (v1 or v2) over the raw buffer socket, or the raw buffer socket itself. */
+function transportSocketProblems(socket: unknown, path: string, fields: (what: string, value: unknown, path: string) => void): string[] {
+  const problems: string[] = [];
+  fields('transport_socket', socket, path);
+  if (!isObj(socket)) return problems;
+  checkTyped(socket, path, problems);
+  const typed = socket['typed_config'];
+  if (!isObj(typed)) return problems;
+  if (socket['name'] === 'envoy.transport_sockets.raw_buffer') {
+    fields('raw_buffer', typed, `${path}.typed_config`);
+    return problems;
+  }
+  fields('upstream_proxy_protocol', typed, `${path}.typed_config`);
+  fields('proxy_protocol_config', typed['config'] ?? {}, `${path}.typed_config.config`);
+  const version = isObj(typed['config']) ? typed['config']['version'] : undefined;
+  if (version !== undefined && version !== 'V1' && version !== 'V2') problems.push(`${path}.typed_config.config.version: ${String(version)} is not V1 or V2`);
+  if (typed['transport_socket'] === undefined) problems.push(`${path}.typed_config.transport_socket: required (the socket it wraps)`);
+  else problems.push(...transportSocketProblems(typed['transport_socket'], `${path}.typed_config.transport_socket`, fields));
+  return problems;
+}
+
+/**
+ * The PROXY protocol's listeners, as the node tier's stand-in emulates them:
+ * each binds nothing (bind_to_port false: the app owns the port) on a port the
+ * rules send to the inbound listener, which hands off by original destination
+ * (use_original_dst), and is one TCP proxy to an ORIGINAL_DST cluster whose
+ * transport socket is the upstream PROXY protocol.
+ */
+function proxyProtocolProblems(listeners: Obj[], clusters: Obj[], capture: CaptureSettings | undefined): string[] {
+  const problems: string[] = [];
+  for (const listener of listeners.filter((candidate) => candidate['bind_to_port'] === false)) {
+    const name = String(listener['name']);
+    const port = ((listener['address'] as Obj | undefined)?.['socket_address'] as Obj | undefined)?.['port_value'];
+    if (capture === undefined || !capture.inboundHandoff) problems.push(`listener ${name}: nothing hands connections off to it (capture.inboundHandoff)`);
+    else if (typeof port !== 'number' || capture.proxyPorts.includes(port) || port === capture.inboundPort || port === capture.outboundPort) problems.push(`listener ${name}: port ${String(port)} is not one the rules send to the inbound listener`);
+    if (listener['use_original_dst'] !== undefined || listener['listener_filters'] !== undefined) problems.push(`listener ${name}: a listener that takes handoffs needs no original destination of its own`);
+    const chains = list(listener['filter_chains']);
+    const filters = list(chains[0]?.['filters']);
+    const typed = filters[0]?.['typed_config'] as Obj | undefined;
+    const cluster = clusters.find((candidate) => candidate['name'] === typed?.['cluster']);
+    const socket = cluster?.['transport_socket'] as Obj | undefined;
+    if (chains.length !== 1 || filters.length !== 1 || filters[0]?.['name'] !== 'envoy.filters.network.tcp_proxy' || cluster?.['type'] !== 'ORIGINAL_DST' || socket?.['name'] !== 'envoy.transport_sockets.upstream_proxy_protocol') {
+      problems.push(`listener ${name}: must be one TCP proxy to an ORIGINAL_DST cluster with the upstream_proxy_protocol transport socket`);
     }
   }
   return problems;

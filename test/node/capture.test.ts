@@ -27,14 +27,17 @@ import type { Recorder } from './recorder.js';
  * Scenario 8: an app running as the proxy's uid (1337): its connections go
  * past the proxy, and the API server hands the client the injector's warning.
  * Scenario 9 (issue 41): a captured and an uncaptured Pod's tcpSocket probes
- * fail alike when the app's port is closed.
+ * fail alike when the app's port is closed. Scenario 10 (issue 41): with the
+ * PROXY protocol on a port, the app reads the client Pod's own address from
+ * the header the proxy sends first.
  *
  * NODE_TIER_BREAK: capture-rules builds envoy-init without the OUTPUT jump;
  * init-order sets the chart's webhooks to `reinvocationPolicy: Never` (no
  * reinvocation, the agent's init container stays first); proxy-uid runs
  * scenario 8's app as uid 1338 instead of the proxy's; tcp-probes annotates
  * the captured probe Pod envoy-injector.io/rewrite-tcp-probes: "false" (its
- * tcpSocket probes as written).
+ * tcpSocket probes as written); proxy-protocol leaves scenario 10's Pod without
+ * its envoy-injector.io/inbound-proxy-protocol annotation (no header).
  */
 const CAPTURE = {
   'envoy-injector.io/capture': 'true',
@@ -63,6 +66,17 @@ const PROBE_PODS = {
   'probes-captured': { ...CAPTURE, ...(broken() === 'tcp-probes' ? { 'envoy-injector.io/rewrite-tcp-probes': 'false' } : {}) },
   'probes-uncaptured': { 'envoy-injector.io/capture': 'false' },
 } as const;
+
+/**
+ * Scenario 10 (issue 41): the app reads a PROXY protocol v1 header on 8083 (as
+ * nginx's `listen 8083 proxy_protocol` does) and answers with the client it
+ * names; the Pod asks the proxy to send it there.
+ */
+const PROXY_PROTOCOL_POD = appPod(
+  'proxy-protocol',
+  { ...CAPTURE, ...(broken() === 'proxy-protocol' ? {} : { 'envoy-injector.io/inbound-proxy-protocol': '8083' }) },
+  { containers: [appContainer(['--port', '8080', '--proxy-protocol-port', '8083'], { startupProbe })] },
+);
 
 /** GET http://HOST:8080PATH from the test: the app's answer. */
 function askApp(host: string, path: string): Promise<number> {
@@ -145,8 +159,9 @@ forEachNode('traffic capture', (suite, version) => {
       appPod('uncaptured', { 'envoy-injector.io/capture': 'false' }),
       appPod('userns', CAPTURE, { hostUsers: false }),
       ...Object.entries(PROBE_PODS).map(([name, annotations]) => appPod(name, annotations, { containers: [probeContainer] })),
+      PROXY_PROTOCOL_POD,
     ]);
-    for (const name of ['server', 'client', 'captured', 'uncaptured']) {
+    for (const name of ['server', 'client', 'captured', 'uncaptured', 'proxy-protocol']) {
       const pod = await waitPod(name, (read) => read.status?.podIP !== undefined && running('app')(read), `Pod ${name} running with an IP`);
       ip[name] = pod.status?.podIP ?? '';
       // Running is not listening yet: the app records `started` once its ports are open.
@@ -288,6 +303,26 @@ forEachNode('traffic capture', (suite, version) => {
     assert.equal(relayed(recorder, 'proxy-uid', 'outbound', [server, 8080]), 0, `uid ${PROXY_UID}'s connection went past the proxy: the rules let the proxy's user out`);
     const warning = `container "app" runs as user ${PROXY_UID} (its securityContext.runAsUser), the proxy's uid`;
     assert.ok(uidWarnings.some((text) => text.includes(warning)), `a Warning header saying ${warning}; got ${JSON.stringify(uidWarnings)}`);
+  });
+
+  it(`10. with the PROXY protocol on a port, the app sees the client Pod's own address (${version})`, async () => {
+    const { recorder, readPod } = suite();
+    const own = ip['proxy-protocol'] ?? '';
+    const client = ip['client'] ?? '';
+    // The proxy reads the listener from the very bootstrap the injector wrote (the stand-in reads --config-path).
+    const answer = await askToCall(client, `${own}:8083`);
+    assert.equal(answer.status, 200, `the app on 8083 answered the client's call: ${answer.body}`);
+    assert.equal(answer.body, `app proxy-protocol ${own} 8083 from ${client}`, 'the app saw the client Pod, not its own address');
+    const relay = await eventually('the handoff listener relaying the client\'s connection with a PROXY header', async () =>
+      recorder.of('proxy-protocol', 'stand-in', 'relayed').find((record) => record['peer'] === client && record['listener'] === 'inbound_proxy_protocol_8083'), 15_000);
+    assert.equal(relay['port'], 15006, 'it came in through the inbound listener');
+    assert.match(String(relay['proxyProtocol']), new RegExp(`^PROXY TCP4 ${client.replaceAll('.', '\\.')} ${own.replaceAll('.', '\\.')} \\d+ 8083$`));
+    // Its other port has no header: the app sees its own address there (5b).
+    const plain = await askToCall(client, `${own}:8080`);
+    assert.equal(plain.body, `app proxy-protocol ${own} 8080 from ${own}`);
+    const pod = await readPod('proxy-protocol');
+    const status = JSON.parse(pod.metadata?.annotations?.['envoy-injector.io/status'] ?? '{}') as Record<string, unknown>;
+    assert.deepEqual(status['inboundProxyProtocol'], [8083], 'the status annotation records the port');
   });
 
   for (const name of Object.keys(PROBE_PODS)) {

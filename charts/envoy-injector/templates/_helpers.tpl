@@ -265,6 +265,8 @@ capture:
   {{- /* The injector rewrites a captured Pod's tcpSocket probes to this port and gives Envoy the listener (--config-path). */}}
   tcpProbes: {port: {{ $p.capture.tcpProbePort }}, address: {{ $p.listenAddress | quote }}}
 {{- end }}
+  {{- /* The bootstrap's inbound listener hands connections off by original destination: a Pod's PROXY protocol listeners (--config-path) take them. */}}
+  inboundHandoff: true
   resources:
 {{ toYaml $p.capture.resources | indent 4 }}
 {{- end }}
@@ -282,8 +284,11 @@ capture:
 {{/*
 Envoy's bootstrap. With traffic capture possible (a known runAsUser), two more
 listeners take what the envoy-init rules redirect, on the very ports the
-template's capture section gives the rules: outbound (use_original_dst) and
-inbound (the original_dst listener filter), each a TCP proxy to an
+template's capture section gives the rules: outbound (the original_dst
+listener filter) and inbound (use_original_dst: it hands a connection off to
+the listener of its original destination when the Pod's own bootstrap has
+one, the PROXY protocol's; the outbound listener must not, or the app's own
+connections to such a port elsewhere would be handed off too), each a TCP proxy to an
 ORIGINAL_DST cluster, so a connection goes on to where it was headed. A
 connection addressed to a listener's own port would come back to it forever:
 it goes to a cluster without endpoints instead.
@@ -331,7 +336,7 @@ static_resources:
             socket_address: {address: "::", port_value: {{ $port }}}
       {{- end }}
       traffic_direction: {{ upper $direction }}
-      {{- if eq $direction "outbound" }}
+      {{- if eq $direction "inbound" }}
       use_original_dst: true
       {{- else }}
       listener_filters:

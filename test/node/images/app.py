@@ -1,7 +1,7 @@
 """The node tier's app: an HTTP server on the given ports that says who it is and who
 called, and that calls out on request, recording all of it (record.py).
 
-  app.py [--port N]... [--on-term-call HOST:PORT] [--exit-after SECONDS]
+  app.py [--port N]... [--proxy-protocol-port N]... [--on-term-call HOST:PORT] [--exit-after SECONDS]
 
   GET /           200 "app POD <local addr> <local port> from <peer>"; kubelet probes use it
   GET /call?target=HOST:PORT
@@ -9,6 +9,9 @@ called, and that calls out on request, recording all of it (record.py).
                   line of the reply body (or 502 and the error), and records the call
   GET /open?port=N   starts listening on port N too; GET /close?port=N stops listening there
                   (the process lives on: a hung app, as a tcpSocket probe sees it); both recorded
+--proxy-protocol-port  listens on N too, where each connection must start with a PROXY protocol
+                  v1 line (as nginx's "listen ... proxy_protocol"): "from <peer>" is then the line's
+                  client address (a connection without one: 400, recorded as "no-proxy-header")
 --on-term-call    on SIGTERM: one such call (recorded), then exit 0 if it answered, else 3
 --exit-after      exit 0 after that many seconds (a Job's work)
 """
@@ -48,11 +51,36 @@ def traced_call(target, why):
         return False, str(error)
 
 
+PROXY_PORTS = set()
+
+
+def proxy_header(conn, head):
+    """Reads a PROXY protocol v1 line from the connection's start: (client address, the rest read), or (None, what was read)."""
+    while b"\r\n" not in head and len(head) < 108:
+        chunk = conn.recv(4096)
+        if not chunk:
+            break
+        head += chunk
+    line, _, rest = head.partition(b"\r\n")
+    words = line.decode(errors="replace").split(" ")
+    if len(words) != 6 or words[0] != "PROXY" or words[1] not in ("TCP4", "TCP6"):
+        return None, head
+    record("app", "proxy-header", line=line.decode(), client=words[2], port=conn.getsockname()[1])
+    return words[2], rest
+
+
 def handle(conn, peer):
     with conn:
         conn.settimeout(10)
         try:
             head = b""
+            if conn.getsockname()[1] in PROXY_PORTS:
+                client, head = proxy_header(conn, head)
+                if client is None:
+                    record("app", "no-proxy-header", port=conn.getsockname()[1], peer=peer[0], start=head[:64].decode(errors="replace"))
+                    conn.sendall(b"HTTP/1.1 400 X\r\ncontent-length: 16\r\nconnection: close\r\n\r\nno PROXY header\n")
+                    return
+                peer = (client, 0)
             while b"\r\n\r\n" not in head:
                 chunk = conn.recv(4096)
                 if not chunk:
@@ -116,6 +144,9 @@ def main(args):
         flag, value, args = args[0], args[1], args[2:]
         if flag == "--port":
             ports.append(int(value))
+        elif flag == "--proxy-protocol-port":
+            ports.append(int(value))
+            PROXY_PORTS.add(int(value))
         elif flag == "--on-term-call":
             on_term = value
         elif flag == "--exit-after":

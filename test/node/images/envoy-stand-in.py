@@ -22,7 +22,11 @@ MergeFrom does: listeners and clusters concatenated) and serves from it:
   - each listener with a tcp_proxy: the filter chain matching the destination port (the
     original destination's with use_original_dst or the original_dst listener filter);
     an ORIGINAL_DST cluster connects to the connection's SO_ORIGINAL_DST and relays
-    bytes both ways, a cluster without endpoints closes the connection.
+    bytes both ways, a cluster without endpoints closes the connection;
+  - use_original_dst's handoff: a listener with bind_to_port false binds nothing and takes
+    the connections whose original destination is its address (exactly, else 0.0.0.0 or
+    :: with that port); its cluster's upstream_proxy_protocol transport socket (V1 only)
+    sends "PROXY TCP4|TCP6 <client> <original destination> <ports>" first.
 Draining (POST /drain_listeners?graceful): the listeners keep accepting for
 --drain-time-s, then close; the admin API stays. SIGTERM: exit 0 at once, as Envoy.
 Every request to the admin API and every relayed connection is recorded (record.py).
@@ -111,6 +115,18 @@ def merge(base, over):
     return merged
 
 
+def proxy_protocol_header(cluster, source, source_port, destination, destination_port):
+    """The PROXY protocol v1 line a cluster's upstream_proxy_protocol transport socket sends first; None without one."""
+    socket_config = cluster.get("transport_socket") or {}
+    if socket_config.get("name") != "envoy.transport_sockets.upstream_proxy_protocol":
+        return None
+    version = socket_config.get("typed_config", {}).get("config", {}).get("version", "V1")
+    if version != "V1":
+        raise ValueError("the stand-in sends PROXY protocol V1 only, not " + str(version))
+    family = "TCP6" if ":" in source else "TCP4"
+    return ("PROXY %s %s %s %d %d\r\n" % (family, source, destination, source_port, destination_port)).encode()
+
+
 def seconds(duration):
     """A protobuf Duration as YAML gives it ("1s", "0.5s")."""
     return float(str(duration).rstrip("s"))
@@ -147,6 +163,13 @@ class Proxy:
         self.admin = socket_address(self.bootstrap.get("admin", {}).get("address"))
         self.listeners = resources.get("listeners", [])
         self.healthy = {}
+        # use_original_dst's handoff: the listeners that bind nothing, by each of their addresses.
+        self.handoff = {}
+        for listener in self.listeners:
+            if listener.get("bind_to_port", True) is False:
+                for address in self.addresses_of(listener):
+                    host, port, _ = socket_address(address)
+                    self.handoff[(host, port)] = listener
 
     # ---- listening -------------------------------------------------------------
 
@@ -177,15 +200,20 @@ class Proxy:
         host, port, compat = self.admin
         self.serve(self.bind(host, port, compat), lambda conn, peer: self.http(conn, peer, self.admin_api, "admin"), False)
         for listener in self.listeners:
-            addresses = [listener.get("address")] + [extra.get("address") for extra in listener.get("additional_addresses", [])]
+            if listener.get("bind_to_port", True) is False:
+                continue
             handler = self.handler_of(listener)
-            for address in addresses:
+            for address in self.addresses_of(listener):
                 self.serve(self.bind(*socket_address(address)), handler, True)
         for cluster in self.clusters.values():
             for check in cluster.get("health_checks", [])[:1]:
                 threading.Thread(target=self.health_check, args=(cluster, check), daemon=True).start()
         record("stand-in", "started", listeners=[listener.get("name") for listener in self.listeners],
                drainSeconds=self.drain_seconds, readyDelaySeconds=self.ready_delay)
+
+    @staticmethod
+    def addresses_of(listener):
+        return [listener.get("address")] + [extra.get("address") for extra in listener.get("additional_addresses", [])]
 
     def handler_of(self, listener):
         chains = listener.get("filter_chains", [])
@@ -196,9 +224,10 @@ class Proxy:
                       if f.get("name") == "envoy.filters.http.health_check"]
             return lambda conn, peer: self.http(
                 conn, peer, lambda method, path: self.check(checks, path) or self.route(routes, method, path), listener.get("name"))
-        original = listener.get("use_original_dst", False) or any(
+        handoff = listener.get("use_original_dst", False)
+        original = handoff or any(
             f.get("name") == "envoy.filters.listener.original_dst" for f in listener.get("listener_filters", []))
-        return lambda conn, peer: self.relay(listener.get("name"), chains, original, conn, peer)
+        return lambda conn, peer: self.relay(listener.get("name"), chains, original, handoff, conn, peer)
 
     # ---- HTTP: the admin API and the http_connection_manager listeners ----------
 
@@ -323,9 +352,14 @@ class Proxy:
 
     # ---- TCP: tcp_proxy listeners ---------------------------------------------
 
-    def relay(self, listener, chains, original, conn, peer):
+    def relay(self, listener, chains, original, handoff, conn, peer):
         local = conn.getsockname()
         destination = original_destination(conn) if original else (local[0], local[1])
+        if handoff:
+            wildcard = "::" if ":" in plain(destination[0]) else "0.0.0.0"
+            taker = self.handoff.get((plain(destination[0]), destination[1])) or self.handoff.get((wildcard, destination[1]))
+            if taker is not None:
+                listener, chains = taker.get("name"), taker.get("filter_chains", [])
         chain = next((c for c in chains if c.get("filter_chain_match", {}).get("destination_port") == destination[1]), None)
         if chain is None:
             chain = next((c for c in chains if "destination_port" not in c.get("filter_chain_match", {})), None)
@@ -342,6 +376,10 @@ class Proxy:
             record("stand-in", "upstream-failed", error=str(error), **fields)
             conn.close()
             return
+        header = proxy_protocol_header(cluster, plain(peer[0]), peer[1], plain(destination[0]), destination[1])
+        if header is not None:
+            fields["proxyProtocol"] = header.decode().strip()
+            upstream.sendall(header)
         record("stand-in", "relayed", **fields)
         upstream.settimeout(None)
         conn.settimeout(None)
