@@ -7,7 +7,7 @@ import { httpsRequest } from './https-client.js';
 import type { LoadResult, LoadSpec } from './load.js';
 import { OURS_NODE_FLAGS, SETTINGS } from './options.js';
 import { killAllChildren, ROOT, runNode, startServer, type ServerProcess } from './processes.js';
-import { imageEntrypoint } from '../test/helpers/dockerfile.js';
+import { imageEntrypoint, imageMallocEnvironment } from '../test/helpers/dockerfile.js';
 
 /**
  * The run's work directory and deadline, and the processes every part
@@ -40,6 +40,9 @@ export function log(line: string): void {
 
 /** Ours runs with the image's node flags (the Dockerfile's ENTRYPOINT, as `npm start`); the floor with Node's defaults. */
 export const IMAGE_NODE_FLAGS = imageEntrypoint(readFileSync(join(ROOT, 'Dockerfile'), 'utf8')).nodeFlags;
+/** And with the image's malloc settings (its `ENV MALLOC_*`, as `npm start`): they decide how much of what was freed stays resident. */
+export const IMAGE_MALLOC_ENV = imageMallocEnvironment(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'));
+const mallocEnv: Readonly<Record<string, string>> = Object.fromEntries(IMAGE_MALLOC_ENV.map((word) => [word.slice(0, word.indexOf('=')), word.slice(word.indexOf('=') + 1)]));
 
 /** Our compiled server with production settings (plus ARGS); it makes dev certificates in `certsDir` on first start. */
 export function startOurs(args: readonly string[] = [], nodeFlags: readonly string[] = [], env: Readonly<Record<string, string>> = {}): Promise<ServerProcess> {
@@ -48,7 +51,7 @@ export function startOurs(args: readonly string[] = [], nodeFlags: readonly stri
     'envoy-injector serving https',
     // In cluster mode, client-node's import alone takes seconds on a loaded machine.
     60_000,
-    env,
+    { ...mallocEnv, ...env },
   );
 }
 

@@ -4,7 +4,7 @@ import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { mean, type AtRest, type ClusterFigures, type ColdStart, type MemoryFlatness, type ScenarioResult, type ShippedSize } from './figures.js';
 import { fmt, table } from './format.js';
-import { IMAGE_NODE_FLAGS } from './harness.js';
+import { IMAGE_MALLOC_ENV, IMAGE_NODE_FLAGS } from './harness.js';
 import { OURS_NODE_FLAGS, QUICK } from './options.js';
 import { ROOT } from './processes.js';
 import type { Target } from './targets.js';
@@ -44,8 +44,8 @@ export function machineInfo() {
     commit: gitCommit(),
     /** Uncommitted changes under src/ were built into dist/ and measured. */
     srcDirty: srcDirty(),
-    /** The image's node flags, then any --ours-node-flags. */
-    oursNodeFlags: [...IMAGE_NODE_FLAGS, ...OURS_NODE_FLAGS],
+    /** The image's malloc settings and node flags, then any --ours-node-flags. */
+    oursNodeFlags: [...IMAGE_MALLOC_ENV, ...IMAGE_NODE_FLAGS, ...OURS_NODE_FLAGS],
   };
 }
 

@@ -18,7 +18,9 @@
  * which cost 12 µs of CPU per seed review (54 → 42 µs, the floor 34).
  *
  * Code splitting keeps what local mode never needs (client-node, the
- * certificate maker) in chunks loaded on first use.
+ * certificate maker) in chunks loaded on first use, and each command's code
+ * in its own (src/cli.ts): `serve` loads no CLI renderer nor, in webhook
+ * mode, the policy compiler.
  */
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -45,6 +47,8 @@ const result = await build({
   sourcesContent: false,
   // CommonJS dependencies call require() for Node's built-in modules; an ES module has none of its own.
   banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
+  // Never used on Node (scripts/whatwg-url-stub.cjs): tr46's tables cost every cluster-mode process ~300 KB of source and its parsed table at rest.
+  alias: { 'whatwg-url': './scripts/whatwg-url-stub.cjs' },
   logLevel: 'warning',
 });
 // A warning (a require() esbuild cannot follow, an import it cannot resolve) would be a module missing at run time.

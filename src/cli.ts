@@ -1,11 +1,4 @@
-import { runCerts } from './commands/certs.js';
-import { runCheckCapture } from './commands/check-capture.js';
-import { runExplain } from './commands/explain.js';
-import { runInject } from './commands/inject.js';
-import { runPolicy } from './commands/policy.js';
 import { reportError, type CommandIo } from './commands/io.js';
-import { runServe } from './commands/serve.js';
-import { runStatus } from './commands/status.js';
 
 const HELP = `Usage: envoy-injector <command> [options]
 
@@ -24,15 +17,20 @@ Run "envoy-injector <command> --help" for a command's options.
 
 type Command = (args: readonly string[], io: CommandIo, env: NodeJS.ProcessEnv) => Promise<number>;
 
+/**
+ * Each command's module is loaded when it runs, so that a process holds only
+ * the code of its own command: `serve` never loads the offline CLI's
+ * renderers or the policy compiler (RSS at rest, issue 39), and the agent's
+ * Kubernetes client is not loaded for every other command.
+ */
 const COMMANDS: Readonly<Record<string, Command>> = {
-  serve: runServe,
-  inject: runInject,
-  explain: runExplain,
-  status: runStatus,
-  policy: runPolicy,
-  certs: runCerts,
-  'check-capture': runCheckCapture,
-  // Loaded when run: the agent's Kubernetes client would load for every other command too.
+  serve: async (args, io, env) => (await import('./commands/serve.js')).runServe(args, io, env),
+  inject: async (args, io) => (await import('./commands/inject.js')).runInject(args, io),
+  explain: async (args, io) => (await import('./commands/explain.js')).runExplain(args, io),
+  status: async (args, io, env) => (await import('./commands/status.js')).runStatus(args, io, env),
+  policy: async (args, io) => (await import('./commands/policy.js')).runPolicy(args, io),
+  certs: async (args, io) => (await import('./commands/certs.js')).runCerts(args, io),
+  'check-capture': async (args, io) => (await import('./commands/check-capture.js')).runCheckCapture(args, io),
   'cni-agent': async (args, io, env) => (await import('./commands/cni-agent.js')).runCniAgent(args, io, env),
 };
 

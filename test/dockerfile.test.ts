@@ -7,7 +7,7 @@ import { basename, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import { copySteps, dockerIgnored, execForm, imageEntrypoint, instructionsOf, parseDockerfile, readDockerignore, workdirOf, type Stage } from './helpers/dockerfile.js';
+import { copySteps, dockerIgnored, execForm, imageEntrypoint, imageMallocEnvironment, instructionsOf, parseDockerfile, readDockerignore, workdirOf, type Stage } from './helpers/dockerfile.js';
 import { BUNDLED_TEMPLATE_DATA } from '../src/injection/index.js';
 import { FakeApiServer } from './helpers/fake-api-server.js';
 import { ROOT } from './helpers/fixtures.js';
@@ -82,7 +82,7 @@ describe('Dockerfile', () => {
     assert.deepEqual(script, ['bin/envoy-injector.js', 'serve']);
     // What `npm start` runs locally is what the image runs (the bench reads the same flags).
     const { scripts } = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
-    assert.equal(scripts['start'], ['node', ...nodeFlags, ...script].join(' '));
+    assert.equal(scripts['start'], [...imageMallocEnvironment(dockerfile), 'node', ...nodeFlags, ...script].join(' '));
   });
 
   it('agrees with the chart: user id, port, and a preStop that uses the image\'s node', async () => {

@@ -26,13 +26,15 @@ export async function startPolicyController(
   const { io, log } = context;
   const backoff = context.backoff ?? DEFAULT_BACKOFF;
   const kube = await import('../kube/index.js');
+  // Apart from kube/index.js: the policy compiler is loaded by policy mode only, not by every webhook (RSS at rest, issue 39).
+  const { PolicySync } = await import('../kube/policy-sync.js');
   const connection = kube.connectToCluster({ kubeconfig: settings.kubeconfig, env: context.env });
   if (connection === undefined) throw new UsageError('--mode policy needs a cluster (--kubeconfig, or running in a Pod)');
   const namespace = settings.namespace ?? connection.contextNamespace ?? 'default';
   const initial = settings.templateFile === undefined ? undefined : { set: await loadTemplates(settings.templateFile, io), source: settings.templateFile };
   const { state, metrics } = createServerState(log, initial, settings.metricsRelease);
 
-  const sync = new kube.PolicySync({
+  const sync = new PolicySync({
     kubeConfig: connection.kubeConfig,
     apiVersion: settings.policy.apiVersion,
     ownerClusterRole: settings.policy.owner,

@@ -4,7 +4,6 @@ export { connectToCluster, type ClusterConnection } from './cluster-connection.j
 export { ClusterVersionCheck } from './cluster-version.js';
 export { KubeletVersions } from './kubelet-versions.js';
 export { startClusterWatches, type ClusterWatches } from './cluster-watches.js';
-export { PolicySync, POLICY_FIELD_MANAGER } from './policy-sync.js';
 export { watchTemplateConfigMap } from './template-watch.js';
 export { WorkloadEvents, type WorkloadEventsOptions } from './workload-events.js';
 export type { WatchLiveness } from './stream-liveness.js';

@@ -62,12 +62,13 @@ export async function deploymentEnv(plane: ControlPlane, release: Release): Prom
 /**
  * Starts the injector of RELEASE (see ChartInjector). ENV overrides the
  * Deployment's variables; LISTEN replaces the Service's address (e.g.
- * 127.0.0.1:0 for replicas behind a balancer on the ClusterIP).
+ * 127.0.0.1:0 for replicas behind a balancer on the ClusterIP); NODE_FLAGS
+ * go before the script, as the image's ENTRYPOINT puts them.
  */
 export async function startChartInjector(
   plane: ControlPlane,
   release: Release,
-  { env: overrides = {}, listen }: { env?: Record<string, string>; listen?: { host: string; port: number } } = {},
+  { env: overrides = {}, listen, nodeFlags = [] }: { env?: Record<string, string>; listen?: { host: string; port: number }; nodeFlags?: readonly string[] } = {},
 ): Promise<ChartInjector> {
   const [{ env: deployed, serviceAccount }, service] = await Promise.all([deploymentEnv(plane, release), serviceAddress(plane, release)]);
   const kubeconfig = await plane.serviceAccountKubeconfig(release.namespace, serviceAccount);
@@ -75,7 +76,7 @@ export async function startChartInjector(
   const port = listen?.port ?? service.port;
   const env = { ...deployed, ...overrides };
   // Flags win over the environment: only where it listens differs from the Deployment.
-  const server = await spawnServer(['--kubeconfig', kubeconfig, '--host', host, '--port', String(port)], { ...env, KUBECONFIG: kubeconfig });
+  const server = await spawnServer(['--kubeconfig', kubeconfig, '--host', host, '--port', String(port)], { ...env, KUBECONFIG: kubeconfig }, nodeFlags);
   trackChild(server.child);
   return {
     ...server,

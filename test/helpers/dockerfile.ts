@@ -134,3 +134,16 @@ export function imageEntrypoint(text: string): { node: string; nodeFlags: string
   if (node === undefined || firstScriptWord === -1) throw new Error(`ENTRYPOINT ${JSON.stringify(words)}: no script for node to run`);
   return { node, nodeFlags: rest.slice(0, firstScriptWord), script: rest.slice(firstScriptWord) };
 }
+
+/**
+ * The runtime image's glibc malloc settings (its `ENV MALLOC_*`), as
+ * `NAME=value` words: they shape the process's memory, so the bench runs ours
+ * with them and `npm start` sets them, as it uses the ENTRYPOINT's node flags.
+ */
+export function imageMallocEnvironment(text: string): string[] {
+  const runtime = parseDockerfile(text).at(-1);
+  if (runtime === undefined) return [];
+  return instructionsOf(runtime, 'ENV')
+    .flatMap((instruction) => instruction.args.split(/\s+/))
+    .filter((word) => /^MALLOC_[A-Z_]+=\S+$/.test(word));
+}

@@ -12,9 +12,12 @@ export interface ServerProcess {
   readonly exited: Promise<number | null>;
 }
 
-/** Runs `bin/envoy-injector.js serve ARGS` (the compiled build) and waits until it listens. */
-export async function spawnServer(args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<ServerProcess> {
-  const child = spawn(process.execPath, ['bin/envoy-injector.js', 'serve', '--host', '127.0.0.1', '--port', '0', ...args], {
+/**
+ * Runs `node NODE_FLAGS bin/envoy-injector.js serve ARGS` (the compiled build) and waits until it listens.
+ * Node flags go on the command line, as the image's ENTRYPOINT has them: NODE_OPTIONS refuses some V8 flags.
+ */
+export async function spawnServer(args: readonly string[], env: NodeJS.ProcessEnv = {}, nodeFlags: readonly string[] = []): Promise<ServerProcess> {
+  const child = spawn(process.execPath, [...nodeFlags, 'bin/envoy-injector.js', 'serve', '--host', '127.0.0.1', '--port', '0', ...args], {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
