@@ -17,6 +17,8 @@ import { CGROUP_ROOT, NODE_DIR, NODE_IP, NODE_NAME } from './network.js';
 const run = promisify(execFile);
 export const KUBELET_DIR = join(NODE_DIR, 'kubelet');
 export const POD_LOGS_DIR = join(NODE_DIR, 'pod-logs');
+/** The kubelet's own log (`--v=1`: each failed probe, each probe result that changes a container). */
+export const KUBELET_LOG = join(NODE_DIR, 'kubelet.log');
 const PKI = join(NODE_DIR, 'pki');
 
 export interface NodeCertificates {
@@ -124,5 +126,5 @@ export async function startKubelet(bin: string, server: string, certificates: No
     `--node-ip=${NODE_IP}`,
     `--hostname-override=${NODE_NAME}`,
     '--v=1',
-  ], join(NODE_DIR, 'kubelet.log'));
+  ], KUBELET_LOG);
 }
