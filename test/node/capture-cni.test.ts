@@ -73,9 +73,10 @@ const chain = async (): Promise<string[]> => ((JSON.parse(await readFile(CNI_CON
 forEachNode('capture in CNI mode', (suite, version) => {
   const restricted = uniqueName('restricted');
   const ip: Record<string, string> = {};
-  let before_: Buffer | undefined;
+  let primaryBefore: Buffer | undefined;
   let scheduler: Scheduler | undefined;
   let earlyPod = '';
+  let earlyState: V1Pod | undefined;
   const apps = (): AppsV1Api => suite().plane.kubeConfig.makeApiClient(AppsV1Api);
   const podsOf = async (namespace: string, labelSelector: string): Promise<V1Pod[]> => (await suite().core.listNamespacedPod({ namespace, labelSelector })).items;
   const waitIn = async (namespace: string, name: string, ready: (pod: V1Pod) => boolean, what: string, timeoutMs = 120_000): Promise<V1Pod> => {
@@ -98,7 +99,7 @@ forEachNode('capture in CNI mode', (suite, version) => {
     const { plane, core, release, createPods } = suite();
     assert.ok(release !== undefined);
     for (const recipe of [await injectorRecipe(), await cniAgentRecipe()]) await importArchive((await buildImage(recipe)).archive);
-    before_ = await readFile(CNI_CONFLIST);
+    primaryBefore = await readFile(CNI_CONFLIST);
     if (broken() === 'cni-repair') {
       const rbac = plane.kubeConfig.makeApiClient(RbacAuthorizationV1Api);
       const name = release.manifests.find((manifest) => manifest.kind === 'ClusterRole' && manifest.metadata.name.endsWith('-cni-agent'))?.metadata.name ?? '';
@@ -113,7 +114,7 @@ forEachNode('capture in CNI mode', (suite, version) => {
     });
     const first = await eventually('the early workload\'s Pod', async () => (await podsOf(restricted, 'app=early'))[0], 60_000, 250);
     earlyPod = first.metadata?.name ?? '';
-    await waitIn(restricted, earlyPod, (pod) => checkExit(pod) === 69, 'the early Pod\'s check ending with 69 (no agent, no rules)');
+    earlyState = await waitIn(restricted, earlyPod, (pod) => checkExit(pod) === 69, 'the early Pod\'s check ending with 69 (no agent, no rules)');
     if (broken() === 'cni-chain') {
       await mkdir(DECOY_CONF_DIR, { recursive: true });
       await cp(CNI_CONFLIST, join(DECOY_CONF_DIR, basename(CNI_CONFLIST)));
@@ -143,6 +144,8 @@ forEachNode('capture in CNI mode', (suite, version) => {
 
   it(`4. a Pod started before the agent was ready: its check exited 69, the agent deleted it (CaptureRepaired), the replacement is captured (${version})`, async () => {
     const { core } = suite();
+    // Uncaptured, it never ran: the check stops it before the proxy and the app.
+    for (const name of ['envoy', 'app']) assert.equal(statuses(earlyState ?? {}).get(name)?.state?.running, undefined, describePod(earlyState));
     const events = await eventually('the CaptureRepaired Event on the early Pod', async () => {
       const found = (await core.listNamespacedEvent({ namespace: restricted })).items.filter((event) => event.reason === 'CaptureRepaired' && event.involvedObject.name === earlyPod);
       return found.length > 0 ? found : undefined;
@@ -192,12 +195,12 @@ forEachNode('capture in CNI mode', (suite, version) => {
 
   it(`3b. the DaemonSet deleted: the node's CNI configuration is as it was, byte for byte, the plugin gone (${version})`, async () => {
     const release = suite().release;
-    assert.ok(release !== undefined && before_ !== undefined);
+    assert.ok(release !== undefined && primaryBefore !== undefined);
     const name = release.manifests.find((manifest) => manifest.kind === 'DaemonSet')?.metadata.name ?? '';
     await apps().deleteNamespacedDaemonSet({ name, namespace: release.namespace });
     await eventually('the agent\'s Pods gone', async () => ((await podsOf(release.namespace, AGENT_LABEL)).length === 0 ? true : undefined), 90_000, 250);
-    assert.equal((await readFile(CNI_CONFLIST)).toString('utf8'), before_.toString('utf8'));
-    assert.ok((await readFile(CNI_CONFLIST)).equals(before_), 'the same bytes');
+    assert.equal((await readFile(CNI_CONFLIST)).toString('utf8'), primaryBefore.toString('utf8'));
+    assert.ok((await readFile(CNI_CONFLIST)).equals(primaryBefore), 'the same bytes');
     assert.deepEqual(await readdir(CNI_CONF_DIR), [basename(CNI_CONFLIST)], 'no other file left in the configuration folder');
     assert.equal((await readdir(CNI_BIN_DIR)).includes(CNI_PLUGIN_TYPE), false, 'the plugin is still in the binary folder');
   });
