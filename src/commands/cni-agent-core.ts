@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
-import { CNI_PLUGIN_TYPE, insertChainEntry, primaryConfigFile, removeChainEntry, type ChainEdit } from '../cni/chain-config.js';
+import { CNI_PLUGIN_TYPE, insertChainEntry, primaryConfigFile, removeChainEntry, type ChainEdit, type ChainEntry } from '../cni/chain-config.js';
 import { chainedResult, cniError, decideSetUp, parseShimRequest, podOfRequest, shimAnswer, type ShimRequest } from '../cni/cni-request.js';
 import type { JsonObject } from '../injection/index.js';
 
@@ -105,23 +105,60 @@ export async function installPlugin(places: PluginPlaces): Promise<ChainEdit & {
     await writeFile(`${target}.tmp`, source, { mode: 0o755 });
     await rename(`${target}.tmp`, target);
   }
-  return editPrimary(places.confDir, (text) => insertChainEntry(text, { type: CNI_PLUGIN_TYPE, agentSocket: places.agentSocket }));
+  return editPrimary(places.confDir, (text) => insertChainEntry(text, entryOf(places)), async (file, before) => {
+    // What the primary CNI wrote (no entry of ours in it): kept for the uninstall, byte for byte.
+    const removed = removeChainEntry(before);
+    if ('changed' in removed && !removed.changed) await writeAside(places.confDir, originalName(file), before);
+  });
 }
 
-/** Takes our entry out of the primary configuration and the shim out of the binary folder. */
+/**
+ * Takes our entry out of the primary configuration and the shim out of the
+ * binary folder. The configuration is given back as the primary CNI last
+ * wrote it when it is still what our insert made of that; edited since by
+ * another hand, only our entry is taken out.
+ */
 export async function uninstallPlugin(places: PluginPlaces): Promise<ChainEdit & { file?: string }> {
-  const edit = await editPrimary(places.confDir, removeChainEntry);
+  const primary = primaryConfigFile(await readdir(places.confDir));
+  const original = primary === undefined ? undefined : await readFile(join(places.confDir, originalName(primary)), 'utf8').catch(() => undefined);
+  const edit = await editPrimary(places.confDir, (text) => {
+    const restored = original !== undefined && unchangedSince(original, text, places) ? original : undefined;
+    return restored === undefined ? removeChainEntry(text) : { changed: restored !== text, text: restored };
+  });
+  if ('file' in edit && edit.file !== undefined) await rm(join(places.confDir, originalName(edit.file)), { force: true });
   await rm(join(places.binDir, CNI_PLUGIN_TYPE), { force: true });
   return edit;
 }
 
-async function editPrimary(confDir: string, change: (text: string) => ChainEdit): Promise<ChainEdit & { file?: string }> {
+const entryOf = (places: PluginPlaces): ChainEntry => ({ type: CNI_PLUGIN_TYPE, agentSocket: places.agentSocket });
+
+/** Whether TEXT is what inserting our entry into ORIGINAL gives. */
+function unchangedSince(original: string, text: string, places: PluginPlaces): boolean {
+  const inserted = insertChainEntry(original, entryOf(places));
+  return 'text' in inserted && inserted.text === text;
+}
+
+/** Beside the configuration; the runtime reads every file of the folder: ours must not look like a configuration. */
+const originalName = (file: string): string => `.${file}.envoy-injector-original`;
+
+async function writeAside(confDir: string, name: string, text: string): Promise<void> {
+  await writeFile(join(confDir, `${name}.tmp`), text, { mode: 0o600 });
+  await rename(join(confDir, `${name}.tmp`), join(confDir, name));
+}
+
+async function editPrimary(
+  confDir: string,
+  change: (text: string) => ChainEdit,
+  beforeWrite?: (file: string, before: string) => Promise<void>,
+): Promise<ChainEdit & { file?: string }> {
   const file = primaryConfigFile(await readdir(confDir));
   if (file === undefined) return { problem: `no CNI configuration in ${confDir}` };
   const path = join(confDir, file);
-  const edit = change(await readFile(path, 'utf8'));
+  const before = await readFile(path, 'utf8');
+  const edit = change(before);
   // The runtime reads every file of the folder: the temporary one must not look like a configuration.
   if ('changed' in edit && edit.changed) {
+    await beforeWrite?.(file, before);
     await writeFile(join(confDir, `.${file}.envoy-injector`), edit.text, { mode: 0o644 });
     await rename(join(confDir, `.${file}.envoy-injector`), path);
   }

@@ -6,17 +6,20 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, it } from 'node:test';
 import { promisify } from 'node:util';
+import { KubeConfig } from '@kubernetes/client-node';
 import { startCniAgent, type CniAgent } from '../../src/commands/cni-agent.js';
 import { CNI_PLUGIN_TYPE } from '../../src/cni/chain-config.js';
 import { admitPod, applyPodPatch, parseTemplateFile, type JsonObject } from '../../src/injection/index.js';
 import { ROOT } from '../helpers/fixtures.js';
 import { forEachKubeVersion } from './control-plane.js';
-import { createNamespace, deleteNamespaces, eventually, uniqueName } from './cluster.js';
+import { createNamespace, deleteNamespaces, eventually, helmInstall, helmUninstall, uniqueName, type Release } from './cluster.js';
 import { kubeCall } from './policy-parity.js';
 
 /**
  * The CNI agent (`envoy-injector cni-agent`, docs/design.md §11, CNI mode)
- * against a real API server, with its real shim in CNI folders of its own
+ * against a real API server, as the chart's ServiceAccount for it (the chart
+ * installed with proxy.capture.mode cni: its ClusterRole is all the agent
+ * has), with its real shim in CNI folders of its own
  * and a network namespace this test makes: it installs the plugin, reads the
  * Pod a runtime's ADD names and installs the rules for a Pod in CNI mode,
  * puts its entry back after the primary plugin rewrote the file, repairs a
@@ -57,8 +60,30 @@ function cniPod(name: string): JsonObject {
   return { ...injected, metadata: { ...metadata, annotations: { ...(metadata['annotations'] as JsonObject), 'envoy-injector.io/inject': 'false' } } };
 }
 
+/** The verbs the agent's ClusterRole must allow, and some it must not. */
+const NEEDED = [
+  { verb: 'get', resource: 'pods' },
+  { verb: 'list', resource: 'pods' },
+  { verb: 'watch', resource: 'pods' },
+  { verb: 'delete', resource: 'pods' },
+  { verb: 'create', group: 'events.k8s.io', resource: 'events' },
+];
+const NOT_NEEDED = [
+  { verb: 'create', resource: 'pods' },
+  { verb: 'update', resource: 'pods' },
+  { verb: 'patch', resource: 'pods' },
+  { verb: 'update', resource: 'pods', subresource: 'status' },
+  { verb: 'get', resource: 'secrets' },
+  { verb: 'list', resource: 'nodes' },
+  { verb: 'create', resource: 'events' },
+  { verb: 'delete', group: 'events.k8s.io', resource: 'events' },
+  { verb: 'patch', group: 'apps', resource: 'daemonsets' },
+];
+
 forEachKubeVersion('the CNI agent: plugin installed, rules for Pods in CNI mode, repair, uninstall', (plane, version) => {
   const namespace = uniqueName('cni-agent');
+  let release: Release | undefined;
+  let agentToken = '';
   let dir = '';
   let agent: CniAgent | undefined;
   /** What the agent said, for the failure messages. */
@@ -77,18 +102,37 @@ forEachKubeVersion('the CNI agent: plugin installed, rules for Pods in CNI mode,
     await run('ip', ['netns', 'del', NETNS]).catch(() => undefined);
     await run('ip', ['netns', 'add', NETNS]);
     await createNamespace(plane(), namespace, {});
+    release = await helmInstall(plane(), { name: uniqueName('cni'), namespace: uniqueName('cni-system') }, { proxy: { capture: { mode: 'cni' } } });
+    const account = release.manifests.find((manifest) => manifest.kind === 'ServiceAccount' && manifest.metadata.name.endsWith('-cni-agent'));
+    assert.ok(account !== undefined, 'the chart made no ServiceAccount for the agent');
+    agentToken = await plane().serviceAccountToken(release.namespace, account.metadata.name);
+    const asAgent = new KubeConfig();
+    asAgent.loadFromFile(await plane().serviceAccountKubeconfig(release.namespace, account.metadata.name));
     for (const name of ['captured', 'broken']) {
       const created = await kubeCall(plane(), 'POST', `/api/v1/namespaces/${namespace}/pods`, cniPod(name));
       assert.equal(created.status, 201, JSON.stringify(created.body));
     }
     const silent = { stdout: { write: (text: string) => logs.push(text) }, stderr: { write: (text: string) => logs.push(text) }, stdin: process.stdin };
-    agent = await startCniAgent({ ...places(), nodeName: NODE, rules: join(ROOT, 'init', 'capture-rules.sh'), readyFile: join(dir, 'ready'), intervalMs: 60_000 }, plane().kubeConfig, silent);
+    agent = await startCniAgent({ ...places(), nodeName: NODE, rules: join(ROOT, 'init', 'capture-rules.sh'), readyFile: join(dir, 'ready'), intervalMs: 60_000 }, asAgent, silent);
   });
   after(async () => {
     await agent?.stop().catch(() => undefined);
     await run('ip', ['netns', 'del', NETNS]).catch(() => undefined);
     if (dir !== '') await rm(dir, { recursive: true, force: true });
-    await deleteNamespaces(plane(), [namespace]);
+    if (release !== undefined) await helmUninstall(plane(), release).catch(() => undefined);
+    await deleteNamespaces(plane(), [namespace, ...(release === undefined ? [] : [release.namespace])]);
+  });
+
+  it(`the chart's ServiceAccount for the agent may do what the agent does, and no more (${version})`, { skip: missing }, async () => {
+    assert.ok(release !== undefined);
+    assert.ok(release.manifests.some((manifest) => manifest.kind === 'DaemonSet'), 'no DaemonSet installed');
+    const allowed = async (attributes: Record<string, string>): Promise<boolean> => {
+      const review = await kubeCall({ ...plane(), adminToken: agentToken }, 'POST', '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews', { apiVersion: 'authorization.k8s.io/v1', kind: 'SelfSubjectAccessReview', spec: { resourceAttributes: { namespace, ...attributes } } });
+      assert.equal(review.status, 201, JSON.stringify(review.body));
+      return (review.body['status'] as JsonObject)['allowed'] === true;
+    };
+    for (const attributes of NEEDED) assert.equal(await allowed(attributes), true, `not allowed: ${JSON.stringify(attributes)}`);
+    for (const attributes of NOT_NEEDED) assert.equal(await allowed(attributes), false, `allowed, though the agent needs it not: ${JSON.stringify(attributes)}`);
   });
 
   it(`installs the plugin, ready only then (${version})`, { skip: missing }, async () => {
@@ -149,5 +193,13 @@ forEachKubeVersion('the CNI agent: plugin installed, rules for Pods in CNI mode,
     assert.deepEqual(JSON.parse(await readFile(conflist(), 'utf8')), BRIDGE);
     assert.equal(existsSync(join(places().binDir, CNI_PLUGIN_TYPE)), false);
     assert.equal(existsSync(join(dir, 'ready')), false);
+  });
+
+  it(`proxy.capture.mode back to initContainer: the agent's objects are gone (${version})`, { skip: missing }, async () => {
+    assert.ok(release !== undefined);
+    const upgraded = await helmInstall(plane(), release, { proxy: { capture: { mode: 'initContainer' } } }, { upgrade: true });
+    assert.deepEqual(upgraded.manifests.filter((manifest) => manifest.metadata.name.includes('cni-agent')).map((manifest) => manifest.kind), []);
+    const daemonSet = release.manifests.find((manifest) => manifest.kind === 'DaemonSet');
+    assert.equal((await kubeCall(plane(), 'GET', `/apis/apps/v1/namespaces/${release.namespace}/daemonsets/${daemonSet?.metadata.name ?? ''}`)).status, 404);
   });
 });

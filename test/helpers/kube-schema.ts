@@ -1,6 +1,6 @@
 import { ObjectSerializer } from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
 import { MutatingWebhookConfiguration } from 'kubernetes-models/admissionregistration.k8s.io/v1';
-import { Deployment } from 'kubernetes-models/apps/v1';
+import { DaemonSet, Deployment } from 'kubernetes-models/apps/v1';
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1';
 import { ClusterRole, ClusterRoleBinding, Role, RoleBinding } from 'kubernetes-models/rbac.authorization.k8s.io/v1';
@@ -44,6 +44,7 @@ const TYPED: Readonly<Record<string, { model: Model; clientType: string }>> = {
   'v1/Service': { model: Service as Model, clientType: 'V1Service' },
   'v1/ServiceAccount': { model: ServiceAccount as Model, clientType: 'V1ServiceAccount' },
   'apps/v1/Deployment': { model: Deployment as Model, clientType: 'V1Deployment' },
+  'apps/v1/DaemonSet': { model: DaemonSet as Model, clientType: 'V1DaemonSet' },
   'policy/v1/PodDisruptionBudget': { model: PodDisruptionBudget as Model, clientType: 'V1PodDisruptionBudget' },
   'autoscaling/v2/HorizontalPodAutoscaler': { model: HorizontalPodAutoscaler as Model, clientType: 'V2HorizontalPodAutoscaler' },
   'rbac.authorization.k8s.io/v1/Role': { model: Role as Model, clientType: 'V1Role' },

@@ -11,7 +11,7 @@ import { APP_IMAGE } from './image-recipes.js';
 import { appContainer, appPod, broken, describePod, forEachNode, podReady, running, statuses, type NodeSuite } from './node-suite.js';
 import { KUBELET_LOG } from './kubelet.js';
 import { NODE_IP, RECORDER_PORT } from './network.js';
-import type { Recorder } from './recorder.js';
+import { askToCall, relayed, waitRelayed } from './traffic.js';
 
 /**
  * Traffic capture on a real kubelet (issue 36, scenarios 5 and 7): envoy-init
@@ -111,28 +111,6 @@ async function kubeletSaysProbeFailed(suite: NodeSuite, pod: string, probe: 'rea
   const line = (await readFile(KUBELET_LOG, 'utf8')).split('\n').find((entry) => entry.includes(logged) && (probe === 'liveness' || entry.includes('containerName="app"')));
   return line === undefined ? undefined : `the kubelet's log: ${line}`;
 }
-
-/** GET http://HOST:8080/call?target=TARGET from the test: the app at HOST calls TARGET and answers with the reply's first line. */
-function askToCall(host: string, target: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const call = request({ host, port: 8080, path: `/call?target=${target}`, timeout: 10_000 }, (response) => {
-      let body = '';
-      response.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
-      response.on('end', () => resolve({ status: response.statusCode ?? 0, body: body.trim() }));
-    });
-    call.once('timeout', () => call.destroy(new Error(`GET ${host}:8080/call?target=${target}: no answer in 10 s`)));
-    call.once('error', reject);
-    call.end();
-  });
-}
-
-const relayed = (recorder: Recorder, pod: string, listener: string, original: readonly [string, number]): number =>
-  recorder.of(pod, 'stand-in', 'relayed').filter((record) => record['listener'] === listener && JSON.stringify(record['original']) === JSON.stringify(original)).length;
-
-/** Waits until POD's stand-in has relayed more than AT_LEAST connections of LISTENER to ORIGINAL (records arrive a moment after the fact). */
-const waitRelayed = (recorder: Recorder, pod: string, listener: string, original: readonly [string, number], atLeast = 1): Promise<true> =>
-  eventually(`Pod ${pod}'s stand-in relaying a connection on its ${listener} listener to ${original.join(':')}`, async () =>
-    relayed(recorder, pod, listener, original) >= atLeast ? true : undefined, 15_000);
 
 /** The agent's init container: one call to TARGET (app.py's traced_call, recorded), exit 0 if it answered, else 3. */
 const AGENT = 'vault-agent-init';

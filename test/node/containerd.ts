@@ -15,11 +15,24 @@ import { BRIDGE, CNI_NETWORK, NODE_DIR, POD_SUBNET } from './network.js';
 const run = promisify(execFile);
 export const CONTAINERD_DIR = join(NODE_DIR, 'containerd');
 export const CONTAINERD_SOCKET = join(CONTAINERD_DIR, 'containerd.sock');
+/** The CNI configuration folder containerd reads (the primary configuration: the bridge), and the CNI agent edits. */
+export const CNI_CONF_DIR = join(CONTAINERD_DIR, 'net.d');
+/** A CNI binary folder of the tier's own, after the host's /usr/lib/cni: the CNI agent copies its plugin there. */
+export const CNI_BIN_DIR = join(CONTAINERD_DIR, 'cni-bin');
+/**
+ * containerd's state folder, where it mounts the Pods' network namespaces
+ * (netns_mounts_under_state_dir): a shared mount, as every mount of a
+ * systemd host is, so that a container mounting it with HostToContainer
+ * propagation (the CNI agent) sees the namespaces made after it started.
+ */
+export const CONTAINERD_STATE_DIR = join(CONTAINERD_DIR, 'state');
+/** The primary configuration's file (the bridge). */
+export const CNI_CONFLIST = join(CNI_CONF_DIR, `10-${CNI_NETWORK}.conflist`);
 
 export function containerdConfig(pauseImage: string): string {
   return `version = 3
 root = '${CONTAINERD_DIR}/root'
-state = '${CONTAINERD_DIR}/state'
+state = '${CONTAINERD_STATE_DIR}'
 
 [grpc]
   address = '${CONTAINERD_SOCKET}'
@@ -43,8 +56,8 @@ state = '${CONTAINERD_DIR}/state'
         [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
           SystemdCgroup = false
     [plugins.'io.containerd.cri.v1.runtime'.cni]
-      bin_dirs = ['/usr/lib/cni']
-      conf_dir = '${CONTAINERD_DIR}/net.d'
+      bin_dirs = ['/usr/lib/cni', '${CNI_BIN_DIR}']
+      conf_dir = '${CNI_CONF_DIR}'
 
   [plugins.'io.containerd.grpc.v1.cri']
     disable_tcp_service = true
@@ -87,10 +100,13 @@ export async function importArchive(archive: string): Promise<void> {
 }
 
 export async function startContainerd(pauseImage: string, crictlBin: string): Promise<Containerd> {
-  await mkdir(join(CONTAINERD_DIR, 'net.d'), { recursive: true });
+  for (const dir of [CNI_CONF_DIR, CNI_BIN_DIR, CONTAINERD_STATE_DIR]) await mkdir(dir, { recursive: true });
+  // Unmounted by host.ts with everything under NODE_DIR.
+  await run('mount', ['--bind', CONTAINERD_STATE_DIR, CONTAINERD_STATE_DIR]);
+  await run('mount', ['--make-rshared', CONTAINERD_STATE_DIR]);
   const configPath = join(CONTAINERD_DIR, 'config.toml');
   await writeFile(configPath, containerdConfig(pauseImage));
-  await writeFile(join(CONTAINERD_DIR, 'net.d', `10-${CNI_NETWORK}.conflist`), cniConfig());
+  await writeFile(CNI_CONFLIST, cniConfig());
   const managed = startProcess('containerd', 'containerd', ['--config', configPath, '--log-level', 'warn'], join(NODE_DIR, 'containerd.log'));
   const ctr = (...args: string[]): Promise<{ stdout: string }> => run('ctr', ['--address', CONTAINERD_SOCKET, ...args], { maxBuffer: 16 * 1024 * 1024 });
   const deadline = Date.now() + 60_000;

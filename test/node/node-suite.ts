@@ -56,11 +56,15 @@ export function nodeVersions(): KubeVersion[] {
 
 /**
  * `describe(TITLE on VERSION)` per node version. With `injector: 'process'`
- * (the default) the suite's release runs the injector as a local process on
- * its Service's ClusterIP; with 'none' the suite has no release and installs
- * what it needs itself.
+ * (the default) the suite's release (the chart with VALUES of the plane) runs
+ * the injector as a local process on its Service's ClusterIP; with 'none' the
+ * suite has no release and installs what it needs itself.
  */
-export function forEachNode(title: string, body: (suite: () => NodeSuite, version: KubeVersion) => void, options: { injector?: 'process' | 'none' } = {}): void {
+export function forEachNode(
+  title: string,
+  body: (suite: () => NodeSuite, version: KubeVersion) => void,
+  options: { injector?: 'process' | 'none'; values?: (plane: ControlPlane) => Record<string, unknown> } = {},
+): void {
   const withInjector = options.injector !== 'none';
   for (const version of nodeVersions()) {
     describe(`${title} (Kubernetes ${version}, a real node)`, () => {
@@ -75,7 +79,7 @@ export function forEachNode(title: string, body: (suite: () => NodeSuite, versio
           node = await startNode(version);
           plane = node.plane;
         }
-        current = await setUp(version, plane, withInjector);
+        current = await setUp(version, plane, withInjector, options.values?.(plane) ?? {});
         if (current.release === undefined) return;
         injector = await startChartInjector(plane, current.release);
         const namespace = current.namespace;
@@ -109,10 +113,10 @@ async function saveRecords(version: KubeVersion, title: string, recorder: Record
   await writeFile(join(dir, `records-${title.replace(/[^a-z0-9]+/gi, '-')}.jsonl`), recorder.records.map((record) => JSON.stringify(record)).join('\n'));
 }
 
-async function setUp(version: KubeVersion, plane: ControlPlane, withRelease: boolean): Promise<NodeSuite> {
+async function setUp(version: KubeVersion, plane: ControlPlane, withRelease: boolean, values: Record<string, unknown>): Promise<NodeSuite> {
   const core = plane.kubeConfig.makeApiClient(CoreV1Api);
   const recorder = await startRecorder();
-  const release = withRelease ? await helmInstall(plane, { name: uniqueName('mesh'), namespace: uniqueName('mesh-system') }) : undefined;
+  const release = withRelease ? await helmInstall(plane, { name: uniqueName('mesh'), namespace: uniqueName('mesh-system') }, values) : undefined;
   const namespace = uniqueName('node');
   await createNamespace(plane, namespace, { 'envoy-injector.io/inject': 'enabled', 'pod-security.kubernetes.io/enforce': 'privileged' });
   // The OpenShift fork's token volume needs this ConfigMap; its controller publishes it into every namespace.

@@ -81,8 +81,9 @@ export async function startNode(version: KubeVersion): Promise<KubeNode> {
     plane = await step('control plane', () => startControlPlane(version, {
       ca,
       apiServerArgs: apiServerKubeletArgs(certificates),
-      // disruption: the PodDisruptionBudget's status, which the Eviction API reads (injector-pod.test.ts drains the node).
-      moreControllers: ['job', 'disruption', 'service-ca-certificate-publisher-controller'],
+      // disruption: the PodDisruptionBudget's status, which the Eviction API reads (injector-pod.test.ts drains the node);
+      // daemonset: the CNI agent's Pods (capture-cni.test.ts).
+      moreControllers: ['job', 'disruption', 'daemonset', 'service-ca-certificate-publisher-controller'],
       // Pods reach the API server at the node's address (relay.ts), as a cluster's Pods reach the kubernetes Service.
       servingHosts: [NODE_IP],
     }));

@@ -431,3 +431,39 @@ quotes never occur in them.
 {{- end -}}
 {{- join " || " $selectors -}}
 {{- end -}}
+
+{{/*
+Capture in CNI mode's node agent (cni-agent-*.yaml): made when
+proxy.capture.mode is cni or auto. Its own component label, so that neither
+the webhook's Service nor its PodDisruptionBudget selects the agent's Pods.
+*/}}
+{{- define "envoy-injector.cniAgentEnabled" -}}
+{{- if has .Values.proxy.capture.mode (list "cni" "auto") }}true{{ end }}
+{{- end }}
+
+{{- define "envoy-injector.cniAgentName" -}}
+{{- include "envoy-injector.suffixedName" (list . "cni-agent") }}
+{{- end }}
+
+{{- define "envoy-injector.cniAgentSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "envoy-injector.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/component: cni-agent
+{{- end }}
+
+{{- define "envoy-injector.cniAgentLabels" -}}
+helm.sh/chart: {{ include "envoy-injector.chart" . }}
+{{ include "envoy-injector.cniAgentSelectorLabels" . }}
+app.kubernetes.io/version: {{ (default .Chart.AppVersion .Values.cniAgent.image.tag) | trunc 63 | trimSuffix "-" | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: envoy-injector
+{{- end }}
+
+{{- define "envoy-injector.cniAgentImage" -}}
+{{- $image := .Values.cniAgent.image -}}
+{{- if $image.digest }}
+{{- printf "%s@%s" $image.repository $image.digest }}
+{{- else }}
+{{- printf "%s:%s" $image.repository (default .Chart.AppVersion $image.tag) }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,97 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { CNI_AGENT_HELP } from '../src/commands/cni-agent.js';
+import { only, renderChart, type Manifest } from './helpers/helm.js';
+import { schemaProblems } from './helpers/kube-schema.js';
+
+/**
+ * The chart's node agent of capture in CNI mode (docs/design.md §11, CNI
+ * mode): a DaemonSet with its ServiceAccount and ClusterRole, made only when
+ * proxy.capture.mode is cni or auto. test/e2e/cni-agent.test.ts runs the
+ * agent under this ServiceAccount against a real API server.
+ */
+
+type Obj = Record<string, unknown>;
+const agentKinds = (manifests: readonly Manifest[]): string[] =>
+  manifests.filter((manifest) => manifest.metadata.name.includes('cni-agent')).map((manifest) => manifest.kind).sort();
+const podSpec = (manifests: readonly Manifest[]): Obj => ((only(manifests, 'DaemonSet')['spec'] as Obj)['template'] as Obj)['spec'] as Obj;
+const container = (manifests: readonly Manifest[]): Obj => (podSpec(manifests)['containers'] as Obj[])[0] as Obj;
+
+describe('chart: the CNI agent', () => {
+  it('is rendered only when proxy.capture.mode is cni or auto', async () => {
+    assert.deepEqual(agentKinds(await renderChart({})), []);
+    assert.deepEqual(agentKinds(await renderChart({ proxy: { capture: { enabled: true, mode: 'initContainer' } } })), []);
+    const expected = ['ClusterRole', 'ClusterRoleBinding', 'DaemonSet', 'ServiceAccount'];
+    assert.deepEqual(agentKinds(await renderChart({ proxy: { capture: { mode: 'cni' } } })), expected);
+    assert.deepEqual(agentKinds(await renderChart({ proxy: { capture: { mode: 'auto' } } })), expected);
+    assert.deepEqual(agentKinds(await renderChart({ mode: 'policy', proxy: { capture: { mode: 'cni' } } })), expected);
+  });
+
+  it('runs privileged in the node\'s network and PID namespaces, on every node, with the node\'s CNI folders', async () => {
+    const manifests = await renderChart({ proxy: { capture: { mode: 'cni' } } });
+    assert.deepEqual(manifests.flatMap(schemaProblems), []);
+    const spec = podSpec(manifests);
+    assert.equal(spec['hostNetwork'], true);
+    assert.equal(spec['hostPID'], true);
+    assert.equal(spec['dnsPolicy'], 'ClusterFirstWithHostNet');
+    assert.deepEqual(spec['tolerations'], [{ operator: 'Exists' }]);
+    assert.equal(spec['terminationGracePeriodSeconds'], 30);
+    const agent = container(manifests);
+    assert.equal((agent['securityContext'] as Obj)['privileged'], true);
+    assert.equal(agent['image'], 'envoy-injector-cni-agent:0.1.0');
+    const volumes = Object.fromEntries((spec['volumes'] as Obj[]).map((volume) => [volume['name'], (volume['hostPath'] as Obj | undefined)?.['path']]));
+    assert.deepEqual(volumes, { 'cni-bin': '/opt/cni/bin', 'cni-conf': '/etc/cni/net.d', socket: '/var/run/envoy-injector', netns: '/var/run/netns', tmp: undefined });
+    const mounts = Object.fromEntries((agent['volumeMounts'] as Obj[]).map((mount) => [mount['name'], mount['mountPath']]));
+    assert.deepEqual(mounts, { 'cni-bin': '/host/cni/bin', 'cni-conf': '/host/cni/net.d', socket: '/var/run/envoy-injector', netns: '/var/run/netns', tmp: '/tmp' });
+    assert.deepEqual(agent['args'], ['--cni-bin-dir=/host/cni/bin', '--cni-conf-dir=/host/cni/net.d', '--socket=/var/run/envoy-injector/cni.sock', '--ready-file=/tmp/cni-ready', '--interval-seconds=2']);
+    // Every flag the chart passes is one the command takes.
+    for (const arg of agent['args'] as string[]) assert.ok(CNI_AGENT_HELP.includes(`  ${arg.split('=')[0] ?? ''} `), `${arg}: not a flag of cni-agent`);
+    assert.deepEqual((agent['readinessProbe'] as Obj)['exec'], { command: ['cat', '/tmp/cni-ready'] });
+  });
+
+  it('takes the node paths, image and scheduling from cniAgent.*', async () => {
+    const manifests = await renderChart({
+      proxy: { capture: { mode: 'auto' } },
+      cniAgent: {
+        image: { repository: 'registry.example/agent', digest: `sha256:${'a'.repeat(64)}` },
+        binDir: '/var/lib/rancher/k3s/data/current/bin',
+        confDir: '/var/lib/rancher/k3s/agent/etc/cni/net.d',
+        socketDir: '/run/ei',
+        intervalSeconds: 5,
+        terminationGracePeriodSeconds: 60,
+        priorityClassName: 'system-node-critical',
+        nodeSelector: { 'kubernetes.io/os': 'linux' },
+      },
+    });
+    const spec = podSpec(manifests);
+    const agent = container(manifests);
+    assert.equal(agent['image'], `registry.example/agent@sha256:${'a'.repeat(64)}`);
+    const paths = (spec['volumes'] as Obj[]).map((volume) => (volume['hostPath'] as Obj | undefined)?.['path']);
+    assert.deepEqual(paths.slice(0, 3), ['/var/lib/rancher/k3s/data/current/bin', '/var/lib/rancher/k3s/agent/etc/cni/net.d', '/run/ei']);
+    assert.ok((agent['args'] as string[]).includes('--socket=/run/ei/cni.sock'));
+    assert.ok((agent['args'] as string[]).includes('--interval-seconds=5'));
+    assert.equal(spec['terminationGracePeriodSeconds'], 60);
+    assert.equal(spec['priorityClassName'], 'system-node-critical');
+    assert.deepEqual(spec['nodeSelector'], { 'kubernetes.io/os': 'linux' });
+    await assert.rejects(renderChart({ proxy: { capture: { mode: 'cni' } }, cniAgent: { binDir: 'opt/cni/bin' } }), /cniAgent\/binDir/);
+    await assert.rejects(renderChart({ proxy: { capture: { mode: 'cni' } }, cniAgent: { confDir: '/etc/cni/net.d/' } }), /cniAgent\/confDir/);
+  });
+
+  it('is neither selected by the webhook\'s Service and budget nor injected; its ServiceAccount is the one bound, with least privilege', async () => {
+    const manifests = await renderChart({ proxy: { capture: { mode: 'cni' } } });
+    const daemonSet = only(manifests, 'DaemonSet');
+    const labels = (((daemonSet['spec'] as Obj)['template'] as Obj)['metadata'] as Obj)['labels'] as Record<string, string>;
+    for (const selector of [(only(manifests, 'Service')['spec'] as Obj)['selector'], ((only(manifests, 'PodDisruptionBudget')['spec'] as Obj)['selector'] as Obj)['matchLabels']] as Record<string, string>[]) {
+      assert.ok(Object.entries(selector).some(([key, value]) => labels[key] !== value), `the agent's Pods match ${JSON.stringify(selector)}`);
+    }
+    assert.equal(labels['envoy-injector.io/injector'], daemonSet.metadata.name, 'the webhooks skip Pods with this label');
+    const account = only(manifests, 'ServiceAccount', daemonSet.metadata.name);
+    assert.equal(podSpec(manifests)['serviceAccountName'], account.metadata.name);
+    const binding = only(manifests, 'ClusterRoleBinding', 'mesh-envoy-injector-injector-system-cni-agent');
+    assert.deepEqual(binding['subjects'], [{ kind: 'ServiceAccount', name: account.metadata.name, namespace: 'injector-system' }]);
+    assert.deepEqual(only(manifests, 'ClusterRole', 'mesh-envoy-injector-injector-system-cni-agent')['rules'], [
+      { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch', 'delete'] },
+      { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create'] },
+    ]);
+  });
+});

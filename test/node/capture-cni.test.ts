@@ -1,0 +1,226 @@
+import assert from 'node:assert/strict';
+import { cp, mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
+import { basename, join } from 'node:path';
+import { after, before, it } from 'node:test';
+import { AppsV1Api, RbacAuthorizationV1Api, type V1Pod } from '@kubernetes/client-node';
+import { createNamespace, deleteNamespaces, eventually, uniqueName } from '../e2e/cluster.js';
+import { CNI_PLUGIN_TYPE } from '../../src/cni/chain-config.js';
+import { CNI_BIN_DIR, CNI_CONF_DIR, CNI_CONFLIST, CONTAINERD_STATE_DIR, cniConfig, importArchive } from './containerd.js';
+import { cniAgentRecipe } from './cni-agent-image.js';
+import { buildImage } from './images.js';
+import { injectorRecipe } from './injector-image.js';
+import { NODE_DIR, NODE_IP, NODE_NAME } from './network.js';
+import { appContainer, appPod, broken, describePod, forEachNode, podReady, running, statuses } from './node-suite.js';
+import { startScheduler, type Scheduler } from './scheduler.js';
+import { askToCall, waitRelayed } from './traffic.js';
+
+/**
+ * Capture in CNI mode on a real kubelet (issue 37): the chart's agent
+ * DaemonSet (its image from cni/Dockerfile's recipe, cni-agent-image.ts) runs
+ * on the node with its host paths on the tier's own CNI folders (containerd's
+ * conf_dir, a bin_dirs entry of the tier's, its state folder where the Pods'
+ * network namespaces are mounted), and the chart's injector (a local process)
+ * injects Pods of a namespace enforcing Pod Security `restricted` in CNI mode.
+ * The agent's Pod needs the scheduler (scheduler.ts, for its label only):
+ * until the test starts it, the node has no agent.
+ *
+ * 4. A workload started before the agent: its Pod's check exits 69 and the
+ *    Pod does not run; once the agent is Ready it deletes the Pod (Event
+ *    CaptureRepaired) and the ReplicaSet's replacement is captured.
+ * 2. A restricted Pod, injected in CNI mode, starts (its check passes), and its
+ *    outbound and inbound connections go through the stand-in.
+ * 3a. The primary configuration rewritten as the primary CNI would: the agent
+ *    appends its entry again, and a new Pod is captured.
+ * 3b. The DaemonSet deleted: the configuration is byte for byte what it was
+ *    before the agent, the plugin gone.
+ *
+ * NODE_TIER_BREAK: cni-chain (the agent edits a decoy configuration folder:
+ * its plugin is never called), cni-repair (the agent's ClusterRole without
+ * `delete`), cni-rewrite (the agent's rounds after the first taken away,
+ * through NODE_OPTIONS: setInterval does nothing), cni-uninstall (the
+ * agent's process exits at once on SIGTERM, through NODE_OPTIONS: no stop).
+ */
+
+const SOCKET_DIR = join(NODE_DIR, 'cni-agent');
+const DECOY_CONF_DIR = join(NODE_DIR, 'cni-decoy');
+const AGENT_LABEL = 'app.kubernetes.io/component=cni-agent';
+const CAPTURE = { 'envoy-injector.io/capture': 'true', 'envoy-injector.io/capture-exclude-outbound-cidrs': `${NODE_IP}/32` };
+const CHECK = 'envoy-capture-check';
+/** What NODE_TIER_BREAK takes from the agent's process, loaded before it: no round after the first, no stop on SIGTERM. */
+const BREAK_OPTIONS: Readonly<Record<string, string>> = {
+  'cni-rewrite': 'globalThis.setInterval=()=>0',
+  'cni-uninstall': "process.on('SIGTERM',()=>process.exit(0))",
+};
+
+/** An app Pod as `restricted` accepts it, captured, in NAMESPACE. */
+function restrictedPod(name: string, namespace: string): V1Pod {
+  const pod = appPod(name, CAPTURE, {
+    automountServiceAccountToken: false,
+    securityContext: { runAsNonRoot: true, runAsUser: 1000, runAsGroup: 1000, seccompProfile: { type: 'RuntimeDefault' } },
+    containers: [appContainer(['--port', '8080'], { securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } } })],
+  });
+  return { ...pod, metadata: { ...pod.metadata, namespace } };
+}
+
+/** The exit code of the check's last run, if it has ended. */
+const checkExit = (pod: V1Pod): number | undefined => {
+  const status = statuses(pod).get(CHECK);
+  return status?.state?.terminated?.exitCode ?? status?.lastState?.terminated?.exitCode;
+};
+
+const chain = async (): Promise<string[]> => ((JSON.parse(await readFile(CNI_CONFLIST, 'utf8')) as { plugins: { type: string }[] }).plugins).map((plugin) => plugin.type);
+
+forEachNode('capture in CNI mode', (suite, version) => {
+  const restricted = uniqueName('restricted');
+  const ip: Record<string, string> = {};
+  let primaryBefore: Buffer | undefined;
+  let scheduler: Scheduler | undefined;
+  let earlyPod = '';
+  let earlyState: V1Pod | undefined;
+  const apps = (): AppsV1Api => suite().plane.kubeConfig.makeApiClient(AppsV1Api);
+  const podsOf = async (namespace: string, labelSelector: string): Promise<V1Pod[]> => (await suite().core.listNamespacedPod({ namespace, labelSelector })).items;
+  const waitIn = async (namespace: string, name: string, ready: (pod: V1Pod) => boolean, what: string, timeoutMs = 120_000): Promise<V1Pod> => {
+    let last: V1Pod | undefined;
+    return eventually(what, async () => {
+      last = await suite().core.readNamespacedPod({ name, namespace });
+      return ready(last) ? last : undefined;
+    }, timeoutMs, 250).catch((error: Error) => {
+      throw new Error(`${error.message}; Pod ${namespace}/${name} is ${describePod(last)}`);
+    });
+  };
+  const agentLogs = async (): Promise<string> => {
+    const release = suite().release;
+    const [agent] = await podsOf(release?.namespace ?? '', AGENT_LABEL);
+    if (agent === undefined) return 'no agent Pod';
+    return suite().core.readNamespacedPodLog({ name: agent.metadata?.name ?? '', namespace: release?.namespace ?? '', container: 'cni-agent', tailLines: 20 }).catch((error: Error) => error.message);
+  };
+
+  before(async () => {
+    const { plane, core, release, createPods } = suite();
+    assert.ok(release !== undefined);
+    for (const recipe of [await injectorRecipe(), await cniAgentRecipe()]) await importArchive((await buildImage(recipe)).archive);
+    primaryBefore = await readFile(CNI_CONFLIST);
+    if (broken() === 'cni-repair') {
+      const rbac = plane.kubeConfig.makeApiClient(RbacAuthorizationV1Api);
+      const name = release.manifests.find((manifest) => manifest.kind === 'ClusterRole' && manifest.metadata.name.endsWith('-cni-agent'))?.metadata.name ?? '';
+      await rbac.patchClusterRole({ name, body: [{ op: 'replace', path: '/rules/0/verbs', value: ['get', 'list', 'watch'] }] });
+    }
+    await createNamespace(plane, restricted, { 'envoy-injector.io/inject': 'enabled', 'pod-security.kubernetes.io/enforce': 'restricted' });
+    // 4: a workload whose Pod starts before the node has an agent.
+    const early = restrictedPod('early', restricted);
+    await apps().createNamespacedDeployment({
+      namespace: restricted,
+      body: { metadata: { name: 'early' }, spec: { replicas: 1, selector: { matchLabels: { app: 'early' } }, template: { metadata: { labels: { app: 'early' }, annotations: CAPTURE }, spec: early.spec ?? { containers: [] } } } },
+    });
+    const first = await eventually('the early workload\'s Pod', async () => (await podsOf(restricted, 'app=early'))[0], 60_000, 250);
+    earlyPod = first.metadata?.name ?? '';
+    earlyState = await waitIn(restricted, earlyPod, (pod) => checkExit(pod) === 69, 'the early Pod\'s check ending with 69 (no agent, no rules)');
+    if (broken() === 'cni-chain') {
+      await mkdir(DECOY_CONF_DIR, { recursive: true });
+      await cp(CNI_CONFLIST, join(DECOY_CONF_DIR, basename(CNI_CONFLIST)));
+    }
+    // The agent: its Pod bound to the node now.
+    scheduler = startScheduler(core, release.namespace, NODE_NAME, AGENT_LABEL);
+    await eventually('the CNI agent Ready', async () => {
+      const [agent] = await podsOf(release.namespace, AGENT_LABEL);
+      return agent !== undefined && podReady(agent) ? agent : undefined;
+    }, 120_000, 250).catch(async (error: Error) => {
+      throw new Error(`${error.message}; its Pods: ${(await podsOf(release.namespace, AGENT_LABEL)).map(describePod).join(' | ')}; its log: ${await agentLogs()}`);
+    });
+    // 2: a server and a client outside the mesh, and the restricted Pod.
+    const plain = { 'envoy-injector.io/inject': 'false' };
+    await createPods([appPod('server', plain), appPod('client', plain)]);
+    await core.createNamespacedPod({ namespace: restricted, body: restrictedPod('captured', restricted) });
+    for (const [namespace, name] of [[suite().namespace, 'server'], [suite().namespace, 'client'], [restricted, 'captured']] as const) {
+      const pod = await waitIn(namespace, name, (read) => read.status?.podIP !== undefined && running('app')(read), `Pod ${name} running with an IP`);
+      ip[name] = pod.status?.podIP ?? '';
+      await suite().recorder.waitFor(`the app of Pod ${name} listening`, name, (record) => record.source === 'app' && record.event === 'started');
+    }
+  });
+  after(async () => {
+    await scheduler?.stop();
+    await deleteNamespaces(suite().plane, [restricted]);
+  });
+
+  it(`4. a Pod started before the agent was ready: its check exited 69, the agent deleted it (CaptureRepaired), the replacement is captured (${version})`, async () => {
+    const { core } = suite();
+    // Uncaptured, it never ran: the check stops it before the proxy and the app.
+    for (const name of ['envoy', 'app']) assert.equal(statuses(earlyState ?? {}).get(name)?.state?.running, undefined, describePod(earlyState));
+    const events = await eventually('the CaptureRepaired Event on the early Pod', async () => {
+      const found = (await core.listNamespacedEvent({ namespace: restricted })).items.filter((event) => event.reason === 'CaptureRepaired' && event.involvedObject.name === earlyPod);
+      return found.length > 0 ? found : undefined;
+    }, 60_000, 250).catch(async (error: Error) => {
+      throw new Error(`${error.message}; the agent's log: ${await agentLogs()}`);
+    });
+    assert.equal(events[0]?.type, 'Warning');
+    const replacement = await eventually('the early workload\'s replacement Pod', async () =>
+      (await podsOf(restricted, 'app=early')).find((pod) => pod.metadata?.name !== earlyPod && pod.metadata?.deletionTimestamp === undefined), 60_000, 250);
+    const pod = await waitIn(restricted, replacement.metadata?.name ?? '', running('envoy', 'app'), 'the replacement running with its proxy');
+    assert.equal(checkExit(pod), 0, describePod(pod));
+    assert.equal(statuses(pod).get(CHECK)?.restartCount, 0, describePod(pod));
+  });
+
+  it(`2. a Pod of a namespace enforcing restricted, injected in CNI mode: its check passes, outbound and inbound go through the proxy (${version})`, async () => {
+    const { core, recorder } = suite();
+    const pod = await core.readNamespacedPod({ name: 'captured', namespace: restricted });
+    const names = (pod.spec?.initContainers ?? []).map((container) => container.name);
+    assert.ok(names.includes(CHECK) && !names.includes('envoy-init'), `init containers: ${names.join(', ')}`);
+    assert.equal(JSON.parse(pod.metadata?.annotations?.['envoy-injector.io/status'] ?? '{}').captureMode, 'cni');
+    assert.equal(checkExit(pod), 0, describePod(pod));
+    const server = ip['server'] ?? '';
+    const captured = ip['captured'] ?? '';
+    const outbound = await askToCall(captured, `${server}:8080`);
+    assert.equal(outbound.status, 200, outbound.body);
+    await waitRelayed(recorder, 'captured', 'outbound', [server, 8080]);
+    const inbound = await askToCall(ip['client'] ?? '', `${captured}:8080`);
+    assert.equal(inbound.status, 200, inbound.body);
+    // The app saw the proxy (its own address) as its peer: the connection came through 15006.
+    assert.match(inbound.body, new RegExp(`from ${captured.replaceAll('.', '\\.')}$`));
+    await waitRelayed(recorder, 'captured', 'inbound', [captured, 8080]);
+  });
+
+  it(`3a. the primary configuration rewritten as its CNI writes it: the agent chains its plugin again, and a new Pod is captured (${version})`, async () => {
+    const { core, recorder } = suite();
+    await writeFile(CNI_CONFLIST, cniConfig());
+    assert.deepEqual(await chain(), ['bridge']);
+    await eventually('the agent\'s entry back in the chain', async () => ((await chain()).includes(CNI_PLUGIN_TYPE) ? true : undefined), 20_000, 100);
+    await core.createNamespacedPod({ namespace: restricted, body: restrictedPod('after-rewrite', restricted) });
+    const pod = await waitIn(restricted, 'after-rewrite', (read) => read.status?.podIP !== undefined && running('app')(read), 'the Pod made after the rewrite running');
+    assert.equal(checkExit(pod), 0, describePod(pod));
+    await recorder.waitFor('the app of Pod after-rewrite listening', 'after-rewrite', (record) => record.source === 'app' && record.event === 'started');
+    const server = ip['server'] ?? '';
+    assert.equal((await askToCall(pod.status?.podIP ?? '', `${server}:8080`)).status, 200);
+    await waitRelayed(recorder, 'after-rewrite', 'outbound', [server, 8080]);
+  });
+
+  it(`3b. the DaemonSet deleted: the node's CNI configuration is as it was, byte for byte, the plugin gone (${version})`, async () => {
+    const release = suite().release;
+    assert.ok(release !== undefined && primaryBefore !== undefined);
+    const name = release.manifests.find((manifest) => manifest.kind === 'DaemonSet')?.metadata.name ?? '';
+    await apps().deleteNamespacedDaemonSet({ name, namespace: release.namespace });
+    await eventually('the agent\'s Pods gone', async () => ((await podsOf(release.namespace, AGENT_LABEL)).length === 0 ? true : undefined), 90_000, 250);
+    assert.equal((await readFile(CNI_CONFLIST)).toString('utf8'), primaryBefore.toString('utf8'));
+    assert.ok((await readFile(CNI_CONFLIST)).equals(primaryBefore), 'the same bytes');
+    assert.deepEqual(await readdir(CNI_CONF_DIR), [basename(CNI_CONFLIST)], 'no other file left in the configuration folder');
+    assert.equal((await readdir(CNI_BIN_DIR)).includes(CNI_PLUGIN_TYPE), false, 'the plugin is still in the binary folder');
+  });
+}, {
+  values: (plane) => {
+    const api = new URL(plane.server);
+    return {
+      proxy: { capture: { mode: 'cni' } },
+      cniAgent: {
+        binDir: CNI_BIN_DIR,
+        confDir: broken() === 'cni-chain' ? DECOY_CONF_DIR : CNI_CONF_DIR,
+        socketDir: SOCKET_DIR,
+        netnsDir: CONTAINERD_STATE_DIR,
+        // Host network: the API server on the host's loopback (there is no kube-proxy for the kubernetes Service).
+        extraEnv: [
+          { name: 'KUBERNETES_SERVICE_HOST', value: api.hostname },
+          { name: 'KUBERNETES_SERVICE_PORT', value: api.port },
+          ...(BREAK_OPTIONS[broken() ?? ''] === undefined ? [] : [{ name: 'NODE_OPTIONS', value: `--import=data:text/javascript,${BREAK_OPTIONS[broken() ?? ''] ?? ''}` }]),
+        ],
+      },
+    };
+  },
+});
