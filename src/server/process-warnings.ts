@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 
 /**
  * Sends the process's warnings (a dependency's deprecation: on Node 24,
- * @kubernetes/client-node's fetch loads `punycode` and calls `url.parse`)
+ * @kubernetes/client-node's fetch calls `url.parse`)
  * to LOG as JSON lines at `warn`, in place of Node's own printer, whose
  * plain-text lines on stderr a log pipeline reading JSON cannot parse.
  */
