@@ -43,7 +43,7 @@ describe('chart: the CNI agent', () => {
     assert.deepEqual(volumes, { 'cni-bin': '/opt/cni/bin', 'cni-conf': '/etc/cni/net.d', socket: '/var/run/envoy-injector', netns: '/var/run/netns', tmp: undefined });
     const mounts = Object.fromEntries((agent['volumeMounts'] as Obj[]).map((mount) => [mount['name'], mount['mountPath']]));
     assert.deepEqual(mounts, { 'cni-bin': '/host/cni/bin', 'cni-conf': '/host/cni/net.d', socket: '/var/run/envoy-injector', netns: '/var/run/netns', tmp: '/tmp' });
-    assert.deepEqual(agent['args'], ['--cni-bin-dir=/host/cni/bin', '--cni-conf-dir=/host/cni/net.d', '--socket=/var/run/envoy-injector/cni.sock', '--ready-file=/tmp/cni-ready', '--interval-seconds=2']);
+    assert.deepEqual(agent['args'], ['--cni-bin-dir=/host/cni/bin', '--cni-conf-dir=/host/cni/net.d', '--socket=/var/run/envoy-injector/cni.sock', '--ready-file=/tmp/cni-ready', '--interval-seconds=2', '--metrics-port=10390']);
     // Every flag the chart passes is one the command takes.
     for (const arg of agent['args'] as string[]) assert.ok(CNI_AGENT_HELP.includes(`  ${arg.split('=')[0] ?? ''} `), `${arg}: not a flag of cni-agent`);
     assert.deepEqual((agent['readinessProbe'] as Obj)['exec'], { command: ['cat', '/tmp/cni-ready'] });
@@ -75,6 +75,30 @@ describe('chart: the CNI agent', () => {
     assert.deepEqual(spec['nodeSelector'], { 'kubernetes.io/os': 'linux' });
     await assert.rejects(renderChart({ proxy: { capture: { mode: 'cni' } }, cniAgent: { binDir: 'opt/cni/bin' } }), /cniAgent\/binDir/);
     await assert.rejects(renderChart({ proxy: { capture: { mode: 'cni' } }, cniAgent: { confDir: '/etc/cni/net.d/' } }), /cniAgent\/confDir/);
+  });
+
+  it('serves its metrics on cniAgent.metricsPort of the node, a PodMonitor behind metrics.serviceMonitor.enabled; 0 turns both off', async () => {
+    const on = await renderChart({ proxy: { capture: { mode: 'cni' } }, metrics: { serviceMonitor: { enabled: true, interval: '15s' } } });
+    // The Prometheus Operator's kinds have no schema here (their CRDs are not in the cluster's OpenAPI).
+    assert.deepEqual(on.filter((manifest) => !manifest.kind.endsWith('Monitor')).flatMap(schemaProblems), []);
+    assert.deepEqual(container(on)['ports'], [{ name: 'metrics', containerPort: 10390, protocol: 'TCP' }]);
+    const daemonSet = only(on, 'DaemonSet');
+    const template = ((daemonSet['spec'] as Obj)['template'] as Obj)['metadata'] as Obj;
+    assert.deepEqual(template['annotations'], { 'prometheus.io/scrape': 'true', 'prometheus.io/port': '10390', 'prometheus.io/path': '/metrics' });
+    const monitor = only(on, 'PodMonitor');
+    assert.deepEqual((monitor['spec'] as Obj)['podMetricsEndpoints'], [{ port: 'metrics', path: '/metrics', interval: '15s' }]);
+    const selected = ((monitor['spec'] as Obj)['selector'] as Obj)['matchLabels'] as Record<string, string>;
+    const labels = template['labels'] as Record<string, string>;
+    assert.ok(Object.entries(selected).every(([key, value]) => labels[key] === value), 'the PodMonitor does not select the agent');
+    assert.deepEqual(on.filter((manifest) => manifest.kind === 'ServiceMonitor').length, 1, "the injector's ServiceMonitor stays");
+    // Without the switch, no PodMonitor; without the port, no port, no annotations, no PodMonitor.
+    assert.equal((await renderChart({ proxy: { capture: { mode: 'cni' } } })).some((manifest) => manifest.kind === 'PodMonitor'), false);
+    const off = await renderChart({ proxy: { capture: { mode: 'cni' } }, cniAgent: { metricsPort: 0 }, metrics: { serviceMonitor: { enabled: true } } });
+    assert.equal(off.some((manifest) => manifest.kind === 'PodMonitor'), false);
+    assert.equal(container(off)['ports'], undefined);
+    assert.equal((((only(off, 'DaemonSet')['spec'] as Obj)['template'] as Obj)['metadata'] as Obj)['annotations'], undefined);
+    assert.ok((container(off)['args'] as string[]).includes('--metrics-port=0'));
+    await assert.rejects(renderChart({ proxy: { capture: { mode: 'cni' } }, cniAgent: { metricsPort: 70000 } }), /cniAgent\/metricsPort/);
   });
 
   it('is neither selected by the webhook\'s Service and budget nor injected; its ServiceAccount is the one bound, with least privilege', async () => {

@@ -10,7 +10,9 @@ import { promisify } from 'node:util';
 import { installPlugin, rulesRunner, serveShim, uninstallPlugin, type AgentDeps } from '../src/commands/cni-agent-core.js';
 import { CNI_PLUGIN_TYPE } from '../src/cni/chain-config.js';
 import { admitPod, applyPodPatch, parseTemplateFile, type JsonObject } from '../src/injection/index.js';
+import { CniAgentMetrics } from '../src/server/cni-agent-metrics.js';
 import { ROOT } from './helpers/fixtures.js';
+import { metricSample } from './helpers/metric-sample.js';
 
 /**
  * The node agent's core with the real pieces (docs/design.md §11, CNI mode):
@@ -68,6 +70,13 @@ describe('the CNI agent\'s core with its static shim, in a network namespace', {
       return pod;
     },
     runRules: rulesRunner(join(ROOT, 'init', 'capture-rules.sh')),
+    countSetUp: (result) => metrics.setUp(result),
+  };
+  const metrics = new CniAgentMetrics({ processMetrics: false });
+  /** The set-ups counted so far: captured, skipped, error. */
+  const setUps = async (): Promise<(number | undefined)[]> => {
+    const text = (await metrics.render()).body;
+    return ['captured', 'skipped', 'error'].map((result) => metricSample(text, 'envoy_injector_cni_agent_pod_setups_total', { result }));
   };
   /** The runtime's call of our plugin, last in the chain: the list's name and version, our entry, the previous result. */
   const add = (pod: string): Promise<{ code: number | null; stdout: string }> =>
@@ -127,6 +136,7 @@ describe('the CNI agent\'s core with its static shim, in a network namespace', {
     assert.deepEqual(JSON.parse(result.stdout), { cniVersion: '1.0.0', ips: [{ address: '198.51.100.7/24' }] });
     assert.doesNotMatch(await natRules(), /ENVOY_OUTBOUND/);
     assert.equal(await check(), 69, 'without the rules the check fails');
+    assert.deepEqual(await setUps(), [0, 1, 0]);
   });
 
   it('the API unreachable: ADD fails with "try again later", naming the Pod, and nothing is installed', async () => {
@@ -136,6 +146,7 @@ describe('the CNI agent\'s core with its static shim, in a network namespace', {
     assert.equal(error.code, 11);
     assert.match(error.msg, /cannot read Pod shop\/unreachable to judge its capture: connect ECONNREFUSED/);
     assert.doesNotMatch(await natRules(), /ENVOY_OUTBOUND/);
+    assert.deepEqual(await setUps(), [0, 1, 1]);
   });
 
   it('a Pod in CNI mode: ADD installs init/capture-rules.sh\'s rules in its namespace, and its check then passes', async () => {
@@ -145,6 +156,7 @@ describe('the CNI agent\'s core with its static shim, in a network namespace', {
     assert.match(await natRules(), /-A OUTPUT -p tcp -j ENVOY_OUTBOUND/);
     assert.match(await natRules(), /-A ENVOY_OUTBOUND -d 169\.254\.169\.254\/32 -j RETURN/);
     assert.equal(await check(), 0);
+    assert.deepEqual(await setUps(), [1, 1, 1]);
   });
 
   it('uninstall: the configuration as it was, the shim gone', async () => {

@@ -4,7 +4,7 @@ import { commandHelps, definedFlags } from './helpers/cli-reference.js';
 import { checkLinks } from './helpers/docs-links.js';
 import { codeOf, docText, handWrittenDocs, markdownFiles, userDocs } from './helpers/docs-markdown.js';
 import { chartValues, definedKeys, flagProblems, keyProblems, keysToDocument, metricProblems, reasonsToDocument, snakeProblems, valueProblems, type NameProblem } from './helpers/doc-names.js';
-import { injectorMetrics, seriesNames } from './helpers/metrics-reference.js';
+import { cniAgentMetrics, injectorMetrics, seriesNames } from './helpers/metrics-reference.js';
 
 /**
  * The docs as a reader meets them: every link leads somewhere, every name a
@@ -34,7 +34,7 @@ describe('the docs', () => {
 
   it('every envoy-injector.io/ annotation or label and every envoy_injector_ metric a page writes exists', () => {
     const keys = definedKeys();
-    const series = seriesNames(injectorMetrics());
+    const series = seriesNames([...injectorMetrics(), ...cniAgentMetrics()]);
     const problems = markdownFiles().flatMap((file) => [...keyProblems(file, docText(file), keys), ...metricProblems(file, docText(file), series)]);
     assert.deepEqual(report(problems), []);
   });

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { CNI_PLUGIN_TYPE, insertChainEntry, primaryConfigFile, removeChainEntry, type ChainEdit, type ChainEntry } from '../cni/chain-config.js';
 import { chainedResult, cniError, decideSetUp, parseShimRequest, podOfRequest, shimAnswer, type ShimRequest } from '../cni/cni-request.js';
 import type { JsonObject } from '../injection/index.js';
+import type { SetUpResult } from '../server/cni-agent-metrics.js';
 
 /**
  * The node agent's I/O around cni/ (docs/design.md §11, CNI mode): the
@@ -23,17 +24,26 @@ export interface AgentDeps {
   readonly readPod: (namespace: string, name: string) => Promise<JsonObject | undefined>;
   /** Installs the rules in the network namespace at this path (init/capture-rules.sh with these arguments); throws on failure. */
   readonly runRules: (netns: string, args: readonly string[]) => Promise<void>;
+  /** Told how each ADD for a Pod was answered (the agent's metrics). */
+  readonly countSetUp?: (result: SetUpResult) => void;
 }
 
 /** The answer to one shim request: ADD installs the rules for a Pod in CNI mode and passes the previous result on; DEL and CHECK have nothing to undo. */
 export async function answerShim(request: ShimRequest, deps: AgentDeps): Promise<string> {
   if (request.env['CNI_COMMAND'] !== 'ADD') return shimAnswer(0, '');
-  const fail = (message: string): string => shimAnswer(1, cniError(request.config, TRY_AGAIN, message));
+  const { answer, counted } = await answerAdd(request, deps);
+  deps.countSetUp?.(counted);
+  return answer;
+}
+
+async function answerAdd(request: ShimRequest, deps: AgentDeps): Promise<{ answer: string; counted: SetUpResult }> {
+  const fail = (message: string): { answer: string; counted: SetUpResult } => ({ answer: shimAnswer(1, cniError(request.config, TRY_AGAIN, message)), counted: 'error' });
   const result = chainedResult(request.config);
-  if ('problem' in result) return shimAnswer(1, cniError(request.config, 1, result.problem));
+  if ('problem' in result) return { answer: shimAnswer(1, cniError(request.config, 1, result.problem)), counted: 'error' };
+  const passed = { answer: shimAnswer(0, result.result), counted: 'skipped' as SetUpResult };
   const ref = podOfRequest(request.env);
   // Not a Kubernetes Pod (no K8S_POD_* arguments): nothing of ours.
-  if (ref === undefined) return shimAnswer(0, result.result);
+  if (ref === undefined) return passed;
   let pod: JsonObject | undefined;
   try {
     pod = await bounded(deps.readPod(ref.namespace, ref.name), `reading Pod ${ref.namespace}/${ref.name}`);
@@ -50,8 +60,9 @@ export async function answerShim(request: ShimRequest, deps: AgentDeps): Promise
     } catch (error) {
       return fail(`Pod ${ref.namespace}/${ref.name}: the capture rules failed in ${netns}: ${(error as Error).message}`);
     }
+    return { ...passed, counted: 'captured' };
   }
-  return shimAnswer(0, result.result);
+  return passed;
 }
 
 function bounded<T>(promise: Promise<T>, what: string): Promise<T> {

@@ -7,6 +7,8 @@ import { UsageError } from '../errors.js';
 import { isJsonObject, type JsonObject } from '../injection/index.js';
 import { connectToCluster } from '../kube/cluster-connection.js';
 import { kubeJson, KubeRequestError } from '../kube/kube-json.js';
+import { CniAgentMetrics } from '../server/cni-agent-metrics.js';
+import { startMetricsServer } from '../server/metrics-server.js';
 import { installPlugin, rulesRunner, serveShim, uninstallPlugin, type PluginPlaces } from './cni-agent-core.js';
 import type { CommandIo } from './io.js';
 
@@ -27,36 +29,58 @@ Options:
   --rules PATH         the rule script (default /usr/local/bin/capture-rules.sh)
   --ready-file PATH    written once the plugin is in place, removed on stop (default /tmp/cni-ready)
   --interval-seconds N how often the chain is checked and Pods are repaired (default 2)
+  --metrics-port N     serve GET /metrics over plain HTTP on this port of the node (default 10390; 0: none)
+  --metrics-host ADDR  address of the metrics port (default "::", every IPv4 and IPv6 address)
   --kubeconfig FILE    the cluster (default: in-cluster)
   -h, --help
 `;
+
+/**
+ * The agent's metrics port on the node (host network): outside 9100-9999 (the
+ * Prometheus exporters' block, where node-exporter, Calico, Cilium and Linkerd
+ * listen), Istio's 15000-15090, Linkerd's 4140-4191, the Kubernetes components'
+ * 10248-10260, the NodePort range and Linux's ephemeral ports.
+ */
+export const DEFAULT_METRICS_PORT = 10390;
 
 export interface CniAgentSettings extends PluginPlaces {
   readonly nodeName: string;
   readonly rules: string;
   readonly readyFile: string;
   readonly intervalMs: number;
+  /** Where GET /metrics is served (port 0: one the system picks); undefined: not served. */
+  readonly metrics?: { readonly host: string; readonly port: number } | undefined;
 }
 
 export interface CniAgent {
   /** One round: the plugin back in place if it was taken out, then the repair. */
   tick(): Promise<void>;
   stop(): Promise<void>;
+  /** The port GET /metrics is served on, if it is. */
+  readonly metricsPort: number | undefined;
 }
 
 /** Starts the agent's socket and first round, then a round every interval. */
 export async function startCniAgent(settings: CniAgentSettings, kubeConfig: KubeConfig, io: CommandIo): Promise<CniAgent> {
-  const server: Server = await serveShim(settings.agentSocket, { readPod: (namespace, name) => readPod(kubeConfig, namespace, name), runRules: rulesRunner(settings.rules) });
+  const metrics = new CniAgentMetrics();
+  const metricsServer = settings.metrics === undefined ? undefined : await startMetricsServer(metrics, settings.metrics.host, settings.metrics.port);
+  const server: Server = await serveShim(settings.agentSocket, {
+    readPod: (namespace, name) => readPod(kubeConfig, namespace, name),
+    runRules: rulesRunner(settings.rules),
+    countSetUp: (result) => metrics.setUp(result),
+  });
   const tick = async (): Promise<void> => {
     const edit = await installPlugin(settings);
     if ('problem' in edit) {
       io.stderr.write(`cni-agent: ${settings.confDir}: ${edit.problem}\n`);
+      metrics.installed.set(0);
       await rm(settings.readyFile, { force: true });
       return;
     }
     if (edit.changed) io.stdout.write(`cni-agent: envoy-injector-cni put last in the chain of ${edit.file ?? ''}\n`);
     await writeFile(settings.readyFile, 'ready\n');
-    await repair(kubeConfig, settings.nodeName, io).catch((error: Error) => io.stderr.write(`cni-agent: repair: ${error.message}\n`));
+    metrics.installed.set(1);
+    await repair(kubeConfig, settings.nodeName, io, metrics).catch((error: Error) => io.stderr.write(`cni-agent: repair: ${error.message}\n`));
   };
   let running = tick();
   await running;
@@ -65,12 +89,15 @@ export async function startCniAgent(settings: CniAgentSettings, kubeConfig: Kube
   }, settings.intervalMs);
   return {
     tick: () => (running = running.then(tick)),
+    metricsPort: metricsServer?.port,
     stop: async () => {
       clearInterval(timer);
       await running.catch(() => undefined);
       await rm(settings.readyFile, { force: true });
+      metrics.installed.set(0);
       await uninstallPlugin(settings);
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      await metricsServer?.close();
     },
   };
 }
@@ -86,7 +113,7 @@ async function readPod(kubeConfig: KubeConfig, namespace: string, name: string):
 }
 
 /** Deletes the node's Pods whose check found no rules, each with a Warning Event on it first. */
-async function repair(kubeConfig: KubeConfig, nodeName: string, io: CommandIo): Promise<void> {
+async function repair(kubeConfig: KubeConfig, nodeName: string, io: CommandIo, metrics: CniAgentMetrics): Promise<void> {
   const list = await kubeJson(kubeConfig, { method: 'GET', path: `/api/v1/pods?fieldSelector=${encodeURIComponent(`spec.nodeName=${nodeName}`)}` });
   const items = isJsonObject(list) && Array.isArray(list['items']) ? list['items'].filter(isJsonObject) : [];
   for (const pod of items.filter((item) => needsRepair(item, nodeName))) {
@@ -112,7 +139,15 @@ async function repair(kubeConfig: KubeConfig, nodeName: string, io: CommandIo): 
         regarding: { apiVersion: 'v1', kind: 'Pod', namespace, name, uid: metadata['uid'] },
       },
     }).catch((error: Error) => io.stderr.write(`cni-agent: Event for Pod ${namespace}/${name}: ${error.message}\n`));
-    await kubeJson(kubeConfig, { method: 'DELETE', path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}` });
+    try {
+      await kubeJson(kubeConfig, { method: 'DELETE', path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}` });
+    } catch (error) {
+      // Counted, and the next Pod repaired still: this one is tried again next round.
+      metrics.repaired('failed');
+      io.stderr.write(`cni-agent: deleting Pod ${namespace}/${name}: ${(error as Error).message}\n`);
+      continue;
+    }
+    metrics.repaired('deleted');
     io.stdout.write(`cni-agent: deleted Pod ${namespace}/${name}: ${repairNote(nodeName)}\n`);
   }
 }
@@ -129,6 +164,8 @@ export async function runCniAgent(args: readonly string[], io: CommandIo, env: N
       rules: { type: 'string', default: '/usr/local/bin/capture-rules.sh' },
       'ready-file': { type: 'string', default: '/tmp/cni-ready' },
       'interval-seconds': { type: 'string', default: '2' },
+      'metrics-port': { type: 'string', default: String(DEFAULT_METRICS_PORT) },
+      'metrics-host': { type: 'string', default: '::' },
       kubeconfig: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -141,6 +178,8 @@ export async function runCniAgent(args: readonly string[], io: CommandIo, env: N
   if (values['node-name'] === '') throw new UsageError('--node-name: required (or NODE_NAME)');
   const seconds = Number(values['interval-seconds']);
   if (!Number.isInteger(seconds) || seconds < 1 || seconds > 60) throw new UsageError(`--interval-seconds: ${JSON.stringify(values['interval-seconds'])} is not 1-60`);
+  const metricsPort = Number(values['metrics-port']);
+  if (!/^\d+$/.test(values['metrics-port']) || metricsPort > 65535) throw new UsageError(`--metrics-port: ${JSON.stringify(values['metrics-port'])} is not 0-65535`);
   const connection = connectToCluster({ kubeconfig: values.kubeconfig, env });
   if (connection === undefined) throw new UsageError('cni-agent needs the cluster: --kubeconfig, KUBECONFIG or an in-cluster service account');
   const agent = await startCniAgent(
@@ -153,6 +192,7 @@ export async function runCniAgent(args: readonly string[], io: CommandIo, env: N
       rules: values.rules,
       readyFile: values['ready-file'],
       intervalMs: seconds * 1000,
+      metrics: metricsPort === 0 ? undefined : { host: values['metrics-host'], port: metricsPort },
     },
     connection.kubeConfig,
     io,

@@ -1,7 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ConnectionTracker } from './connection-tracker.js';
-import type { InjectorMetrics } from './metrics.js';
 
 /**
  * `/metrics` over plain HTTP on a port of its own, for scrapers that do not
@@ -9,7 +8,7 @@ import type { InjectorMetrics } from './metrics.js';
  * does not.
  */
 export async function startMetricsServer(
-  metrics: InjectorMetrics,
+  metrics: { render(): Promise<{ contentType: string; body: string }> },
   host: string,
   port: number,
 ): Promise<{ port: number; close(): Promise<void>; closeAllConnections(): void }> {

@@ -11,6 +11,7 @@ import { startCniAgent, type CniAgent } from '../../src/commands/cni-agent.js';
 import { CNI_PLUGIN_TYPE } from '../../src/cni/chain-config.js';
 import { admitPod, applyPodPatch, parseTemplateFile, type JsonObject } from '../../src/injection/index.js';
 import { ROOT } from '../helpers/fixtures.js';
+import { metricSample } from '../helpers/metric-sample.js';
 import { forEachKubeVersion } from './control-plane.js';
 import { createNamespace, deleteNamespaces, eventually, helmInstall, helmUninstall, uniqueName, type Release } from './cluster.js';
 import { kubeCall } from './policy-parity.js';
@@ -26,6 +27,7 @@ import { kubeCall } from './policy-parity.js';
  * Pod whose check found no rules (a Warning Event, then the delete) and
  * leaves the configuration as it was when it stops. No kubelet: the Pods'
  * status is written as a kubelet would, and a deleted Pod stays terminating.
+ * Its metrics, scraped over HTTP, count what it did.
  */
 
 const run = promisify(execFile);
@@ -113,7 +115,7 @@ forEachKubeVersion('the CNI agent: plugin installed, rules for Pods in CNI mode,
       assert.equal(created.status, 201, JSON.stringify(created.body));
     }
     const silent = { stdout: { write: (text: string) => logs.push(text) }, stderr: { write: (text: string) => logs.push(text) }, stdin: process.stdin };
-    agent = await startCniAgent({ ...places(), nodeName: NODE, rules: join(ROOT, 'init', 'capture-rules.sh'), readyFile: join(dir, 'ready'), intervalMs: 60_000 }, asAgent, silent);
+    agent = await startCniAgent({ ...places(), nodeName: NODE, rules: join(ROOT, 'init', 'capture-rules.sh'), readyFile: join(dir, 'ready'), intervalMs: 60_000, metrics: { host: '127.0.0.1', port: 0 } }, asAgent, silent);
   });
   after(async () => {
     await agent?.stop().catch(() => undefined);
@@ -187,9 +189,23 @@ forEachKubeVersion('the CNI agent: plugin installed, rules for Pods in CNI mode,
     assert.equal(((await kubeCall(plane(), 'GET', `/api/v1/namespaces/${namespace}/pods/captured`)).body['metadata'] as JsonObject)['deletionTimestamp'], undefined);
   });
 
-  it(`stops: the configuration as it was, the shim and the ready file gone (${version})`, { skip: missing }, async () => {
+  it(`its metrics: one Pod captured, one repaired, the plugin installed (${version})`, { skip: missing }, async () => {
+    const response = await fetch(`http://127.0.0.1:${agent?.metricsPort ?? 0}/metrics`);
+    assert.equal(response.status, 200);
+    const text = await response.text();
+    const setUps = ['captured', 'skipped', 'error'].map((result) => metricSample(text, 'envoy_injector_cni_agent_pod_setups_total', { result }));
+    assert.deepEqual(setUps, [1, 0, 0], text);
+    const repairs = ['deleted', 'failed'].map((result) => metricSample(text, 'envoy_injector_cni_agent_repairs_total', { result }));
+    assert.deepEqual(repairs, [1, 0], text);
+    assert.equal(metricSample(text, 'envoy_injector_cni_agent_plugin_installed'), 1);
+  });
+
+  it(`stops: the configuration as it was, the shim and the ready file gone, no metrics served (${version})`, { skip: missing }, async () => {
+    const metricsPort = agent?.metricsPort;
+    assert.ok(metricsPort !== undefined);
     await agent?.stop();
     agent = undefined;
+    await assert.rejects(fetch(`http://127.0.0.1:${metricsPort}/metrics`), 'the metrics port still answers after the stop');
     assert.deepEqual(JSON.parse(await readFile(conflist(), 'utf8')), BRIDGE);
     assert.equal(existsSync(join(places().binDir, CNI_PLUGIN_TYPE)), false);
     assert.equal(existsSync(join(dir, 'ready')), false);

@@ -1,4 +1,5 @@
 import { Reason } from '../../src/injection/index.js';
+import { CniAgentMetrics } from '../../src/server/cni-agent-metrics.js';
 import { ErrorReason, InjectorMetrics } from '../../src/server/metrics.js';
 
 /**
@@ -29,8 +30,17 @@ function fullRegistry(): InjectorMetrics {
 }
 
 export function injectorMetrics(): MetricEntry[] {
-  return fullRegistry()
-    .registry.getMetricsAsArray()
+  return entries(fullRegistry().registry);
+}
+
+/** The CNI node agent's own metrics (`envoy-injector cni-agent`). */
+export function cniAgentMetrics(): MetricEntry[] {
+  return entries(new CniAgentMetrics({ processMetrics: false }).registry);
+}
+
+function entries(registry: InjectorMetrics['registry']): MetricEntry[] {
+  return registry
+    .getMetricsAsArray()
     .map((metric) => {
       const { name, help, type, labelNames } = metric as unknown as { name: string; help: string; type: string; labelNames?: readonly string[] };
       return { name, help, type, labels: [...(labelNames ?? [])] };
@@ -48,6 +58,9 @@ export function seriesNames(metrics: readonly MetricEntry[]): Set<string> {
   return names;
 }
 
+const tableRow = (metric: MetricEntry): string =>
+  `| \`${metric.name}\` | ${metric.type} | ${metric.labels.map((label) => `\`${label}\``).join(', ')} | ${metric.help.replace(/\|/g, '\\|')} |`;
+
 export function renderMetricsReference(): string {
   const lines = [
     '# Metrics reference',
@@ -64,9 +77,19 @@ export function renderMetricsReference(): string {
     '| metric | type | labels | help |',
     '|---|---|---|---|',
   ];
-  for (const metric of injectorMetrics()) {
-    lines.push(`| \`${metric.name}\` | ${metric.type} | ${metric.labels.map((label) => `\`${label}\``).join(', ')} | ${metric.help.replace(/\|/g, '\\|')} |`);
-  }
+  for (const metric of injectorMetrics()) lines.push(tableRow(metric));
+  lines.push(
+    '',
+    '## The CNI node agent',
+    '',
+    'The agent of capture in CNI mode (`envoy-injector cni-agent`, the chart\'s',
+    'DaemonSet) serves its own on `GET /metrics` of `--metrics-port` (chart value',
+    '`cniAgent.metricsPort`), beside the process metrics:',
+    '',
+    '| metric | type | labels | help |',
+    '|---|---|---|---|',
+    ...cniAgentMetrics().map(tableRow),
+  );
   lines.push(
     '',
     '## The `reason` label',
