@@ -11,6 +11,7 @@ import { CniAgentMetrics } from '../server/cni-agent-metrics.js';
 import { startMetricsServer } from '../server/metrics-server.js';
 import { installPlugin, rulesRunner, serveShim, uninstallPlugin, type PluginPlaces } from './cni-agent-core.js';
 import type { CommandIo } from './io.js';
+import { parseInteger } from './options.js';
 
 export const CNI_AGENT_HELP = `Usage: envoy-injector cni-agent --node-name NAME [options]
 
@@ -176,10 +177,8 @@ export async function runCniAgent(args: readonly string[], io: CommandIo, env: N
     return 0;
   }
   if (values['node-name'] === '') throw new UsageError('--node-name: required (or NODE_NAME)');
-  const seconds = Number(values['interval-seconds']);
-  if (!Number.isInteger(seconds) || seconds < 1 || seconds > 60) throw new UsageError(`--interval-seconds: ${JSON.stringify(values['interval-seconds'])} is not 1-60`);
-  const metricsPort = Number(values['metrics-port']);
-  if (!/^\d+$/.test(values['metrics-port']) || metricsPort > 65535) throw new UsageError(`--metrics-port: ${JSON.stringify(values['metrics-port'])} is not 0-65535`);
+  const seconds = parseInteger(values['interval-seconds'], '--interval-seconds', 1, 60);
+  const metricsPort = parseInteger(values['metrics-port'], '--metrics-port', 0, 65535);
   const connection = connectToCluster({ kubeconfig: values.kubeconfig, env });
   if (connection === undefined) throw new UsageError('cni-agent needs the cluster: --kubeconfig, KUBECONFIG or an in-cluster service account');
   const agent = await startCniAgent(

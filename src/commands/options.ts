@@ -13,6 +13,12 @@ export function parseAllowedOverrides(value: string | undefined): OverrideName[]
   });
 }
 
+/** A flag's whole number from MIN to MAX (digits only: no sign, fraction or exponent); else a usage error naming the flag. */
+export function parseInteger(value: string | undefined, flag: string, min: number, max: number): number {
+  const number = Number(value);
+  if (value === undefined || !/^\d+$/.test(value) || number < min || number > max) throw new UsageError(`${flag}: must be an integer from ${min} to ${max}`);
+  return number;
+}
 
 /**
  * A JSON list of Pod label selectors (`--never-inject-selector`,

@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import { UsageError } from '../errors.js';
 import { DEFAULT_ALLOWED_OVERRIDES, type LabelSelector, type OverrideName } from '../injection/index.js';
 import { isPolicyApiPreference, type PolicyApiPreference } from '../policy/policy-api-version.js';
-import { parseAllowedOverrides, parseSelectorsOption } from './options.js';
+import { parseAllowedOverrides, parseInteger, parseSelectorsOption } from './options.js';
 
 /**
  * `serve`'s flags and environment variables, read into ServeSettings: what
@@ -241,12 +241,6 @@ export function parseServeArgs(args: readonly string[], env: NodeJS.ProcessEnv):
 
 function nonEmpty(value: string | undefined): string | undefined {
   return value === undefined || value === '' ? undefined : value;
-}
-
-function parseInteger(value: string | undefined, flag: string, min: number, max: number): number {
-  const number = Number(value);
-  if (value === undefined || !/^\d+$/.test(value) || number < min || number > max) throw new UsageError(`${flag}: must be an integer from ${min} to ${max}`);
-  return number;
 }
 
 function parseTestCertValidity(value: string): number {

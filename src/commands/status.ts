@@ -6,7 +6,7 @@ import { buildFleetReport, namespaceTemplates } from '../fleet/fleet-report.js';
 import { planRestarts, restartCandidates } from '../fleet/restart-plan.js';
 import { describeCount, describeRef, formatReport, formatRestart, toNotRestartedRef, toRef, type Ref, type RestartOutcome } from './status-format.js';
 import type { CommandIo } from './io.js';
-import { parseSelectorsOption } from './options.js';
+import { parseInteger, parseSelectorsOption } from './options.js';
 
 export const STATUS_HELP = `Usage: envoy-injector status [options]
 
@@ -93,8 +93,7 @@ function parseStatusArgs(args: readonly string[]): StatusSettings | undefined {
   const output = values.output;
   if (output !== 'table' && output !== 'json') throw new UsageError('--output: must be table or json');
   if (!values.restart && (values['dry-run'] || values.yes || values.force)) throw new UsageError('--dry-run, --yes and --force go with --restart');
-  const pageSize = Number(values['page-size']);
-  if (!/^\d+$/.test(values['page-size']) || pageSize < 1 || pageSize > 10_000) throw new UsageError('--page-size: must be an integer from 1 to 10000');
+  const pageSize = parseInteger(values['page-size'], '--page-size', 1, 10_000);
   return {
     namespace: values.namespace,
     labelSelector: values.selector,
