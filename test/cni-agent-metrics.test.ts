@@ -15,7 +15,7 @@ describe('the CNI agent\'s metrics', () => {
   it('every series starts at 0: set-ups by result, repairs by result, the plugin not installed', async () => {
     const text = (await new CniAgentMetrics({ processMetrics: false }).render()).body;
     for (const result of ['captured', 'skipped', 'error']) assert.equal(metricSample(text, 'envoy_injector_cni_agent_pod_setups_total', { result }), 0, result);
-    for (const result of ['deleted', 'failed']) assert.equal(metricSample(text, 'envoy_injector_cni_agent_repairs_total', { result }), 0, result);
+    for (const result of ['deleted', 'failed', 'left']) assert.equal(metricSample(text, 'envoy_injector_cni_agent_repairs_total', { result }), 0, result);
     assert.equal(metricSample(text, 'envoy_injector_cni_agent_plugin_installed'), 0);
   });
 
@@ -25,10 +25,12 @@ describe('the CNI agent\'s metrics', () => {
     metrics.setUp('captured');
     metrics.setUp('error');
     metrics.repaired('failed');
+    metrics.repaired('left');
+    metrics.repaired('left');
     metrics.installed.set(1);
     const text = (await metrics.render()).body;
     assert.deepEqual(['captured', 'skipped', 'error'].map((result) => metricSample(text, 'envoy_injector_cni_agent_pod_setups_total', { result })), [2, 0, 1]);
-    assert.deepEqual(['deleted', 'failed'].map((result) => metricSample(text, 'envoy_injector_cni_agent_repairs_total', { result })), [0, 1]);
+    assert.deepEqual(['deleted', 'failed', 'left'].map((result) => metricSample(text, 'envoy_injector_cni_agent_repairs_total', { result })), [0, 1, 2]);
     assert.equal(metricSample(text, 'envoy_injector_cni_agent_plugin_installed'), 1);
   });
 

@@ -2,7 +2,7 @@ import { rm, writeFile } from 'node:fs/promises';
 import type { Server } from 'node:net';
 import { parseArgs } from 'node:util';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { CAPTURE_REPAIRED_REASON, needsRepair, repairNote } from '../cni/repair.js';
+import { CAPTURE_NOT_REPAIRED_REASON, CAPTURE_REPAIRED_REASON, notRepairedNote, repairAction, repairNote } from '../cni/repair.js';
 import { UsageError } from '../errors.js';
 import { isJsonObject, type JsonObject } from '../injection/index.js';
 import { connectToCluster } from '../kube/cluster-connection.js';
@@ -19,7 +19,8 @@ The node agent of capture in CNI mode (a DaemonSet Pod, privileged, host network
 and PID): installs the plugin envoy-injector-cni into the node's CNI folders and
 keeps it last in the primary configuration's chain, answers the plugin's requests
 (the capture rules run in the Pods' network namespaces), deletes Pods of the node
-whose envoy-capture-check found no rules, and takes the plugin out on SIGTERM.
+whose envoy-capture-check found no rules (a bare Pod, which nothing would make
+again, only gets a Warning), and takes the plugin out on SIGTERM.
 
 Options:
   --node-name NAME     the node this agent runs on (NODE_NAME)
@@ -70,6 +71,8 @@ export async function startCniAgent(settings: CniAgentSettings, kubeConfig: Kube
     runRules: rulesRunner(settings.rules),
     countSetUp: (result) => metrics.setUp(result),
   });
+  /** The bare Pods already warned about (a Warning once each, not every round). */
+  const left = new Set<string>();
   const tick = async (): Promise<void> => {
     const edit = await installPlugin(settings);
     if ('problem' in edit) {
@@ -81,7 +84,7 @@ export async function startCniAgent(settings: CniAgentSettings, kubeConfig: Kube
     if (edit.changed) io.stdout.write(`cni-agent: envoy-injector-cni put last in the chain of ${edit.file ?? ''}\n`);
     await writeFile(settings.readyFile, 'ready\n');
     metrics.installed.set(1);
-    await repair(kubeConfig, settings.nodeName, io, metrics).catch((error: Error) => io.stderr.write(`cni-agent: repair: ${error.message}\n`));
+    await repair(kubeConfig, settings.nodeName, io, metrics, left).catch((error: Error) => io.stderr.write(`cni-agent: repair: ${error.message}\n`));
   };
   let running = tick();
   await running;
@@ -113,33 +116,54 @@ async function readPod(kubeConfig: KubeConfig, namespace: string, name: string):
   }
 }
 
-/** Deletes the node's Pods whose check found no rules, each with a Warning Event on it first. */
-async function repair(kubeConfig: KubeConfig, nodeName: string, io: CommandIo, metrics: CniAgentMetrics): Promise<void> {
+/** Posts a Warning Event on a Pod of the node, as the agent; a failure is only logged. */
+async function warnOnPod(kubeConfig: KubeConfig, nodeName: string, io: CommandIo, pod: JsonObject, event: { reason: string; action: string; note: string }): Promise<void> {
+  const metadata = isJsonObject(pod['metadata']) ? pod['metadata'] : {};
+  const namespace = String(metadata['namespace']);
+  const name = String(metadata['name']);
+  await kubeJson(kubeConfig, {
+    method: 'POST',
+    path: `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/events`,
+    body: {
+      apiVersion: 'events.k8s.io/v1',
+      kind: 'Event',
+      // Named as client-go names Events: the object, then a timestamp in hex.
+      metadata: { name: `${name}.${Date.now().toString(16)}`, namespace },
+      eventTime: new Date().toISOString().replace(/\.\d+Z$/, '.000000Z'),
+      type: 'Warning',
+      ...event,
+      reportingController: 'envoy-injector.io/cni-agent',
+      reportingInstance: `envoy-injector-cni-agent-${nodeName}`,
+      regarding: { apiVersion: 'v1', kind: 'Pod', namespace, name, uid: metadata['uid'] },
+    },
+  }).catch((error: Error) => io.stderr.write(`cni-agent: Event for Pod ${namespace}/${name}: ${error.message}\n`));
+}
+
+/**
+ * Deletes the node's Pods whose check found no rules and that a controller
+ * makes again, each with a Warning Event on it first; a Pod nothing would
+ * make again gets a Warning once (LEFT holds their uids) and is kept.
+ */
+async function repair(kubeConfig: KubeConfig, nodeName: string, io: CommandIo, metrics: CniAgentMetrics, left: Set<string>): Promise<void> {
   const list = await kubeJson(kubeConfig, { method: 'GET', path: `/api/v1/pods?fieldSelector=${encodeURIComponent(`spec.nodeName=${nodeName}`)}` });
   const items = isJsonObject(list) && Array.isArray(list['items']) ? list['items'].filter(isJsonObject) : [];
-  for (const pod of items.filter((item) => needsRepair(item, nodeName))) {
+  const stillLeft = new Set<string>();
+  for (const pod of items) {
+    const action = repairAction(pod, nodeName);
+    if (action === undefined) continue;
     const metadata = isJsonObject(pod['metadata']) ? pod['metadata'] : {};
     const namespace = String(metadata['namespace']);
     const name = String(metadata['name']);
-    const now = new Date().toISOString().replace(/\.\d+Z$/, '.000000Z');
-    await kubeJson(kubeConfig, {
-      method: 'POST',
-      path: `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/events`,
-      body: {
-        apiVersion: 'events.k8s.io/v1',
-        kind: 'Event',
-        // Named as client-go names Events: the object, then a timestamp in hex.
-        metadata: { name: `${name}.${Date.now().toString(16)}`, namespace },
-        eventTime: now,
-        type: 'Warning',
-        reason: CAPTURE_REPAIRED_REASON,
-        action: 'Delete',
-        note: repairNote(nodeName),
-        reportingController: 'envoy-injector.io/cni-agent',
-        reportingInstance: `envoy-injector-cni-agent-${nodeName}`,
-        regarding: { apiVersion: 'v1', kind: 'Pod', namespace, name, uid: metadata['uid'] },
-      },
-    }).catch((error: Error) => io.stderr.write(`cni-agent: Event for Pod ${namespace}/${name}: ${error.message}\n`));
+    if (action === 'leave') {
+      const uid = String(metadata['uid']);
+      stillLeft.add(uid);
+      if (left.has(uid)) continue;
+      await warnOnPod(kubeConfig, nodeName, io, pod, { reason: CAPTURE_NOT_REPAIRED_REASON, action: 'None', note: notRepairedNote(nodeName) });
+      metrics.repaired('left');
+      io.stdout.write(`cni-agent: left Pod ${namespace}/${name}: ${notRepairedNote(nodeName)}\n`);
+      continue;
+    }
+    await warnOnPod(kubeConfig, nodeName, io, pod, { reason: CAPTURE_REPAIRED_REASON, action: 'Delete', note: repairNote(nodeName) });
     try {
       await kubeJson(kubeConfig, { method: 'DELETE', path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}` });
     } catch (error) {
@@ -151,6 +175,9 @@ async function repair(kubeConfig: KubeConfig, nodeName: string, io: CommandIo, m
     metrics.repaired('deleted');
     io.stdout.write(`cni-agent: deleted Pod ${namespace}/${name}: ${repairNote(nodeName)}\n`);
   }
+  // Only the Pods still waiting are remembered: a Pod gone (or fixed) is forgotten.
+  left.clear();
+  for (const uid of stillLeft) left.add(uid);
 }
 
 export async function runCniAgent(args: readonly string[], io: CommandIo, env: NodeJS.ProcessEnv): Promise<number> {

@@ -5,8 +5,8 @@ export type SetUpResult = 'captured' | 'skipped' | 'error';
 export const SET_UP_RESULTS: readonly SetUpResult[] = ['captured', 'skipped', 'error'];
 
 /** How the repair of one Pod whose check found no rules ended. */
-export type RepairResult = 'deleted' | 'failed';
-export const REPAIR_RESULTS: readonly RepairResult[] = ['deleted', 'failed'];
+export type RepairResult = 'deleted' | 'failed' | 'left';
+export const REPAIR_RESULTS: readonly RepairResult[] = ['deleted', 'failed', 'left'];
 
 /**
  * The CNI node agent's Prometheus metrics (docs/design.md §11, CNI mode),
@@ -25,7 +25,7 @@ export class CniAgentMetrics {
 
   readonly repairs = new Counter({
     name: 'envoy_injector_cni_agent_repairs_total',
-    help: "Pods of the node whose envoy-capture-check exited 69 (no rules), by result: deleted (their controller makes new ones) or failed (the delete failed).",
+    help: "Pods of the node whose envoy-capture-check exited 69 (no rules), by result: deleted (their controller makes new ones), failed (the delete failed) or left (no controller would make them again: kept, with a Warning Event, counted once each).",
     labelNames: ['result'] as const,
     registers: [this.registry],
   });

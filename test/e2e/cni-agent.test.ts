@@ -24,8 +24,8 @@ import { kubeCall } from './policy-parity.js';
  * and a network namespace this test makes: it installs the plugin, reads the
  * Pod a runtime's ADD names and installs the rules for a Pod in CNI mode,
  * puts its entry back after the primary plugin rewrote the file, repairs a
- * Pod whose check found no rules (a Warning Event, then the delete) and
- * leaves the configuration as it was when it stops. No kubelet: the Pods'
+ * Pod whose check found no rules (a Warning Event, then the delete), keeps
+ * a bare one (a Warning Event once) and leaves the configuration as it was when it stops. No kubelet: the Pods'
  * status is written as a kubelet would, and a deleted Pod stays terminating.
  * Its metrics, scraped over HTTP, count what it did.
  */
@@ -110,8 +110,16 @@ forEachKubeVersion('the CNI agent: plugin installed, rules for Pods in CNI mode,
     agentToken = await plane().serviceAccountToken(release.namespace, account.metadata.name);
     const asAgent = new KubeConfig();
     asAgent.loadFromFile(await plane().serviceAccountKubeconfig(release.namespace, account.metadata.name));
-    for (const name of ['captured', 'broken']) {
-      const created = await kubeCall(plane(), 'POST', `/api/v1/namespaces/${namespace}/pods`, cniPod(name));
+    // The repaired Pod needs a controller (the agent deletes only what is made again). Any object will do
+    // as its owner for the agent, which reads only the reference; a ConfigMap keeps the garbage collector
+    // content (the owner exists) and no controller acts on it, as one would on a ReplicaSet's Pod.
+    const owner = await kubeCall(plane(), 'POST', `/api/v1/namespaces/${namespace}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'owner' } });
+    assert.equal(owner.status, 201, JSON.stringify(owner.body));
+    const controllerRef = { apiVersion: 'v1', kind: 'ConfigMap', name: 'owner', uid: String((owner.body['metadata'] as JsonObject)['uid']), controller: true };
+    for (const name of ['captured', 'broken', 'bare']) {
+      const pod = cniPod(name);
+      if (name === 'broken') (pod['metadata'] as JsonObject)['ownerReferences'] = [controllerRef];
+      const created = await kubeCall(plane(), 'POST', `/api/v1/namespaces/${namespace}/pods`, pod);
       assert.equal(created.status, 201, JSON.stringify(created.body));
     }
     const silent = { stdout: { write: (text: string) => logs.push(text) }, stderr: { write: (text: string) => logs.push(text) }, stdin: process.stdin };
@@ -163,8 +171,9 @@ forEachKubeVersion('the CNI agent: plugin installed, rules for Pods in CNI mode,
     assert.deepEqual(await entries(), ['bridge', CNI_PLUGIN_TYPE]);
   });
 
-  it(`a Pod whose check found no rules: a CaptureRepaired Event, then deleted (${version})`, { skip: missing }, async () => {
-    const path = `/api/v1/namespaces/${namespace}/pods/broken`;
+  /** Writes the status a kubelet writes when the Pod's check exited 69 (no rules), then runs one round. */
+  const checkFoundNoRules = async (name: string): Promise<void> => {
+    const path = `/api/v1/namespaces/${namespace}/pods/${name}`;
     const pod = (await kubeCall(plane(), 'GET', path)).body;
     const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
     const status = {
@@ -174,29 +183,48 @@ forEachKubeVersion('the CNI agent: plugin installed, rules for Pods in CNI mode,
     const written = await kubeCall(plane(), 'PUT', `${path}/status`, { ...pod, status });
     assert.equal(written.status, 200, JSON.stringify(written.body));
     await agent?.tick();
+  };
+  const eventsFor = async (name: string, reason: string): Promise<JsonObject[]> => {
+    const list = (await kubeCall(plane(), 'GET', `/apis/events.k8s.io/v1/namespaces/${namespace}/events`)).body['items'] as JsonObject[];
+    return list.filter((event) => event['reason'] === reason && (event['regarding'] as JsonObject)['name'] === name);
+  };
+  const podMetadata = async (name: string): Promise<JsonObject> => (await kubeCall(plane(), 'GET', `/api/v1/namespaces/${namespace}/pods/${name}`)).body['metadata'] as JsonObject;
+
+  it(`a Pod whose check found no rules: a CaptureRepaired Event, then deleted (${version})`, { skip: missing }, async () => {
+    await checkFoundNoRules('broken');
     const events = await eventually('the CaptureRepaired Event', async () => {
-      const list = (await kubeCall(plane(), 'GET', `/apis/events.k8s.io/v1/namespaces/${namespace}/events`)).body['items'] as JsonObject[];
-      const found = list.filter((event) => event['reason'] === 'CaptureRepaired');
+      const found = await eventsFor('broken', 'CaptureRepaired');
       return found.length > 0 ? found : undefined;
     }, 10_000, 200).catch((error: Error) => {
       throw new Error(`${error.message}; the agent said: ${logs.join('')}`);
     });
-    assert.equal(((events[0] as JsonObject)['regarding'] as JsonObject)['name'], 'broken');
     assert.equal((events[0] as JsonObject)['type'], 'Warning');
     // No kubelet to finish it: the Pod is terminating, and the captured one untouched.
-    const after = await kubeCall(plane(), 'GET', path);
+    const after = await kubeCall(plane(), 'GET', `/api/v1/namespaces/${namespace}/pods/broken`);
     assert.ok(after.status === 404 || (after.body['metadata'] as JsonObject)['deletionTimestamp'] !== undefined, JSON.stringify(after.body['metadata']));
-    assert.equal(((await kubeCall(plane(), 'GET', `/api/v1/namespaces/${namespace}/pods/captured`)).body['metadata'] as JsonObject)['deletionTimestamp'], undefined);
+    assert.equal((await podMetadata('captured'))['deletionTimestamp'], undefined);
   });
 
-  it(`its metrics: one Pod captured, one repaired, the plugin installed (${version})`, { skip: missing }, async () => {
+  it(`a bare Pod whose check found no rules is kept, with one CaptureNotRepaired Event (${version})`, { skip: missing }, async () => {
+    await checkFoundNoRules('bare');
+    await eventually('the CaptureNotRepaired Event', async () => ((await eventsFor('bare', 'CaptureNotRepaired')).length > 0 ? true : undefined), 10_000, 200).catch((error: Error) => {
+      throw new Error(`${error.message}; the agent said: ${logs.join('')}`);
+    });
+    // Another round: still kept, and not warned about again.
+    await agent?.tick();
+    assert.equal((await podMetadata('bare'))['deletionTimestamp'], undefined, 'the bare Pod was deleted: nothing would make it again');
+    assert.equal((await eventsFor('bare', 'CaptureNotRepaired')).length, 1);
+    assert.deepEqual(await eventsFor('bare', 'CaptureRepaired'), []);
+  });
+
+  it(`its metrics: one Pod captured, one repaired, one left, the plugin installed (${version})`, { skip: missing }, async () => {
     const response = await fetch(`http://127.0.0.1:${agent?.metricsPort ?? 0}/metrics`);
     assert.equal(response.status, 200);
     const text = await response.text();
     const setUps = ['captured', 'skipped', 'error'].map((result) => metricSample(text, 'envoy_injector_cni_agent_pod_setups_total', { result }));
     assert.deepEqual(setUps, [1, 0, 0], text);
-    const repairs = ['deleted', 'failed'].map((result) => metricSample(text, 'envoy_injector_cni_agent_repairs_total', { result }));
-    assert.deepEqual(repairs, [1, 0], text);
+    const repairs = ['deleted', 'failed', 'left'].map((result) => metricSample(text, 'envoy_injector_cni_agent_repairs_total', { result }));
+    assert.deepEqual(repairs, [1, 0, 1], text);
     assert.equal(metricSample(text, 'envoy_injector_cni_agent_plugin_installed'), 1);
   });
 
