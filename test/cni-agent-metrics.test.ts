@@ -34,6 +34,14 @@ describe('the CNI agent\'s metrics', () => {
     assert.equal(metricSample(text, 'envoy_injector_cni_agent_plugin_installed'), 1);
   });
 
+  it('the labels given go on every series: the node and the release, which the chart\'s alerts select', async () => {
+    const text = (await new CniAgentMetrics({ processMetrics: false, labels: { envoy_injector_node: 'node-a', envoy_injector_release: 'ns/rel' } }).render()).body;
+    const samples = text.split('\n').filter((line) => line.startsWith('envoy_injector_'));
+    assert.equal(samples.length, 7, text);
+    for (const line of samples) assert.match(line, /\{.*envoy_injector_node="node-a".*\}/, line);
+    for (const line of samples) assert.match(line, /envoy_injector_release="ns\/rel"/, line);
+  });
+
   it('promtool check metrics accepts the agent\'s own series', async (t) => {
     const bin = promtoolOrSkip(t);
     if (bin === undefined) return;

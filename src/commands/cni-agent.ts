@@ -7,7 +7,8 @@ import { UsageError } from '../errors.js';
 import { isJsonObject, type JsonObject } from '../injection/index.js';
 import { connectToCluster } from '../kube/cluster-connection.js';
 import { kubeJson, KubeRequestError } from '../kube/kube-json.js';
-import { CniAgentMetrics } from '../server/cni-agent-metrics.js';
+import { CniAgentMetrics, NODE_LABEL } from '../server/cni-agent-metrics.js';
+import { RELEASE_LABEL } from '../server/metrics.js';
 import { startMetricsServer } from '../server/metrics-server.js';
 import { installPlugin, rulesRunner, serveShim, uninstallPlugin, type PluginPlaces } from './cni-agent-core.js';
 import type { CommandIo } from './io.js';
@@ -33,6 +34,9 @@ Options:
   --interval-seconds N how often the chain is checked and Pods are repaired (default 2)
   --metrics-port N     serve GET /metrics over plain HTTP on this port of the node (default 10390; 0: none)
   --metrics-host ADDR  address of the metrics port (default "::", every IPv4 and IPv6 address)
+  --metrics-release ID put the label envoy_injector_release="ID" on every series, as the
+                       injector's --metrics-release (METRICS_RELEASE); envoy_injector_node="NAME"
+                       is always there
   --kubeconfig FILE    the cluster (default: in-cluster)
   -h, --help
 `;
@@ -52,6 +56,8 @@ export interface CniAgentSettings extends PluginPlaces {
   readonly intervalMs: number;
   /** Where GET /metrics is served (port 0: one the system picks); undefined: not served. */
   readonly metrics?: { readonly host: string; readonly port: number } | undefined;
+  /** The envoy_injector_release label of every series (the chart's `<namespace>/<release>`). */
+  readonly metricsRelease?: string | undefined;
 }
 
 export interface CniAgent {
@@ -64,7 +70,7 @@ export interface CniAgent {
 
 /** Starts the agent's socket and first round, then a round every interval. */
 export async function startCniAgent(settings: CniAgentSettings, kubeConfig: KubeConfig, io: CommandIo): Promise<CniAgent> {
-  const metrics = new CniAgentMetrics();
+  const metrics = new CniAgentMetrics({ labels: { [NODE_LABEL]: settings.nodeName, ...(settings.metricsRelease === undefined ? {} : { [RELEASE_LABEL]: settings.metricsRelease }) } });
   const metricsServer = settings.metrics === undefined ? undefined : await startMetricsServer(metrics, settings.metrics.host, settings.metrics.port);
   const server: Server = await serveShim(settings.agentSocket, {
     readPod: (namespace, name) => readPod(kubeConfig, namespace, name),
@@ -194,6 +200,7 @@ export async function runCniAgent(args: readonly string[], io: CommandIo, env: N
       'interval-seconds': { type: 'string', default: '2' },
       'metrics-port': { type: 'string', default: String(DEFAULT_METRICS_PORT) },
       'metrics-host': { type: 'string', default: '::' },
+      'metrics-release': { type: 'string', default: env['METRICS_RELEASE'] ?? '' },
       kubeconfig: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -219,6 +226,7 @@ export async function runCniAgent(args: readonly string[], io: CommandIo, env: N
       readyFile: values['ready-file'],
       intervalMs: seconds * 1000,
       metrics: metricsPort === 0 ? undefined : { host: values['metrics-host'], port: metricsPort },
+      metricsRelease: values['metrics-release'] === '' ? undefined : values['metrics-release'],
     },
     connection.kubeConfig,
     io,

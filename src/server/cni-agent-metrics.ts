@@ -1,5 +1,8 @@
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 
+/** The label naming the agent's node on every series. */
+export const NODE_LABEL = 'envoy_injector_node';
+
 /** How the agent answered one Pod's sandbox set-up (the runtime's CNI ADD). */
 export type SetUpResult = 'captured' | 'skipped' | 'error';
 export const SET_UP_RESULTS: readonly SetUpResult[] = ['captured', 'skipped', 'error'];
@@ -36,7 +39,14 @@ export class CniAgentMetrics {
     registers: [this.registry],
   });
 
-  constructor(options: { processMetrics?: boolean } = {}) {
+  /**
+   * LABELS go on every series: the agent's node (`envoy_injector_node`) and,
+   * from the chart, the release (`envoy_injector_release`, as the injector's),
+   * so that the chart's alerts select this release's agents whatever the
+   * scrape's own labels, and name the node.
+   */
+  constructor(options: { processMetrics?: boolean; labels?: Readonly<Record<string, string>> } = {}) {
+    if (options.labels !== undefined) this.registry.setDefaultLabels({ ...options.labels });
     for (const result of SET_UP_RESULTS) this.setUps.labels(result).inc(0);
     for (const result of REPAIR_RESULTS) this.repairs.labels(result).inc(0);
     this.installed.set(0);

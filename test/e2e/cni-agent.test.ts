@@ -123,7 +123,7 @@ forEachKubeVersion('the CNI agent: plugin installed, rules for Pods in CNI mode,
       assert.equal(created.status, 201, JSON.stringify(created.body));
     }
     const silent = { stdout: { write: (text: string) => logs.push(text) }, stderr: { write: (text: string) => logs.push(text) }, stdin: process.stdin };
-    agent = await startCniAgent({ ...places(), nodeName: NODE, rules: join(ROOT, 'init', 'capture-rules.sh'), readyFile: join(dir, 'ready'), intervalMs: 60_000, metrics: { host: '127.0.0.1', port: 0 } }, asAgent, silent);
+    agent = await startCniAgent({ ...places(), nodeName: NODE, rules: join(ROOT, 'init', 'capture-rules.sh'), readyFile: join(dir, 'ready'), intervalMs: 60_000, metrics: { host: '127.0.0.1', port: 0 }, metricsRelease: `${release.namespace}/${release.name}` }, asAgent, silent);
   });
   after(async () => {
     await agent?.stop().catch(() => undefined);
@@ -225,7 +225,7 @@ forEachKubeVersion('the CNI agent: plugin installed, rules for Pods in CNI mode,
     assert.deepEqual(setUps, [1, 0, 0], text);
     const repairs = ['deleted', 'failed', 'left'].map((result) => metricSample(text, 'envoy_injector_cni_agent_repairs_total', { result }));
     assert.deepEqual(repairs, [1, 0, 1], text);
-    assert.equal(metricSample(text, 'envoy_injector_cni_agent_plugin_installed'), 1);
+    assert.equal(metricSample(text, 'envoy_injector_cni_agent_plugin_installed', { envoy_injector_node: NODE, envoy_injector_release: `${release?.namespace ?? ''}/${release?.name ?? ''}` }), 1, text);
   });
 
   it(`stops: the configuration as it was, the shim and the ready file gone, no metrics served (${version})`, { skip: missing }, async () => {
