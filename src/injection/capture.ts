@@ -4,11 +4,13 @@ import {
   CAPTURE_INIT_NAME,
   CAPTURE_LOCK_VOLUME,
   CaptureModeSetting,
+  Interception,
   type CaptureExclusionName,
   type CaptureExclusions,
   type CaptureSettings,
 } from './capture-template.js';
 import { arrayAt, describeValue, entryName, isJsonObject, objectAt, own, type JsonObject } from './json.js';
+import { decideInterception, proxyGroupClashes } from './interception.js';
 import { Annotations, PodSecurityLabel } from './names.js';
 import type { SidecarTemplate } from './parse-template.js';
 
@@ -38,6 +40,8 @@ export type CaptureDecision =
       readonly settings: CaptureSettings;
       /** After the Pod's annotations: what the rules get. */
       readonly exclusions: CaptureExclusions;
+      /** REDIRECT, or TPROXY (the app sees its clients' own addresses; the proxy keeps NET_ADMIN). */
+      readonly interception: Interception;
       readonly warnings: readonly string[];
     }
   | { readonly capture: false; readonly reason: CaptureReason; readonly message: string; readonly warnings: readonly string[] };
@@ -112,7 +116,9 @@ export function decideCapture(input: CaptureInput): CaptureDecision {
   const why = asked === true ? `the Pod is annotated ${Annotations.capture}: "true"` : `capture is on by default (template "${input.template.name}")`;
   const mode = settings.mode === CaptureModeSetting.cni || (settings.mode === CaptureModeSetting.auto && forbidden) ? CaptureMode.cni : CaptureMode.initContainer;
   const message = settings.mode === CaptureModeSetting.auto && forbidden ? `${why}; in CNI mode: ${forbids} envoy-init needs` : why;
-  return { capture: true, mode, reason, message, settings, exclusions, warnings };
+  const { interception, warnings: interceptionWarnings } = decideInterception(annotations, settings, mode === CaptureMode.cni);
+  const groupClashes = interception === Interception.tproxy ? proxyGroupClashes(input.pod, settings.proxyUid) : [];
+  return { capture: true, mode, reason, message, settings, exclusions, interception, warnings: [...warnings, ...interceptionWarnings, ...groupClashes] };
 }
 
 /**
@@ -160,17 +166,23 @@ function resolveExclusions(annotations: JsonObject | undefined, defaults: Captur
   };
 }
 
-/** The rule script's arguments (init/capture-rules.sh), every one always given. */
-export function captureArgs(settings: CaptureSettings, exclusions: CaptureExclusions): string[] {
+/**
+ * The rule script's arguments (init/capture-rules.sh), every one always
+ * given; TPROXY adds `--interception=tproxy` and sends inbound to the
+ * transparent listener's port (REDIRECT Pods' arguments stay as they were).
+ */
+export function captureArgs(settings: CaptureSettings, exclusions: CaptureExclusions, interception: Interception = Interception.redirect): string[] {
+  const tproxy = interception === Interception.tproxy && settings.tproxyPort !== undefined;
   return [
     `--proxy-uid=${settings.proxyUid}`,
     `--outbound-port=${settings.outboundPort}`,
-    `--inbound-port=${settings.inboundPort}`,
+    `--inbound-port=${tproxy ? settings.tproxyPort : settings.inboundPort}`,
     `--proxy-ports=${settings.proxyPorts.join(',')}`,
     `--exclude-outbound-cidrs=${exclusions.excludeOutboundCidrs}`,
     `--exclude-outbound-ports=${exclusions.excludeOutboundPorts}`,
     `--exclude-inbound-ports=${exclusions.excludeInboundPorts}`,
     `--include-inbound-ports=${exclusions.includeInboundPorts}`,
+    ...(tproxy ? ['--interception=tproxy'] : []),
   ];
 }
 
@@ -179,12 +191,12 @@ export function captureArgs(settings: CaptureSettings, exclusions: CaptureExclus
  * NET_ADMIN and NET_RAW, nothing else, read-only root; /run is an emptyDir
  * because iptables' legacy backend takes its lock there.
  */
-export function captureInitContainer(settings: CaptureSettings, exclusions: CaptureExclusions): JsonObject {
+export function captureInitContainer(settings: CaptureSettings, exclusions: CaptureExclusions, interception: Interception = Interception.redirect): JsonObject {
   return {
     name: CAPTURE_INIT_NAME,
     image: settings.image,
     ...(settings.imagePullPolicy === undefined ? {} : { imagePullPolicy: settings.imagePullPolicy }),
-    args: captureArgs(settings, exclusions),
+    args: captureArgs(settings, exclusions, interception),
     resources: settings.resources,
     securityContext: captureSecurityContext(),
     volumeMounts: [{ name: CAPTURE_LOCK_VOLUME, mountPath: '/run' }],
