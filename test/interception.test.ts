@@ -138,7 +138,7 @@ describe('TPROXY interception', () => {
 
   it('a container running as the proxy\'s group gets a warning under TPROXY only (the rules let that group out)', () => {
     const grouped = { ...pod(TPROXY), spec: { containers: [{ name: 'app', image: 'a:1', securityContext: { runAsGroup: 1337 } }] } } as JsonObject;
-    const warning = 'container "app" runs as group 1337, the proxy\'s group under TPROXY: the capture rules let that group\'s traffic past the proxy; run it as another group';
+    const warning = 'container "app" runs as group 1337 (its securityContext.runAsGroup), the proxy\'s group under TPROXY: the capture rules let that group\'s traffic past the proxy; run it as another group';
     assert.ok(admit(grouped).warnings.includes(warning), admit(grouped).warnings.join('\n'));
     const redirect = { ...grouped, metadata: { name: 'shop', annotations: { 'envoy-injector.io/inject': 'true', ...CAPTURE } } } as JsonObject;
     assert.deepEqual(admit(redirect).warnings, []);

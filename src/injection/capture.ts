@@ -9,9 +9,10 @@ import {
   type CaptureExclusions,
   type CaptureSettings,
 } from './capture-template.js';
-import { arrayAt, describeValue, entryName, isJsonObject, objectAt, own, type JsonObject } from './json.js';
+import { arrayAt, describeValue, entryName, objectAt, own, type JsonObject } from './json.js';
 import { decideInterception, proxyGroupClashes } from './interception.js';
 import { Annotations, PodSecurityLabel } from './names.js';
+import { containersRunningAs } from './run-as.js';
 import type { SidecarTemplate } from './parse-template.js';
 
 /** Why a Pod's traffic is or is not captured: a fixed set, as the decision's reasons. */
@@ -128,17 +129,8 @@ export function decideCapture(input: CaptureInput): CaptureDecision {
  * container; one whose user only its image sets cannot be known here.
  */
 export function proxyUidClashes(pod: JsonObject, proxyUid: number): string[] {
-  const spec = objectAt(pod, 'spec');
-  const podUser = own(objectAt(spec, 'securityContext') ?? {}, 'runAsUser');
-  return ['initContainers', 'containers'].flatMap((list) =>
-    (arrayAt(spec, list) ?? []).flatMap((entry) => {
-      const container = isJsonObject(entry) ? entry : undefined;
-      const ownUser = own(objectAt(container, 'securityContext') ?? {}, 'runAsUser');
-      const user = ownUser ?? podUser;
-      if (user !== proxyUid) return [];
-      const where = ownUser === undefined ? "the Pod's securityContext.runAsUser" : 'its securityContext.runAsUser';
-      return [`container ${describeValue(entryName(container) ?? '')} runs as user ${proxyUid} (${where}), the proxy's uid: the capture rules let that user's traffic past the proxy; run it as another user`];
-    }),
+  return containersRunningAs(pod, 'runAsUser', proxyUid).map(
+    ({ name, where }) => `container ${describeValue(name)} runs as user ${proxyUid} (${where}), the proxy's uid: the capture rules let that user's traffic past the proxy; run it as another user`,
   );
 }
 

@@ -1,6 +1,7 @@
 import { CaptureModeSetting, Interception, type CaptureSettings } from './capture-template.js';
-import { arrayAt, describeValue, entryName, isJsonObject, objectAt, own, type JsonObject } from './json.js';
+import { arrayAt, describeValue, objectAt, own, type JsonObject } from './json.js';
 import { Annotations } from './names.js';
+import { containersRunningAs } from './run-as.js';
 
 /**
  * TPROXY interception (issue 41, docs/design.md §11): inbound connections go
@@ -49,15 +50,8 @@ export function decideInterception(annotations: JsonObject | undefined, settings
  * runAsGroup (its own, else the Pod's) is the proxy's uid, as for its user.
  */
 export function proxyGroupClashes(pod: JsonObject, proxyUid: number): string[] {
-  const spec = objectAt(pod, 'spec');
-  const podGroup = own(objectAt(spec, 'securityContext') ?? {}, 'runAsGroup');
-  return ['initContainers', 'containers'].flatMap((list) =>
-    (arrayAt(spec, list) ?? []).flatMap((entry) => {
-      const container = isJsonObject(entry) ? entry : undefined;
-      const group = own(objectAt(container, 'securityContext') ?? {}, 'runAsGroup') ?? podGroup;
-      if (group !== proxyUid) return [];
-      return [`container ${describeValue(entryName(container) ?? '')} runs as group ${proxyUid}, the proxy's group under TPROXY: the capture rules let that group's traffic past the proxy; run it as another group`];
-    }),
+  return containersRunningAs(pod, 'runAsGroup', proxyUid).map(
+    ({ name, where }) => `container ${describeValue(name)} runs as group ${proxyUid} (${where}), the proxy's group under TPROXY: the capture rules let that group's traffic past the proxy; run it as another group`,
   );
 }
 
