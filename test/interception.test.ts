@@ -176,6 +176,7 @@ describe('TPROXY in the chart', () => {
     for (const capture of [{ interception: 'tproxy', mode: 'cni' }, { interception: 'tproxy', tproxyPort: 0 }]) {
       await assert.rejects(renderChart({ proxy: { capture } }), /proxy\.capture\.interception: tproxy needs proxy\.capture\.tproxyPort \(its transparent listener\) and cannot be proxy\.capture\.mode cni's/, JSON.stringify(capture));
     }
+    await assert.rejects(renderChart({ mode: 'policy', proxy: { capture: { interception: 'tproxy' } } }), /proxy\.capture\.interception: tproxy is the webhook's only: mode policy captures by REDIRECT/);
     await assert.rejects(renderChart({ proxy: { capture: { interception: 'TPROXY' } } }), /at '\/proxy\/capture\/interception': value must be one of 'redirect', 'tproxy'/);
   });
 });

@@ -275,6 +275,9 @@ capture:
 {{- if or (eq $p.capture.mode "cni") (not $p.capture.tproxyPort) }}
 {{- fail "proxy.capture.interception: tproxy needs proxy.capture.tproxyPort (its transparent listener) and cannot be proxy.capture.mode cni's (the node plugin installs the REDIRECT rules only)" }}
 {{- end }}
+{{- if eq $.Values.mode "policy" }}
+{{- fail "proxy.capture.interception: tproxy is the webhook's only: mode policy captures by REDIRECT (the transparent listener is in the per-Pod bootstrap, which the policy does not build); use mode webhook, or interception redirect" }}
+{{- end }}
   interception: {{ $p.capture.interception }}
 {{- end }}
   resources:
