@@ -272,6 +272,7 @@ export function reasonsToDocument(): string[] {
 /** snake_case names of other programs that pages show in code. */
 export const FOREIGN_SNAKE_NAMES: Readonly<Record<string, string>> = {
   drain_listeners: "Envoy's admin API",
+  bind_port: "Envoy's original_src listener filter",
   node_modules: 'npm',
   restrict_oom_score_adj: "containerd's CRI configuration (the node tier)",
   netns_mounts_under_state_dir: "containerd's CRI configuration (the node tier)",
