@@ -25,7 +25,8 @@
 #   mangle OUTPUT -p tcp: the app's replies on such a connection get the mark back;
 #   ip rule fwmark MARK lookup TABLE, and TABLE's local default route on lo: marked
 #     packets are delivered in the Pod, to the proxy's transparent sockets.
-#   The nat ENVOY_INBOUND chain is then empty. Outbound is the same in both modes.
+#   The nat ENVOY_INBOUND chain is then empty. Outbound is the same in both modes, except
+#   that the proxy's group (the proxy uid's number) returns too: TPROXY's proxy runs as root.
 # The same for IPv6 with ip6tables. A rerun (a restarted init container) flushes and
 # rebuilds the chains and adds each jump, rule and route once: never a second copy.
 set -eu
@@ -165,6 +166,8 @@ install_family() {
 
   # Outbound. The proxy's own connections (to the original destinations) go straight: no loop.
   run "$ipt" -w -t nat -A "$OUTBOUND_CHAIN" -m owner --uid-owner "$proxy_uid" -j RETURN
+  # TPROXY's proxy runs as root (its NET_ADMIN would not survive exec as another user), in the proxy's uid as its group.
+  [ "$interception" = tproxy ] && run "$ipt" -w -t nat -A "$OUTBOUND_CHAIN" -m owner --gid-owner "$proxy_uid" -j RETURN
   run "$ipt" -w -t nat -A "$OUTBOUND_CHAIN" -o lo -j RETURN
   run "$ipt" -w -t nat -A "$OUTBOUND_CHAIN" -d "$loopback" -j RETURN
   outbound_cidr() {

@@ -887,6 +887,8 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
       resources: { requests: { cpu: '10m', memory: '16Mi' }, limits: { cpu: '100m', memory: '64Mi' } },
       tcpProbes: { port: 15020, address: '::' },
       inboundHandoff: true,
+      interception: 'redirect',
+      tproxyPort: 15007,
     });
     // Off by default, with the chart's own init image at its appVersion.
     const byDefault = templatesOf(manifestsOf('default')).defaultTemplate.capture;

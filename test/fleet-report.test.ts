@@ -71,7 +71,7 @@ describe('fleet report: current, outdated, not injected', () => {
     ]);
     assert.deepEqual(workloads.map((w) => [w.name, w.current, w.outdated]), [['a', 1, 0], ['b', 0, 1], ['c', 1, 0]]);
     assert.deepEqual(workloads[1]?.outdatedHashes, [{ template: 'config', hash: OLD.defaultTemplate.hash, pods: 1 }]);
-    assert.deepEqual(totals, { pods: 3, current: 2, outdated: 1, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0 });
+    assert.deepEqual(totals, { pods: 3, current: 2, outdated: 1, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 });
   });
 
   it('counts the injected Pods whose tcpSocket probes the proxy answers (envoy-injector.io/tcp-probes), and says so', () => {
@@ -101,6 +101,22 @@ describe('fleet report: current, outdated, not injected', () => {
     assert.equal(fleet.totals.proxyProtocol, 1);
     const plan = planRestarts(fleet, new Map(), { force: false });
     assert.match(formatReport(fleet, plan, 'ConfigMap x/y', 'all namespaces', false), /, 1 with the PROXY protocol to the app\.$/m);
+  });
+
+  it('counts the injected Pods captured by TPROXY (the status\'s interception), and says so', () => {
+    const withInterception = (annotations: Record<string, string>, interception: string): Record<string, string> => {
+      const status = JSON.parse(annotations['envoy-injector.io/status'] ?? '{}') as Record<string, unknown>;
+      return { ...annotations, 'envoy-injector.io/status': JSON.stringify({ ...status, interception }) };
+    };
+    const fleet = report([
+      pod('a', { annotations: withInterception(injectedWith(LIVE, 'config'), 'tproxy') }),
+      pod('b', { annotations: withInterception(injectedWith(LIVE, 'config'), 'redirect') }),
+      pod('c', { annotations: injectedWith(LIVE, 'config') }),
+    ]);
+    assert.deepEqual(fleet.workloads.map((w) => [w.name, w.tproxy]), [['a', 1], ['b', 0], ['c', 0]]);
+    assert.equal(fleet.totals.tproxy, 1);
+    const plan = planRestarts(fleet, new Map(), { force: false });
+    assert.match(formatReport(fleet, plan, 'ConfigMap x/y', 'all namespaces', false), /, 1 captured by TPROXY \(proxy as root with NET_ADMIN\)\.$/m);
   });
 
   it('a template whose YAML only changed layout and key order keeps its Pods current', () => {
@@ -162,7 +178,7 @@ describe('fleet report: marks copied into a Pod template (issue 35)', () => {
       'Pod/real 1/0/0/0 ',
       'Pod/status-only 0/0/0/1 statusAnnotation',
     ]);
-    assert.deepEqual(totals, { pods: 4, current: 1, outdated: 0, notInjected: 0, unknown: 0, copied: 3, tcpProbes: 0, proxyProtocol: 0 });
+    assert.deepEqual(totals, { pods: 4, current: 1, outdated: 0, notInjected: 0, unknown: 0, copied: 3, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 });
   });
 
   it('--restart: a workload with copied marks is a candidate; rolled once its template is clean, else left to a human saying which mark to remove', () => {
@@ -200,7 +216,7 @@ describe('fleet report: namespace labels that could not be read', () => {
       'app/plain 0/0/0/1',
       'shop/elsewhere 0/0/1/0',
     ]);
-    assert.deepEqual(unreadable.totals, { pods: 4, current: 1, outdated: 0, notInjected: 1, unknown: 2, copied: 0, tcpProbes: 0, proxyProtocol: 0 });
+    assert.deepEqual(unreadable.totals, { pods: 4, current: 1, outdated: 0, notInjected: 1, unknown: 2, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 });
   });
 });
 
@@ -248,7 +264,7 @@ describe('fleet report: grouping and the restart plan', () => {
       { template: 'config', hash: OLDER.defaultTemplate.hash, pods: 1 },
     ].sort((a, b) => (a.hash < b.hash ? -1 : 1));
     assert.deepEqual(fleet.workloads.find((w) => w.name === 'web')?.outdatedHashes, webHashes);
-    assert.deepEqual(fleet.totals, { pods: 11, current: 3, outdated: 7, notInjected: 1, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0 });
+    assert.deepEqual(fleet.totals, { pods: 11, current: 3, outdated: 7, notInjected: 1, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 });
     assert.deepEqual(fleet.templates, [...LIVE.templates.values()].map((t) => ({ name: t.name, hash: t.hash })));
   });
 

@@ -108,7 +108,7 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
   const proxyProtocol = planProxyProtocol(pod, capture);
   const headerKey = proxyProtocol.ports.length + proxyProtocol.warnings.length === 0 ? '' : JSON.stringify(proxyProtocol);
   // `auto` turns to CNI mode by the namespace's labels: the mode is part of the outcome.
-  const captureKey = (capture.capture ? `${capture.mode}:${JSON.stringify(capture.exclusions)}` : '') + probesKey + headerKey + namespaceDefaultsKey(input.namespace, context.namespaceAnnotations);
+  const captureKey = (capture.capture ? `${capture.mode}:${capture.interception}:${JSON.stringify(capture.exclusions)}` : '') + probesKey + headerKey + namespaceDefaultsKey(input.namespace, context.namespaceAnnotations);
   const shape = (): string =>
     podShape(pod, decision.template, decision.nativeSidecar, context.options.allowedOverrides ?? DEFAULT_ALLOWED_OVERRIDES, captureKey, tokenVolume !== undefined);
   const perPod = memo === undefined || templates === undefined || direct !== undefined;

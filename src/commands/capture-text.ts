@@ -1,4 +1,4 @@
-import { TCP_PROBE_PATH_PREFIX, type CaptureDecision, type CaptureMode, type ProxyProtocolPlan, type TcpProbePlan } from '../injection/index.js';
+import { Interception, TCP_PROBE_PATH_PREFIX, type CaptureDecision, type CaptureMode, type ProxyProtocolPlan, type TcpProbePlan } from '../injection/index.js';
 
 /** What explain's JSON says of a Pod's traffic capture. */
 export interface CaptureExplanation {
@@ -7,6 +7,8 @@ export interface CaptureExplanation {
   readonly message: string;
   /** When captured: envoy-init in the Pod, or the node's CNI plugin with a check in the Pod. */
   readonly mode?: CaptureMode;
+  /** When captured: how inbound connections reach the proxy (REDIRECT, or TPROXY: the app sees its clients). */
+  readonly interception?: Interception;
   /** When captured: what the rules get (docs/design.md §11). */
   readonly rules?: {
     readonly proxyUid: number;
@@ -34,6 +36,8 @@ export const CLIENT_ADDRESS = {
   captured:
     "the Pod's own address: the proxy's connection to the app starts in the Pod, so the client's address is gone at L4; an inbound listener that speaks HTTP (use_remote_address) adds it in X-Forwarded-For, the chart's is a TCP proxy and adds nothing",
   direct: "each client's own address: inbound connections reach the app directly",
+  tproxy:
+    "each client's own address: TPROXY keeps it, and the proxy's transparent listener connects to the app from it (Envoy's original_src); the proxy runs as root with NET_ADMIN (envoy-injector.io/capture-interception)",
   proxyProtocol:
     "the Pod's own address as its peer, and the client's own address and port in the PROXY protocol v1 header the proxy sends first (envoy-injector.io/inbound-proxy-protocol): the app must read it",
 } as const;
@@ -44,13 +48,15 @@ export function explainCapture(capture: CaptureDecision, probes: TcpProbePlan | 
   const probePort = settings.tcpProbes?.port;
   const rewritten = (probes?.rewrites ?? []).map(({ container, probe, port }) => ({ container, probe, port, httpGet: `:${probePort ?? ''}${TCP_PROBE_PATH_PREFIX}${port}` }));
   const kept = probes?.kept ?? [];
+  const tproxy = capture.interception === Interception.tproxy;
   return {
     captured: true,
     reason: capture.reason,
     message: capture.message,
     mode: capture.mode,
-    rules: { proxyUid: settings.proxyUid, outboundPort: settings.outboundPort, inboundPort: settings.inboundPort, proxyPorts: settings.proxyPorts, ...exclusions },
-    clientAddress: CLIENT_ADDRESS.captured,
+    interception: capture.interception,
+    rules: { proxyUid: settings.proxyUid, outboundPort: settings.outboundPort, inboundPort: tproxy ? (settings.tproxyPort ?? settings.inboundPort) : settings.inboundPort, proxyPorts: settings.proxyPorts, ...exclusions },
+    clientAddress: tproxy ? CLIENT_ADDRESS.tproxy : CLIENT_ADDRESS.captured,
     ...((proxyProtocol?.ports.length ?? 0) === 0 ? {} : { inboundProxyProtocol: { ports: proxyProtocol?.ports ?? [], clientAddress: CLIENT_ADDRESS.proxyProtocol } }),
     ...(rewritten.length + kept.length === 0 ? {} : { tcpProbes: { rewritten, kept } }),
   };
@@ -74,8 +80,8 @@ export function captureLines(capture: CaptureExplanation): string[] {
   const proxyPorts = rules.proxyPorts.join(',');
   return [
     head,
-    `outbound TCP -> port ${rules.outboundPort}, except uid ${rules.proxyUid}, loopback, CIDRs ${none(rules.excludeOutboundCidrs)}, ports ${none([proxyPorts, rules.excludeOutboundPorts].filter((list) => list !== '').join(','))}`,
-    `inbound TCP -> port ${rules.inboundPort}, ports ${none(rules.includeInboundPorts, 'all')}, except ${none([proxyPorts, rules.excludeInboundPorts].filter((list) => list !== '').join(','))}`,
+    `outbound TCP -> port ${rules.outboundPort}, except uid ${rules.proxyUid}${capture.interception === Interception.tproxy ? ` and gid ${rules.proxyUid}` : ''}, loopback, CIDRs ${none(rules.excludeOutboundCidrs)}, ports ${none([proxyPorts, rules.excludeOutboundPorts].filter((list) => list !== '').join(','))}`,
+    `inbound TCP -> port ${rules.inboundPort}${capture.interception === Interception.tproxy ? ' by TPROXY (transparent listener)' : ''}, ports ${none(rules.includeInboundPorts, 'all')}, except ${none([proxyPorts, rules.excludeInboundPorts].filter((list) => list !== '').join(','))}`,
     sees,
     ...seesHeader,
     ...probeLines,

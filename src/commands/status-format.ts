@@ -62,8 +62,9 @@ export function formatReport(report: FleetReport, plan: RestartPlan, source: str
   // Said only when some Pod has them: the proxy answers their tcpSocket probes (docs/capture.md).
   const probes = totals.tcpProbes > 0 ? `, ${totals.tcpProbes} with tcpSocket probes answered by the proxy` : '';
   const withHeader = totals.proxyProtocol > 0 ? `, ${totals.proxyProtocol} with the PROXY protocol to the app` : '';
+  const withTproxy = totals.tproxy > 0 ? `, ${totals.tproxy} captured by TPROXY (proxy as root with NET_ADMIN)` : '';
   lines.push(
-    `${describeCount(totals.pods, 'Pod')} in ${describeCount(report.workloads.length, 'workload')} (${scope}): ${totals.current} current, ${totals.outdated} outdated, ${totals.notInjected} not injected${unknown}${copied}${probes}${withHeader}.`,
+    `${describeCount(totals.pods, 'Pod')} in ${describeCount(report.workloads.length, 'workload')} (${scope}): ${totals.current} current, ${totals.outdated} outdated, ${totals.notInjected} not injected${unknown}${copied}${probes}${withHeader}${withTproxy}.`,
   );
   const marked = report.workloads.filter((workload) => workload.copied > 0);
   if (marked.length > 0) {

@@ -81,6 +81,8 @@ export interface WorkloadReport {
   readonly tcpProbes: number;
   /** Injected Pods with the PROXY protocol on some port (the status's `inboundProxyProtocol`, docs/design.md §11). */
   readonly proxyProtocol: number;
+  /** Injected Pods captured by TPROXY (the status's `interception`, docs/design.md §11): their proxies run as root with NET_ADMIN. */
+  readonly tproxy: number;
   readonly outdatedHashes: readonly OutdatedHash[];
   /** Whether `--restart` can roll it: an `apps/v1` kind with a Pod template to annotate. */
   readonly restartable: boolean;
@@ -91,7 +93,7 @@ export interface FleetReport {
   readonly templates: readonly { readonly name: string; readonly hash: string }[];
   /** Workloads with at least one injected Pod or Pod that should be; sorted by namespace, kind, name. */
   readonly workloads: readonly WorkloadReport[];
-  readonly totals: { readonly pods: number; readonly current: number; readonly outdated: number; readonly notInjected: number; readonly unknown: number; readonly copied: number; readonly tcpProbes: number; readonly proxyProtocol: number };
+  readonly totals: { readonly pods: number; readonly current: number; readonly outdated: number; readonly notInjected: number; readonly unknown: number; readonly copied: number; readonly tcpProbes: number; readonly proxyProtocol: number; readonly tproxy: number };
 }
 
 /** The kinds `--restart` rolls, as `kubectl rollout restart` does: the ones with a Pod template and a rollout, in this group only. */
@@ -238,6 +240,7 @@ interface Tally {
   copied: number;
   tcpProbes: number;
   proxyProtocol: number;
+  tproxy: number;
   readonly marks: Set<CopiedMark>;
   readonly hashes: Map<string, OutdatedHash>;
 }
@@ -245,7 +248,7 @@ interface Tally {
 /** Groups Pods by workload and counts them current, outdated and not injected. */
 export function buildFleetReport(input: FleetInput): FleetReport {
   const tallies = new Map<string, Tally>();
-  const totals = { pods: 0, current: 0, outdated: 0, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0 };
+  const totals = { pods: 0, current: 0, outdated: 0, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 };
   for (const pod of input.pods) {
     const classified = classifyPod(pod, input);
     if (classified.state === 'ignored') continue;
@@ -253,7 +256,7 @@ export function buildFleetReport(input: FleetInput): FleetReport {
     const key = ownerKey(pod.namespace, workload);
     let tally = tallies.get(key);
     if (tally === undefined) {
-      tally = { namespace: pod.namespace, workload, templates: new Set(), current: 0, outdated: 0, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0, marks: new Set(), hashes: new Map() };
+      tally = { namespace: pod.namespace, workload, templates: new Set(), current: 0, outdated: 0, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0, marks: new Set(), hashes: new Map() };
       tallies.set(key, tally);
     }
     totals.pods += 1;
@@ -264,9 +267,13 @@ export function buildFleetReport(input: FleetInput): FleetReport {
       const rewritten = rewrittenTcpProbes(pod.annotations) > 0 ? 1 : 0;
       tally.tcpProbes += rewritten;
       totals.tcpProbes += rewritten;
-      const header = hasProxyProtocol(pod.annotations) ? 1 : 0;
+      const status = statusOf(pod.annotations);
+      const header = Array.isArray(status['inboundProxyProtocol']) && status['inboundProxyProtocol'].length > 0 ? 1 : 0;
       tally.proxyProtocol += header;
       totals.proxyProtocol += header;
+      const tproxy = status['interception'] === 'tproxy' ? 1 : 0;
+      tally.tproxy += tproxy;
+      totals.tproxy += tproxy;
     }
     if (classified.state === 'copied') for (const mark of classified.marks) tally.marks.add(mark);
     if (classified.state === 'outdated') {
@@ -290,6 +297,7 @@ export function buildFleetReport(input: FleetInput): FleetReport {
       copiedMarks: [...tally.marks].sort(),
       tcpProbes: tally.tcpProbes,
       proxyProtocol: tally.proxyProtocol,
+      tproxy: tally.tproxy,
       outdatedHashes: [...tally.hashes.values()].sort((a, b) => compareText(`${a.template}@${a.hash}`, `${b.template}@${b.hash}`)),
       restartable: isRestartable(tally.workload),
     }))
@@ -312,13 +320,13 @@ function rewrittenTcpProbes(annotations: Readonly<Record<string, string>>): numb
 }
 
 /** Whether the status annotation records ports with the PROXY protocol (`inboundProxyProtocol`); false when it does not parse. */
-function hasProxyProtocol(annotations: Readonly<Record<string, string>>): boolean {
+/** The status annotation's fields the report counts (the PROXY protocol's ports, TPROXY); {} when it is not a JSON object. */
+function statusOf(annotations: Readonly<Record<string, string>>): Record<string, unknown> {
   try {
     const status: unknown = JSON.parse(annotations[Annotations.status] ?? '');
-    const ports = status !== null && typeof status === 'object' && !Array.isArray(status) ? (status as Record<string, unknown>)['inboundProxyProtocol'] : undefined;
-    return Array.isArray(ports) && ports.length > 0;
+    return status !== null && typeof status === 'object' && !Array.isArray(status) ? (status as Record<string, unknown>) : {};
   } catch {
-    return false;
+    return {};
   }
 }
 

@@ -106,7 +106,7 @@ export function injectDecided(
 function captureEntries(capture: CaptureDecision): InjectOptions['capture'] {
   if (!capture.capture) return undefined;
   if (capture.mode === CaptureMode.cni) return { initContainer: captureCheckContainer(capture.settings, capture.exclusions), volume: undefined, cni: true };
-  return { initContainer: captureInitContainer(capture.settings, capture.exclusions), volume: captureLockVolume(), cni: false };
+  return { initContainer: captureInitContainer(capture.settings, capture.exclusions, capture.interception), volume: captureLockVolume(), cni: false };
 }
 
 /** The merge could not keep the Pod valid: it is left as it was, and says why. */

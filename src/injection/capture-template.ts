@@ -19,6 +19,15 @@ export const CAPTURE_CHECK_NAME = 'envoy-capture-check';
 export const CaptureModeSetting = { initContainer: 'initContainer', cni: 'cni', auto: 'auto' } as const;
 export type CaptureModeSetting = (typeof CaptureModeSetting)[keyof typeof CaptureModeSetting];
 
+/**
+ * How inbound connections reach the proxy (docs/design.md §11, TPROXY): the
+ * nat table's REDIRECT (the app sees its own Pod as every client), or the
+ * mangle table's TPROXY to a transparent listener, whose connection to the
+ * app leaves from the client's own address (the proxy then needs NET_ADMIN).
+ */
+export const Interception = { redirect: 'redirect', tproxy: 'tproxy' } as const;
+export type Interception = (typeof Interception)[keyof typeof Interception];
+
 /** The exclusions of one Pod's capture, each in the annotations' text form (comma-separated, "" for none). */
 export interface CaptureExclusions {
   readonly excludeOutboundCidrs: string;
@@ -71,6 +80,10 @@ export interface CaptureSettings {
    * per-port listeners need (proxy-protocol.ts).
    */
   readonly inboundHandoff: boolean;
+  /** The interception of Pods that do not say (`envoy-injector.io/capture-interception`). */
+  readonly interception: Interception;
+  /** The port of the per-Pod transparent listener TPROXY sends inbound connections to; undefined: the template cannot do TPROXY. */
+  readonly tproxyPort: number | undefined;
 }
 
 /**
@@ -107,6 +120,8 @@ const CAPTURE_FIELDS = [
   'resources',
   'tcpProbes',
   'inboundHandoff',
+  'interception',
+  'tproxyPort',
 ];
 
 const MAX_ID = 2147483647;
@@ -165,6 +180,7 @@ export function parseCaptureSettings(value: JsonValue | undefined, proxy: JsonOb
   const inboundHandoff = own(value, 'inboundHandoff') ?? false;
   if (typeof inboundHandoff !== 'boolean') problems.add('capture.inboundHandoff', 'must be true or false');
   else if (inboundHandoff && proxyTakesConfigPath(proxy)) problems.add('capture.inboundHandoff', "the proxy's command line sets --config-path already: the PROXY protocol's listeners are given through it");
+  const { interception, tproxyPort } = parseInterception(value, mode, [outboundPort, inboundPort, ...(Array.isArray(proxyPorts) ? proxyPorts : [])], proxyTakesConfigPath(proxy), problems);
   if (!problems.isEmpty() || !isJsonObject(resources) || uid === undefined || outboundPort === undefined || inboundPort === undefined || !Array.isArray(proxyPorts)) {
     return problems.list();
   }
@@ -182,7 +198,37 @@ export function parseCaptureSettings(value: JsonValue | undefined, proxy: JsonOb
     resources,
     tcpProbes,
     inboundHandoff: inboundHandoff === true,
+    interception,
+    tproxyPort,
   };
+}
+
+/**
+ * `interception` (default redirect) and `tproxyPort`: TPROXY needs the port of
+ * its transparent listener, which the per-Pod bootstrap gives the proxy
+ * (`--config-path`), and is never CNI mode's (the node plugin installs the nat
+ * rules only, and the proxy would need NET_ADMIN where Pod Security forbids it).
+ */
+function parseInterception(
+  section: JsonObject,
+  mode: CaptureModeSetting,
+  taken: readonly (JsonValue | undefined)[],
+  configPathTaken: boolean,
+  problems: ProblemList,
+): { interception: Interception; tproxyPort: number | undefined } {
+  const kinds = Object.values(Interception);
+  const given = own(section, 'interception') ?? Interception.redirect;
+  const interception = kinds.find((kind) => kind === given);
+  if (interception === undefined) problems.add('capture.interception', `${describeValue(given)} is not one of ${kinds.join(', ')}`);
+  const portValue = own(section, 'tproxyPort');
+  const tproxyPort = portValue === undefined ? undefined : port(section, 'tproxyPort', problems);
+  if (tproxyPort !== undefined && taken.includes(tproxyPort)) problems.add('capture.tproxyPort', `${tproxyPort} is taken by another of the proxy's listeners (outboundPort, inboundPort, proxyPorts)`);
+  if (tproxyPort !== undefined && configPathTaken) problems.add('capture.tproxyPort', "the proxy's command line sets --config-path already: the transparent listener is given through it");
+  if (interception === Interception.tproxy) {
+    if (portValue === undefined) problems.add('capture.interception', 'tproxy needs capture.tproxyPort (the port of the transparent listener)');
+    if (mode === CaptureModeSetting.cni) problems.add('capture.interception', "tproxy cannot be CNI mode's: the node plugin installs the REDIRECT rules only, and the proxy's NET_ADMIN is what Pod Security forbids");
+  }
+  return { interception: interception ?? Interception.redirect, tproxyPort };
 }
 
 /** `mode` (default initContainer) and, for the modes that may use CNI, the check container's image. */

@@ -4,12 +4,15 @@ import {
   CAPTURE_INIT_NAME,
   CAPTURE_LOCK_VOLUME,
   CaptureModeSetting,
+  Interception,
   type CaptureExclusionName,
   type CaptureExclusions,
   type CaptureSettings,
 } from './capture-template.js';
-import { arrayAt, describeValue, entryName, isJsonObject, objectAt, own, type JsonObject } from './json.js';
+import { arrayAt, describeValue, entryName, objectAt, own, type JsonObject } from './json.js';
+import { decideInterception, proxyGroupClashes } from './interception.js';
 import { Annotations, PodSecurityLabel } from './names.js';
+import { containersRunningAs } from './run-as.js';
 import type { SidecarTemplate } from './parse-template.js';
 
 /** Why a Pod's traffic is or is not captured: a fixed set, as the decision's reasons. */
@@ -38,6 +41,8 @@ export type CaptureDecision =
       readonly settings: CaptureSettings;
       /** After the Pod's annotations: what the rules get. */
       readonly exclusions: CaptureExclusions;
+      /** REDIRECT, or TPROXY (the app sees its clients' own addresses; the proxy keeps NET_ADMIN). */
+      readonly interception: Interception;
       readonly warnings: readonly string[];
     }
   | { readonly capture: false; readonly reason: CaptureReason; readonly message: string; readonly warnings: readonly string[] };
@@ -112,7 +117,9 @@ export function decideCapture(input: CaptureInput): CaptureDecision {
   const why = asked === true ? `the Pod is annotated ${Annotations.capture}: "true"` : `capture is on by default (template "${input.template.name}")`;
   const mode = settings.mode === CaptureModeSetting.cni || (settings.mode === CaptureModeSetting.auto && forbidden) ? CaptureMode.cni : CaptureMode.initContainer;
   const message = settings.mode === CaptureModeSetting.auto && forbidden ? `${why}; in CNI mode: ${forbids} envoy-init needs` : why;
-  return { capture: true, mode, reason, message, settings, exclusions, warnings };
+  const { interception, warnings: interceptionWarnings } = decideInterception(annotations, settings, mode === CaptureMode.cni);
+  const groupClashes = interception === Interception.tproxy ? proxyGroupClashes(input.pod, settings.proxyUid) : [];
+  return { capture: true, mode, reason, message, settings, exclusions, interception, warnings: [...warnings, ...interceptionWarnings, ...groupClashes] };
 }
 
 /**
@@ -122,17 +129,8 @@ export function decideCapture(input: CaptureInput): CaptureDecision {
  * container; one whose user only its image sets cannot be known here.
  */
 export function proxyUidClashes(pod: JsonObject, proxyUid: number): string[] {
-  const spec = objectAt(pod, 'spec');
-  const podUser = own(objectAt(spec, 'securityContext') ?? {}, 'runAsUser');
-  return ['initContainers', 'containers'].flatMap((list) =>
-    (arrayAt(spec, list) ?? []).flatMap((entry) => {
-      const container = isJsonObject(entry) ? entry : undefined;
-      const ownUser = own(objectAt(container, 'securityContext') ?? {}, 'runAsUser');
-      const user = ownUser ?? podUser;
-      if (user !== proxyUid) return [];
-      const where = ownUser === undefined ? "the Pod's securityContext.runAsUser" : 'its securityContext.runAsUser';
-      return [`container ${describeValue(entryName(container) ?? '')} runs as user ${proxyUid} (${where}), the proxy's uid: the capture rules let that user's traffic past the proxy; run it as another user`];
-    }),
+  return containersRunningAs(pod, 'runAsUser', proxyUid).map(
+    ({ name, where }) => `container ${describeValue(name)} runs as user ${proxyUid} (${where}), the proxy's uid: the capture rules let that user's traffic past the proxy; run it as another user`,
   );
 }
 
@@ -160,17 +158,23 @@ function resolveExclusions(annotations: JsonObject | undefined, defaults: Captur
   };
 }
 
-/** The rule script's arguments (init/capture-rules.sh), every one always given. */
-export function captureArgs(settings: CaptureSettings, exclusions: CaptureExclusions): string[] {
+/**
+ * The rule script's arguments (init/capture-rules.sh), every one always
+ * given; TPROXY adds `--interception=tproxy` and sends inbound to the
+ * transparent listener's port (REDIRECT Pods' arguments stay as they were).
+ */
+export function captureArgs(settings: CaptureSettings, exclusions: CaptureExclusions, interception: Interception = Interception.redirect): string[] {
+  const tproxy = interception === Interception.tproxy && settings.tproxyPort !== undefined;
   return [
     `--proxy-uid=${settings.proxyUid}`,
     `--outbound-port=${settings.outboundPort}`,
-    `--inbound-port=${settings.inboundPort}`,
+    `--inbound-port=${tproxy ? settings.tproxyPort : settings.inboundPort}`,
     `--proxy-ports=${settings.proxyPorts.join(',')}`,
     `--exclude-outbound-cidrs=${exclusions.excludeOutboundCidrs}`,
     `--exclude-outbound-ports=${exclusions.excludeOutboundPorts}`,
     `--exclude-inbound-ports=${exclusions.excludeInboundPorts}`,
     `--include-inbound-ports=${exclusions.includeInboundPorts}`,
+    ...(tproxy ? ['--interception=tproxy'] : []),
   ];
 }
 
@@ -179,12 +183,12 @@ export function captureArgs(settings: CaptureSettings, exclusions: CaptureExclus
  * NET_ADMIN and NET_RAW, nothing else, read-only root; /run is an emptyDir
  * because iptables' legacy backend takes its lock there.
  */
-export function captureInitContainer(settings: CaptureSettings, exclusions: CaptureExclusions): JsonObject {
+export function captureInitContainer(settings: CaptureSettings, exclusions: CaptureExclusions, interception: Interception = Interception.redirect): JsonObject {
   return {
     name: CAPTURE_INIT_NAME,
     image: settings.image,
     ...(settings.imagePullPolicy === undefined ? {} : { imagePullPolicy: settings.imagePullPolicy }),
-    args: captureArgs(settings, exclusions),
+    args: captureArgs(settings, exclusions, interception),
     resources: settings.resources,
     securityContext: captureSecurityContext(),
     volumeMounts: [{ name: CAPTURE_LOCK_VOLUME, mountPath: '/run' }],

@@ -29,3 +29,4 @@ export * from './status-annotation.js';
 export * from './tcp-probes.js';
 export * from './proxy-protocol.js';
 export * from './proxy-config.js';
+export * from './interception.js';

@@ -28,6 +28,8 @@ export interface InjectionStatus {
   readonly captureMode?: 'cni';
   /** The app's ports whose inbound connections get a PROXY protocol header (docs/design.md §11). */
   readonly inboundProxyProtocol?: readonly number[];
+  /** TPROXY interception (docs/design.md §11): the app sees its clients' own addresses, the proxy has NET_ADMIN. */
+  readonly interception?: 'tproxy';
 }
 
 /** A template entry left out because the Pod already had that name. */

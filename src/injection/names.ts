@@ -10,6 +10,8 @@ export const Annotations = {
   captureExcludeOutboundPorts: 'envoy-injector.io/capture-exclude-outbound-ports',
   captureExcludeInboundPorts: 'envoy-injector.io/capture-exclude-inbound-ports',
   captureIncludeInboundPorts: 'envoy-injector.io/capture-include-inbound-ports',
+  /** How inbound connections reach the proxy (docs/design.md §11): `"redirect"` or `"tproxy"` (the app sees its clients' own addresses). */
+  captureInterception: 'envoy-injector.io/capture-interception',
   /** tcpSocket probes under capture (docs/design.md §11): the Pod's `"false"` leaves them as written. */
   rewriteTcpProbes: 'envoy-injector.io/rewrite-tcp-probes',
   /** Written by the patch: each tcpSocket probe rewritten, as JSON `[{container, probe, port}]`. */

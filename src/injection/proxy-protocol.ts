@@ -1,5 +1,6 @@
 import type { CaptureDecision } from './capture.js';
 import { captureListProblem, listItems } from './capture-grammar.js';
+import { Interception } from './capture-template.js';
 import { objectAt, own, type JsonObject } from './json.js';
 import { Annotations } from './names.js';
 import { inboundRedirected } from './tcp-probes.js';
@@ -45,6 +46,7 @@ export function planProxyProtocol(pod: JsonObject, capture: CaptureDecision | un
   const problem = captureListProblem('ports', given);
   if (problem !== undefined) return ignored(problem);
   if (!capture.capture) return given === '' ? NONE : ignored(`the Pod's traffic is not captured (${capture.message}): inbound connections reach the app directly, with the client's own address`);
+  if (capture.interception === Interception.tproxy) return ignored('the Pod is captured by TPROXY, where the app sees the client\'s own address already (the transparent listener does not hand off)');
   if (!capture.settings.inboundHandoff) return ignored("the template's inbound listener does not hand connections off by original destination (capture.inboundHandoff)");
   const ports = [...new Set(listItems(typeof given === 'string' ? given : '').map(Number))].sort((a, b) => a - b);
   const redirected = inboundRedirected(capture);

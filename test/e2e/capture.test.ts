@@ -12,6 +12,8 @@ import { kubeCall, warningText } from './policy-parity.js';
  * one whose Pod Security admission enforces baseline. What policy mode
  * stores for the same Pods is compared with the webhook's by
  * policy-parity.test.ts (its capture cases, a baseline namespace among them).
+ * TPROXY (issue 41): the proxy as root with NET_ADMIN is stored where Pod
+ * Security is privileged, and left out with capture where it is baseline.
  */
 
 type Obj = Record<string, unknown>;
@@ -94,6 +96,33 @@ forEachKubeVersion('traffic capture: Pods stored with envoy-init, or without it 
       warnings.some((warning) => warning.includes(`namespace "${ns.baseline}" enforces Pod Security "baseline" (pod-security.kubernetes.io/enforce), which forbids the NET_ADMIN capability traffic capture needs: the Pod was injected without traffic capture`)),
       `warnings: ${JSON.stringify(warnings)}`,
     );
+  });
+
+  it(`TPROXY (issue 41): a privileged namespace stores the proxy as root with NET_ADMIN and envoy-init in TPROXY mode; baseline stores the Pod without capture, and refuses that proxy (${version})`, async () => {
+    const tproxy = { 'envoy-injector.io/capture-interception': 'tproxy' };
+    const { stored, warnings } = await create(ns.privileged, pod('tproxy', tproxy));
+    assert.deepEqual(warnings, []);
+    const all = [...initContainers(stored), ...((stored['spec'] as Obj)['containers'] as Obj[])];
+    const proxy = all.find((container) => container['name'] === 'envoy');
+    const context = proxy?.['securityContext'] as Obj;
+    assert.deepEqual([context['runAsUser'], context['runAsGroup'], context['runAsNonRoot'], context['capabilities']], [0, 1337, false, { drop: ['ALL'], add: ['NET_ADMIN'] }]);
+    const args = all.find((container) => container['name'] === 'envoy-init')?.['args'] as string[];
+    assert.deepEqual(args.filter((arg) => arg.startsWith('--inbound-port') || arg.startsWith('--interception')), ['--inbound-port=15007', '--interception=tproxy']);
+    const annotations = (stored['metadata'] as Obj)['annotations'] as Record<string, string>;
+    assert.equal((JSON.parse(annotations['envoy-injector.io/status'] ?? '{}') as Obj)['interception'], 'tproxy');
+    assert.ok((annotations['envoy-injector.io/proxy-config'] ?? '').includes('"transparent":true'));
+    const baseline = await create(ns.baseline, pod('tproxy-baseline', { 'envoy-injector.io/capture': 'true', ...tproxy }));
+    assert.ok(!names(initContainers(baseline.stored)).includes('envoy-init'), 'no envoy-init');
+    assert.ok(baseline.warnings.some((warning) => warning.includes('the Pod was injected without traffic capture')), JSON.stringify(baseline.warnings));
+    // What the rule spares Pods: that proxy, by hand, is what baseline refuses.
+    const refused = await kubeCall(plane(), 'POST', `/api/v1/namespaces/${ns.baseline}/pods`, {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'tproxy-by-hand', annotations: { 'envoy-injector.io/inject': 'false' } },
+      spec: { containers: [{ name: 'envoy', image: 'registry.example/envoy:1.0', securityContext: context }] },
+    });
+    assert.equal(refused.status, 403, JSON.stringify(refused.body));
+    assert.match(String(refused.body['message']), /violates PodSecurity "baseline:latest": non-default capabilities/);
   });
 
   it(`a baseline namespace refuses the very init container we leave out (${version})`, async () => {

@@ -12,7 +12,7 @@ import { startChartInjector, type ChartInjector } from './injector-process.js';
 
 interface StatusJson {
   workloads: { namespace: string; apiVersion: string; kind: string; name: string; current: number; outdated: number; notInjected: number }[];
-  totals: { pods: number; current: number; outdated: number; notInjected: number; unknown?: number; copied?: number; tcpProbes?: number; proxyProtocol?: number };
+  totals: { pods: number; current: number; outdated: number; notInjected: number; unknown?: number; copied?: number; tcpProbes?: number; proxyProtocol?: number; tproxy?: number };
   restart?: { restarted: { kind: string; name: string }[]; notRestartable: { apiVersion: string; kind: string; name: string; why: string }[] };
 }
 
@@ -207,7 +207,7 @@ forEachKubeVersion('envoy-injector status and --restart against the API server a
     assert.equal(notes.length, 1, result.stderr);
     assert.match(notes[0] ?? '', new RegExp(`^envoy-injector: note: no permission to get namespace ${ns.kinds} \\(HTTP 403: .*cannot get resource "namespaces".*\\): its labels are unknown`));
     const report = JSON.parse(result.stdout) as StatusJson;
-    assert.deepEqual(report.totals, { pods: 2, current: 0, outdated: 2, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0 });
+    assert.deepEqual(report.totals, { pods: 2, current: 0, outdated: 2, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 });
   });
 
   it('--restart --dry-run changes nothing; without patch permission each restart fails with a 403 (exit 1)', async () => {
@@ -263,7 +263,7 @@ forEachKubeVersion('envoy-injector status and --restart against the API server a
     }
     const { code, report } = await statusJson(['-n', ns.many, '--page-size', '500']);
     assert.equal(code, 3);
-    assert.deepEqual(report.totals, { pods: 1200, current: 800, outdated: 400, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0 });
+    assert.deepEqual(report.totals, { pods: 1200, current: 800, outdated: 400, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 });
     assert.deepEqual(new Set(report.workloads.map((workload) => workload.name)).size, 1200);
   });
 

@@ -60,6 +60,7 @@ export const FOREIGN_FLAGS: Readonly<Record<string, string>> = {
   '--config-path': 'Envoy',
   '--disable-hot-restart': 'Envoy',
   '--uid-owner': 'iptables',
+  '--gid-owner': 'iptables',
   '--save-mark': "iptables' CONNMARK target",
   '--restore-mark': "iptables' CONNMARK target",
   '--on-port': "iptables' TPROXY target",
@@ -271,6 +272,7 @@ export function reasonsToDocument(): string[] {
 /** snake_case names of other programs that pages show in code. */
 export const FOREIGN_SNAKE_NAMES: Readonly<Record<string, string>> = {
   drain_listeners: "Envoy's admin API",
+  bind_port: "Envoy's original_src listener filter",
   node_modules: 'npm',
   restrict_oom_score_adj: "containerd's CRI configuration (the node tier)",
   netns_mounts_under_state_dir: "containerd's CRI configuration (the node tier)",
@@ -285,6 +287,9 @@ export const FOREIGN_SNAKE_NAMES: Readonly<Record<string, string>> = {
   upstream_proxy_protocol: "Envoy's transport socket",
   original_src: "Envoy's listener filter (TPROXY interception)",
   inbound_proxy_protocol: 'the Envoy cluster src/injection/proxy-protocol.ts writes',
+  inbound_tproxy: 'the Envoy listener src/injection/interception.ts writes',
+  inbound_tproxy_passthrough: 'the Envoy cluster src/injection/interception.ts writes',
+  inbound_tproxy_blackhole: 'the Envoy cluster src/injection/interception.ts writes',
 };
 const FOREIGN_SNAKE_PREFIXES = ['apiserver_', 'certmanager_', 'nodejs_', 'process_'];
 

@@ -18,7 +18,7 @@ const FIELDS: Readonly<Record<string, readonly string[]>> = {
   bootstrap: ['admin', 'static_resources'],
   admin: ['address'],
   static_resources: ['listeners', 'clusters'],
-  listener: ['name', 'address', 'additional_addresses', 'traffic_direction', 'use_original_dst', 'bind_to_port', 'listener_filters', 'filter_chains'],
+  listener: ['name', 'address', 'additional_addresses', 'traffic_direction', 'use_original_dst', 'bind_to_port', 'transparent', 'listener_filters', 'filter_chains'],
   additional_address: ['address'],
   address: ['socket_address'],
   socket_address: ['address', 'port_value', 'ipv4_compat'],
@@ -35,6 +35,8 @@ const FIELDS: Readonly<Record<string, readonly string[]>> = {
   // The tcpSocket probes' bootstrap (src/injection/tcp-probes.ts): health_check.proto, the HealthCheck HTTP filter.
   health_check: ['timeout', 'interval', 'no_traffic_interval', 'unhealthy_threshold', 'healthy_threshold', 'tcp_health_check'],
   tcp_health_check: [],
+  // TPROXY's transparent listener (src/injection/interception.ts): original_src.proto.
+  original_src: ['@type', 'bind_port', 'mark'],
   health_check_filter: ['@type', 'pass_through_mode', 'headers', 'cluster_min_healthy_percentages'],
 };
 
@@ -43,6 +45,7 @@ const TYPE_URLS: Readonly<Record<string, string>> = {
   'envoy.filters.network.http_connection_manager': 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager',
   'envoy.filters.network.tcp_proxy': 'type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy',
   'envoy.filters.listener.original_dst': 'type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst',
+  'envoy.filters.listener.original_src': 'type.googleapis.com/envoy.extensions.filters.listener.original_src.v3.OriginalSrc',
   'envoy.filters.http.router': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router',
   'envoy.filters.http.health_check': 'type.googleapis.com/envoy.extensions.filters.http.health_check.v3.HealthCheck',
   'envoy.transport_sockets.upstream_proxy_protocol': 'type.googleapis.com/envoy.extensions.transport_sockets.proxy_protocol.v3.ProxyProtocolUpstreamTransport',
@@ -106,7 +109,10 @@ export function bootstrapProblems({ bootstrap, container, capture, lifecycle }: 
     }
     if (new Set(ports).size !== 1 || ports[0] === undefined) problems.push(`${path}: its addresses must share one port`);
     portsOf.set(String(listener['name']), ports.filter((port) => port !== undefined));
-    for (const filter of list(listener['listener_filters'])) checkTyped(filter, `${path}.listener_filters`, problems);
+    for (const filter of list(listener['listener_filters'])) {
+      checkTyped(filter, `${path}.listener_filters`, problems);
+      if (filter['name'] === 'envoy.filters.listener.original_src') fields('original_src', filter['typed_config'], `${path}.listener_filters.original_src`);
+    }
     for (const [n, chain] of list(listener['filter_chains']).entries()) {
       fields('filter_chain', chain, `${path}.filter_chains[${n}]`);
       if (chain['filter_chain_match'] !== undefined) fields('filter_chain_match', chain['filter_chain_match'], `${path}.filter_chains[${n}].filter_chain_match`);
@@ -140,6 +146,7 @@ export function bootstrapProblems({ bootstrap, container, capture, lifecycle }: 
   problems.push(...captureProblems(listeners, portsOf, adminPort, container, capture));
   problems.push(...tcpProbeProblems(listeners, clusters, capture, fields));
   problems.push(...proxyProtocolProblems(listeners, clusters, capture));
+  problems.push(...tproxyProblems(listeners, clusters, container, capture));
   if (lifecycle !== undefined) problems.push(...lifecycleProblems(listeners, health, adminPort, container, lifecycle));
   return problems;
 }
@@ -185,7 +192,7 @@ function clustersReferencedBy(filter: Obj, path: string, fields: (what: string, 
 function captureProblems(listeners: Obj[], portsOf: Map<string, number[]>, adminPort: number | undefined, container: Obj, capture: CaptureSettings | undefined): string[] {
   const problems: string[] = [];
   // Inbound hands connections off by original destination (the PROXY protocol's listeners take them); outbound must not.
-  const outbound = listeners.find((listener) => list(listener['listener_filters']).some((filter) => filter['name'] === 'envoy.filters.listener.original_dst'));
+  const outbound = listeners.find((listener) => listener['transparent'] !== true && list(listener['listener_filters']).some((filter) => filter['name'] === 'envoy.filters.listener.original_dst'));
   const inbound = listeners.find((listener) => listener['use_original_dst'] === true);
   if (outbound?.['use_original_dst'] === true) problems.push("the outbound listener must not hand off (use_original_dst): the app's own connections to a PROXY protocol port elsewhere would get the header");
   if (capture === undefined) {
@@ -207,12 +214,45 @@ function captureProblems(listeners: Obj[], portsOf: Map<string, number[]>, admin
   if (inboundManager !== undefined && (inboundManager['typed_config'] as Obj | undefined)?.['use_remote_address'] !== true) {
     problems.push("the inbound listener speaks HTTP without use_remote_address: the app would not get the client's address in X-Forwarded-For");
   }
-  // The listeners that bind nothing (the PROXY protocol's, on the app's ports) are not the proxy's own.
-  const unbound = new Set(listeners.filter((listener) => listener['bind_to_port'] === false).map((listener) => String(listener['name'])));
+  // The listeners that bind nothing (the PROXY protocol's, on the app's ports) are not the proxy's own, nor is TPROXY's (tproxyProblems).
+  const unbound = new Set(listeners.filter((listener) => listener['bind_to_port'] === false || listener['transparent'] === true).map((listener) => String(listener['name'])));
   const proxyOwn = [adminPort, ...[...portsOf.entries()].filter(([name]) => name !== String(outbound?.['name']) && name !== String(inbound?.['name']) && !unbound.has(name)).map(([, ports]) => ports[0])];
   for (const own of proxyOwn) if (own !== undefined && !capture.proxyPorts.includes(own)) problems.push(`capture.proxyPorts lacks the proxy's port ${own}`);
-  const uid = (container['securityContext'] as Obj | undefined)?.['runAsUser'];
-  if (uid !== capture.proxyUid) problems.push(`capture.proxyUid ${capture.proxyUid} is not the proxy container's runAsUser ${String(uid)}`);
+  const context = (container['securityContext'] ?? {}) as Obj;
+  // TPROXY's proxy runs as root in the proxy's uid as its group (tproxyProblems); the rules let it out by either.
+  const transparent = listeners.some((listener) => listener['transparent'] === true);
+  const [what, id] = transparent ? ['runAsGroup', context['runAsGroup']] : ['runAsUser', context['runAsUser']];
+  if (id !== capture.proxyUid) problems.push(`capture.proxyUid ${capture.proxyUid} is not the proxy container's ${what} ${String(id)}`);
+  return problems;
+}
+
+/**
+ * TPROXY's transparent listener, as the node tier's stand-in emulates it: on
+ * capture.tproxyPort (IPv4 and IPv6), original_dst then original_src with the
+ * rules' mark 1337 (0x539), a guard chain for its own port, then one TCP
+ * proxy to an ORIGINAL_DST cluster; and a proxy that can open transparent
+ * sockets: root with NET_ADMIN added.
+ */
+function tproxyProblems(listeners: Obj[], clusters: Obj[], container: Obj, capture: CaptureSettings | undefined): string[] {
+  const problems: string[] = [];
+  for (const listener of listeners.filter((candidate) => candidate['transparent'] === true)) {
+    const name = String(listener['name']);
+    const port = ((listener['address'] as Obj | undefined)?.['socket_address'] as Obj | undefined)?.['port_value'];
+    if (capture?.tproxyPort === undefined || port !== capture.tproxyPort) problems.push(`listener ${name}: port ${String(port)} is not capture.tproxyPort ${String(capture?.tproxyPort)}`);
+    const filters = list(listener['listener_filters']);
+    const names = filters.map((filter) => filter['name']);
+    if (names.join() !== 'envoy.filters.listener.original_dst,envoy.filters.listener.original_src') problems.push(`listener ${name}: needs the listener filters original_dst then original_src, not ${names.join(', ')}`);
+    const mark = (filters[1]?.['typed_config'] as Obj | undefined)?.['mark'];
+    if (mark !== 1337) problems.push(`listener ${name}: original_src's mark ${String(mark)} is not the rules' 0x539 (1337)`);
+    const chains = list(listener['filter_chains']);
+    if ((chains[0]?.['filter_chain_match'] as Obj | undefined)?.['destination_port'] !== port) problems.push(`listener ${name}: a connection to its own port must not be proxied back to it`);
+    const last = list(chains.at(-1)?.['filters'])[0];
+    const cluster = clusters.find((candidate) => candidate['name'] === (last?.['typed_config'] as Obj | undefined)?.['cluster']);
+    if (last?.['name'] !== 'envoy.filters.network.tcp_proxy' || cluster?.['type'] !== 'ORIGINAL_DST') problems.push(`listener ${name}: its last chain must be one TCP proxy to an ORIGINAL_DST cluster`);
+    const context = (container['securityContext'] ?? {}) as Obj;
+    const added = ((context['capabilities'] as Obj | undefined)?.['add'] ?? []) as unknown[];
+    if (context['runAsUser'] !== 0 || !added.includes('NET_ADMIN')) problems.push(`listener ${name}: a transparent socket needs the proxy to run as root with NET_ADMIN (capabilities lost at exec otherwise)`);
+  }
   return problems;
 }
 

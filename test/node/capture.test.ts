@@ -31,7 +31,11 @@ import { askToCall, relayed, waitRelayed } from './traffic.js';
  * Scenario 9 (issue 41): a captured and an uncaptured Pod's tcpSocket probes
  * fail alike when the app's port is closed. Scenario 10 (issue 41): with the
  * PROXY protocol on a port, the app reads the client Pod's own address from
- * the header the proxy sends first.
+ * the header the proxy sends first. Scenario 11 (issue 41): in TPROXY mode
+ * (envoy-injector.io/capture-interception: tproxy) the app sees the client
+ * Pod's own address on every captured port, the proxy (root, NET_ADMIN) relays
+ * through its transparent listener from the client's address, and the app's
+ * outbound connections still go through the proxy.
  *
  * NODE_TIER_BREAK: capture-rules builds envoy-init without the OUTPUT jump;
  * init-order sets the chart's webhooks to `reinvocationPolicy: Never` (no
@@ -39,7 +43,9 @@ import { askToCall, relayed, waitRelayed } from './traffic.js';
  * scenario 8's app as uid 1338 instead of the proxy's; tcp-probes annotates
  * the captured probe Pod envoy-injector.io/rewrite-tcp-probes: "false" (its
  * tcpSocket probes as written); proxy-protocol leaves scenario 10's Pod without
- * its envoy-injector.io/inbound-proxy-protocol annotation (no header).
+ * its envoy-injector.io/inbound-proxy-protocol annotation (no header);
+ * tproxy-restore builds envoy-init without TPROXY's mangle OUTPUT restore of
+ * the mark (the app's replies leave the Pod: scenario 11's call fails).
  */
 const CAPTURE = {
   'envoy-injector.io/capture': 'true',
@@ -79,6 +85,9 @@ const PROXY_PROTOCOL_POD = appPod(
   { ...CAPTURE, ...(broken() === 'proxy-protocol' ? {} : { 'envoy-injector.io/inbound-proxy-protocol': '8083' }) },
   { containers: [appContainer(['--port', '8080', '--proxy-protocol-port', '8083'], { startupProbe })] },
 );
+
+/** Scenario 11 (issue 41): TPROXY interception, chosen by the Pod. */
+const TPROXY_POD = appPod('tproxy', { ...CAPTURE, 'envoy-injector.io/capture-interception': 'tproxy' }, { containers: [appContainer(['--port', '8080'], { startupProbe })] });
 
 /** GET http://HOST:8080PATH from the test: the app's answer. */
 function askApp(host: string, path: string): Promise<number> {
@@ -151,8 +160,9 @@ forEachNode('traffic capture', (suite, version) => {
       appPod('userns', CAPTURE, { hostUsers: false }),
       ...Object.entries(PROBE_PODS).map(([name, annotations]) => appPod(name, annotations, { containers: [probeContainer] })),
       PROXY_PROTOCOL_POD,
+      TPROXY_POD,
     ]);
-    for (const name of ['server', 'client', 'captured', 'uncaptured', 'proxy-protocol']) {
+    for (const name of ['server', 'client', 'captured', 'uncaptured', 'proxy-protocol', 'tproxy']) {
       const pod = await waitPod(name, (read) => read.status?.podIP !== undefined && running('app')(read), `Pod ${name} running with an IP`);
       ip[name] = pod.status?.podIP ?? '';
       // Running is not listening yet: the app records `started` once its ports are open.
@@ -314,6 +324,35 @@ forEachNode('traffic capture', (suite, version) => {
     const pod = await readPod('proxy-protocol');
     const status = JSON.parse(pod.metadata?.annotations?.['envoy-injector.io/status'] ?? '{}') as Record<string, unknown>;
     assert.deepEqual(status['inboundProxyProtocol'], [8083], 'the status annotation records the port');
+  });
+
+  it(`11. in TPROXY mode the app sees the client Pod's own address, and its outbound still goes through the proxy (${version})`, async () => {
+    const { recorder, readPod } = suite();
+    const own = ip['tproxy'] ?? '';
+    const client = ip['client'] ?? '';
+    const server = ip['server'] ?? '';
+    const pod = await readPod('tproxy');
+    const status = JSON.parse(pod.metadata?.annotations?.['envoy-injector.io/status'] ?? '{}') as Record<string, unknown>;
+    assert.equal(status['interception'], 'tproxy', 'the status annotation records TPROXY');
+    const proxy = pod.spec?.initContainers?.find((container) => container.name === 'envoy');
+    assert.deepEqual(proxy?.securityContext?.capabilities?.add, ['NET_ADMIN'], 'the proxy keeps NET_ADMIN');
+    assert.ok(pod.spec?.initContainers?.find((container) => container.name === 'envoy-init')?.args?.includes('--interception=tproxy'));
+    const answer = await askToCall(client, `${own}:8080`);
+    const said = (): string => JSON.stringify(recorder.of('tproxy', 'stand-in').filter((record) => record.event !== 'http'));
+    assert.equal(answer.status, 200, `the app answered the client's call: ${answer.body}; the stand-in: ${said()}`);
+    assert.equal(answer.body, `app tproxy ${own} 8080 from ${client}`, 'the app saw the client Pod, not its own address');
+    // The proxy's transparent listener took it and connected to the app from the client's address, marked.
+    const relay = await eventually('the transparent listener relaying the client\'s connection', async () =>
+      recorder.of('tproxy', 'stand-in', 'relayed').find((record) => record['peer'] === client && record['listener'] === 'inbound_tproxy'), 15_000);
+    assert.equal(relay['port'], 8080, 'a transparent socket keeps the original destination as its own address');
+    assert.deepEqual(relay['original'], [own, 8080]);
+    assert.deepEqual(relay['upstreamSource'], [client, 0]);
+    assert.equal(relay['mark'], 1337);
+    // Outbound is REDIRECT's, the proxy (root) let out by its group: no loop.
+    const out = await askToCall(own, `${server}:8080`);
+    assert.equal(out.status, 200, out.body);
+    assert.equal(out.body, `app server ${server} 8080 from ${own}`);
+    await waitRelayed(recorder, 'tproxy', 'outbound', [server, 8080]);
   });
 
   for (const name of Object.keys(PROBE_PODS)) {

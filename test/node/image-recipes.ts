@@ -90,11 +90,22 @@ export async function initRecipe(): Promise<ImageRecipe> {
   };
 }
 
-/** NODE_TIER_BREAK=capture-rules: the rule script without its OUTPUT jump (a rule left out), to see the capture scenarios fail. */
+/**
+ * NODE_TIER_BREAK=capture-rules: the rule script without its OUTPUT jump (a rule
+ * left out), to see the capture scenarios fail; tproxy-restore: without TPROXY's
+ * mangle OUTPUT restore of the mark (the app's replies to the client's address
+ * leave the Pod instead of reaching the proxy's transparent socket).
+ */
+const BROKEN_RULES: Readonly<Record<string, { line: string; what: string }>> = {
+  'capture-rules': { line: '  jump_once "$ipt" OUTPUT "$OUTBOUND_CHAIN"\n', what: 'the OUTPUT jump' },
+  'tproxy-restore': { line: '  add_once "$ipt" mangle OUTPUT -p tcp -m connmark --mark "$TPROXY_MARK" -j CONNMARK --restore-mark\n', what: "TPROXY's OUTPUT restore" },
+};
 function brokenRules(script: string): string {
-  if (process.env['NODE_TIER_BREAK'] !== 'capture-rules') return script;
-  const broken = script.replace('  jump_once "$ipt" OUTPUT "$OUTBOUND_CHAIN"\n', '');
-  if (broken === script) throw new Error('NODE_TIER_BREAK=capture-rules: the OUTPUT jump is not in init/capture-rules.sh any more');
+  const name = process.env['NODE_TIER_BREAK'] ?? '';
+  const rule = BROKEN_RULES[name];
+  if (rule === undefined) return script;
+  const broken = script.replace(rule.line, '');
+  if (broken === script) throw new Error(`NODE_TIER_BREAK=${name}: ${rule.what} is not in init/capture-rules.sh any more`);
   return broken;
 }
 

@@ -267,6 +267,19 @@ capture:
 {{- end }}
   {{- /* The bootstrap's inbound listener hands connections off by original destination: a Pod's PROXY protocol listeners (--config-path) take them. */}}
   inboundHandoff: true
+{{- if $p.capture.tproxyPort }}
+  {{- /* TPROXY's transparent listener: in the Pod's own bootstrap (--config-path), since only a TPROXY Pod's Envoy has NET_ADMIN. */}}
+  tproxyPort: {{ $p.capture.tproxyPort }}
+{{- end }}
+{{- if ne $p.capture.interception "redirect" }}
+{{- if or (eq $p.capture.mode "cni") (not $p.capture.tproxyPort) }}
+{{- fail "proxy.capture.interception: tproxy needs proxy.capture.tproxyPort (its transparent listener) and cannot be proxy.capture.mode cni's (the node plugin installs the REDIRECT rules only)" }}
+{{- end }}
+{{- if eq $.Values.mode "policy" }}
+{{- fail "proxy.capture.interception: tproxy is the webhook's only: mode policy captures by REDIRECT (the transparent listener is in the per-Pod bootstrap, which the policy does not build); use mode webhook, or interception redirect" }}
+{{- end }}
+  interception: {{ $p.capture.interception }}
+{{- end }}
   resources:
 {{ toYaml $p.capture.resources | indent 4 }}
 {{- end }}

@@ -26,7 +26,12 @@ MergeFrom does: listeners and clusters concatenated) and serves from it:
   - use_original_dst's handoff: a listener with bind_to_port false binds nothing and takes
     the connections whose original destination is its address (exactly, else 0.0.0.0 or
     :: with that port); its cluster's upstream_proxy_protocol transport socket (V1 only)
-    sends "PROXY TCP4|TCP6 <client> <original destination> <ports>" first.
+    sends "PROXY TCP4|TCP6 <client> <original destination> <ports>" first;
+  - a transparent listener (TPROXY): its sockets IP_TRANSPARENT, the original destination
+    its connection's local address; with the envoy.filters.listener.original_src filter the
+    upstream socket is IP_TRANSPARENT, bound to the client's address (port 0 unless
+    bind_port) and marked (SO_MARK) with the filter's mark, as Envoy's original_src does.
+    Both need NET_ADMIN: without it the listener fails to bind, as Envoy's does.
 Draining (POST /drain_listeners?graceful): the listeners keep accepting for
 --drain-time-s, then close; the admin API stays. SIGTERM: exit 0 at once, as Envoy.
 Every request to the admin API and every relayed connection is recorded (record.py).
@@ -45,6 +50,10 @@ import yaml
 from record import config, exit_now, record
 
 SO_ORIGINAL_DST = 80
+# Linux's numbers, which Python's socket module does not all name.
+IP_TRANSPARENT = 19
+IPV6_TRANSPARENT = 75
+SO_MARK = 36
 LOG_LEVELS = {"trace", "debug", "info", "warning", "warn", "error", "critical", "off"}
 VALUED = {"--config-yaml", "-c", "--config-path", "--concurrency", "-l", "--log-level", "--drain-time-s",
           "--drain-strategy", "--parent-shutdown-time-s", "--service-cluster", "--service-node",
@@ -132,6 +141,31 @@ def seconds(duration):
     return float(str(duration).rstrip("s"))
 
 
+def set_transparent(sock):
+    if sock.family == socket.AF_INET6:
+        sock.setsockopt(socket.IPPROTO_IPV6, IPV6_TRANSPARENT, 1)
+    else:
+        sock.setsockopt(socket.SOL_IP, IP_TRANSPARENT, 1)
+
+
+def connect_from(destination, peer, source):
+    """Envoy's original_src: the upstream connection leaves from the client's own address, marked."""
+    family = socket.AF_INET6 if ":" in destination[0] else socket.AF_INET
+    upstream = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        set_transparent(upstream)
+        mark = int(source.get("mark", 0))
+        if mark:
+            upstream.setsockopt(socket.SOL_SOCKET, SO_MARK, mark)
+        upstream.bind((peer[0], peer[1] if source.get("bind_port", False) else 0))
+        upstream.settimeout(10)
+        upstream.connect(destination[:2])
+        return upstream
+    except OSError:
+        upstream.close()
+        raise
+
+
 def original_destination(conn):
     if conn.family == socket.AF_INET:
         port, packed = struct.unpack_from("!2xH4s", conn.getsockopt(socket.SOL_IP, SO_ORIGINAL_DST, 16))
@@ -173,10 +207,12 @@ class Proxy:
 
     # ---- listening -------------------------------------------------------------
 
-    def bind(self, host, port, ipv4_compat):
+    def bind(self, host, port, ipv4_compat, transparent=False):
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if transparent:
+            set_transparent(sock)
         if family == socket.AF_INET6:
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0 if ipv4_compat else 1)
         sock.bind((host, port))
@@ -204,7 +240,7 @@ class Proxy:
                 continue
             handler = self.handler_of(listener)
             for address in self.addresses_of(listener):
-                self.serve(self.bind(*socket_address(address)), handler, True)
+                self.serve(self.bind(*socket_address(address), transparent=bool(listener.get("transparent", False))), handler, True)
         for cluster in self.clusters.values():
             for check in cluster.get("health_checks", [])[:1]:
                 threading.Thread(target=self.health_check, args=(cluster, check), daemon=True).start()
@@ -225,9 +261,11 @@ class Proxy:
             return lambda conn, peer: self.http(
                 conn, peer, lambda method, path: self.check(checks, path) or self.route(routes, method, path), listener.get("name"))
         handoff = listener.get("use_original_dst", False)
-        original = handoff or any(
-            f.get("name") == "envoy.filters.listener.original_dst" for f in listener.get("listener_filters", []))
-        return lambda conn, peer: self.relay(listener.get("name"), chains, original, handoff, conn, peer)
+        filters = {f.get("name"): f.get("typed_config", {}) for f in listener.get("listener_filters", [])}
+        # A transparent socket's local address is the original destination already (TPROXY keeps it).
+        original = (handoff or "envoy.filters.listener.original_dst" in filters) and not listener.get("transparent", False)
+        source = filters.get("envoy.filters.listener.original_src")
+        return lambda conn, peer: self.relay(listener.get("name"), chains, original, handoff, conn, peer, source)
 
     # ---- HTTP: the admin API and the http_connection_manager listeners ----------
 
@@ -352,7 +390,7 @@ class Proxy:
 
     # ---- TCP: tcp_proxy listeners ---------------------------------------------
 
-    def relay(self, listener, chains, original, handoff, conn, peer):
+    def relay(self, listener, chains, original, handoff, conn, peer, source=None):
         local = conn.getsockname()
         destination = original_destination(conn) if original else (local[0], local[1])
         if handoff:
@@ -370,8 +408,11 @@ class Proxy:
             record("stand-in", "closed", cluster=cluster.get("name"), **fields)
             conn.close()
             return
+        if source is not None:
+            fields["upstreamSource"] = [plain(peer[0]), peer[1] if source.get("bind_port", False) else 0]
+            fields["mark"] = int(source.get("mark", 0))
         try:
-            upstream = socket.create_connection(destination, timeout=10)
+            upstream = connect_from(destination, peer, source) if source is not None else socket.create_connection(destination, timeout=10)
         except OSError as error:
             record("stand-in", "upstream-failed", error=str(error), **fields)
             conn.close()

@@ -1,0 +1,120 @@
+import { CaptureModeSetting, Interception, type CaptureSettings } from './capture-template.js';
+import { arrayAt, describeValue, objectAt, own, type JsonObject } from './json.js';
+import { Annotations } from './names.js';
+import { containersRunningAs } from './run-as.js';
+
+/**
+ * TPROXY interception (issue 41, docs/design.md §11): inbound connections go
+ * by the mangle table's TPROXY target to the proxy's transparent listener,
+ * which connects to the app from the client's own address (Envoy's
+ * original_src, marked so that the app's replies stay in the Pod): the app
+ * sees its real client. The price: the proxy keeps NET_ADMIN at run time.
+ */
+
+/** The mark of the proxy's connections to the app: the rules' 0x539 (init/capture-rules.sh). */
+export const TPROXY_MARK = 1337;
+export const TPROXY_LISTENER = 'inbound_tproxy';
+export const TPROXY_CLUSTER = 'inbound_tproxy_passthrough';
+export const TPROXY_LOOP_CLUSTER = 'inbound_tproxy_blackhole';
+
+/**
+ * The interception of a captured Pod: its annotation
+ * `envoy-injector.io/capture-interception`, else the template's. TPROXY where
+ * it cannot be (CNI mode, a template without a transparent listener's port)
+ * is a warning and REDIRECT: never a Pod the API server would refuse, never
+ * one left uncaptured.
+ */
+export function decideInterception(annotations: JsonObject | undefined, settings: CaptureSettings, cni: boolean): { interception: Interception; warnings: string[] } {
+  const given = annotations === undefined ? undefined : own(annotations, Annotations.captureInterception);
+  const kinds: readonly string[] = Object.values(Interception);
+  const warnings: string[] = [];
+  let asked = settings.interception;
+  if (given === Interception.redirect || given === Interception.tproxy) asked = given;
+  else if (given !== undefined) warnings.push(`${Annotations.captureInterception}: ${describeValue(given)} is not one of ${kinds.join(', ')}; ignored, ${settings.interception} applies`);
+  if (asked === Interception.redirect) return { interception: asked, warnings };
+  const redirect = (why: string): { interception: Interception; warnings: string[] } => ({
+    interception: Interception.redirect,
+    warnings: [...warnings, `${Annotations.captureInterception}: tproxy ${why}; captured by REDIRECT instead (the app sees its own Pod as the client)`],
+  });
+  if (cni) {
+    const where = settings.mode === CaptureModeSetting.cni ? 'the template captures in CNI mode' : "CNI mode serves this namespace (its Pod Security forbids the proxy's NET_ADMIN)";
+    return redirect(`cannot be done where ${where}: the node plugin installs the REDIRECT rules only`);
+  }
+  if (settings.tproxyPort === undefined) return redirect('needs a transparent listener, and the template has no capture.tproxyPort');
+  return { interception: Interception.tproxy, warnings };
+}
+
+/**
+ * TPROXY's rules let the proxy's group out too (the proxy runs as root in
+ * that group): a warning per container of the Pod's whose effective
+ * runAsGroup (its own, else the Pod's) is the proxy's uid, as for its user.
+ */
+export function proxyGroupClashes(pod: JsonObject, proxyUid: number): string[] {
+  return containersRunningAs(pod, 'runAsGroup', proxyUid).map(
+    ({ name, where }) => `container ${describeValue(name)} runs as group ${proxyUid} (${where}), the proxy's group under TPROXY: the capture rules let that group's traffic past the proxy; run it as another group`,
+  );
+}
+
+const TCP_PROXY = 'type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy';
+const ORIGINAL_DST = 'type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst';
+const ORIGINAL_SRC = 'type.googleapis.com/envoy.extensions.filters.listener.original_src.v3.OriginalSrc';
+
+const tcpProxy = (statPrefix: string, cluster: string): JsonObject => ({
+  name: 'envoy.filters.network.tcp_proxy',
+  typed_config: { '@type': TCP_PROXY, stat_prefix: statPrefix, cluster },
+});
+
+/**
+ * The per-Pod bootstrap's pieces of TPROXY (Envoy v3): the transparent
+ * listener on PORT (IPv4 and IPv6), original_dst marking its local address
+ * (TPROXY keeps it: the original destination) restored, original_src making
+ * the upstream connection leave from the client's address with the mark; a
+ * connection addressed to the listener itself goes to a cluster without
+ * endpoints (it would come back forever). Not in the chart's bootstrap: a
+ * transparent socket needs NET_ADMIN, which REDIRECT Pods' proxies lack.
+ */
+export function tproxyResources(port: number): { listeners: JsonObject[]; clusters: JsonObject[] } {
+  const listener = {
+    name: TPROXY_LISTENER,
+    address: { socket_address: { address: '0.0.0.0', port_value: port } },
+    additional_addresses: [{ address: { socket_address: { address: '::', port_value: port } } }],
+    transparent: true,
+    traffic_direction: 'INBOUND',
+    listener_filters: [
+      { name: 'envoy.filters.listener.original_dst', typed_config: { '@type': ORIGINAL_DST } },
+      { name: 'envoy.filters.listener.original_src', typed_config: { '@type': ORIGINAL_SRC, mark: TPROXY_MARK } },
+    ],
+    filter_chains: [
+      { filter_chain_match: { destination_port: port }, filters: [tcpProxy(`${TPROXY_LISTENER}_loop`, TPROXY_LOOP_CLUSTER)] },
+      { filters: [tcpProxy(TPROXY_LISTENER, TPROXY_CLUSTER)] },
+    ],
+  };
+  const clusters = [
+    { name: TPROXY_CLUSTER, type: 'ORIGINAL_DST', lb_policy: 'CLUSTER_PROVIDED', connect_timeout: '10s' },
+    { name: TPROXY_LOOP_CLUSTER, type: 'STATIC', connect_timeout: '1s' },
+  ];
+  return { listeners: [listener], clusters };
+}
+
+/**
+ * The proxy of a TPROXY Pod: root with exactly NET_ADMIN added (transparent
+ * sockets, SO_MARK), in the proxy's uid as its group. A capability added to a
+ * non-root container is lost at exec (Kubernetes gives no ambient
+ * capabilities), so the proxy runs as uid 0; the rules let its traffic out by
+ * that group (`--gid-owner`), as they do by uid in REDIRECT mode.
+ */
+export function tproxyProxy(container: JsonObject, proxyUid: number): JsonObject {
+  const context = objectAt(container, 'securityContext') ?? {};
+  const capabilities = objectAt(context, 'capabilities') ?? {};
+  const added = (arrayAt(capabilities, 'add') ?? []).filter((name) => name !== 'NET_ADMIN');
+  return {
+    ...container,
+    securityContext: {
+      ...context,
+      runAsUser: 0,
+      runAsGroup: proxyUid,
+      runAsNonRoot: false,
+      capabilities: { ...capabilities, add: [...added, 'NET_ADMIN'] },
+    },
+  };
+}
