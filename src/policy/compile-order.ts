@@ -22,6 +22,9 @@ function statusNames(list: string): string {
   return `[${found}].map(f, f == "" ? [] : [f.substring(${list.length + 4}, size(f) - 1)].map(i, ${names})[0])[0]`;
 }
 
+/** Longest status the condition reads: ours names a template, its hash and a few dozen entry names. */
+const MAX_SETTLED_STATUS = 4096;
+
 /** The status annotation's list of our init containers when it holds none: the JSON our status writes. */
 const NO_INIT_CONTAINERS = '"initContainers":[]';
 
@@ -33,11 +36,16 @@ const NO_INIT_CONTAINERS = '"initContainers":[]';
  * the policy on every Pod it injected (the ServiceAccount plugin adds the
  * token mount after us): so that rerun costs the condition, not the
  * mutation's activation and variables. Conservative: any status whose first
- * `initContainers` list is not exactly empty still reaches the mutation.
+ * `initContainers` list is not exactly empty, or longer than ours can be,
+ * still reaches the mutation.
  */
 export function notInjectedWithoutInitsCondition(): JsonObject {
   const status = podAnnotation(Annotations.status);
-  return { name: 'not-injected-without-init-containers', expression: `${status} == "" || ${status}.find(${listPattern('initContainers')}) != ${celString(NO_INIT_CONTAINERS)}` };
+  // A status longer than ours ever is (a Pod's own, copied or made up) goes to the mutation: the condition's cost stays bounded.
+  return {
+    name: 'not-injected-without-init-containers',
+    expression: `${status} == "" || size(${status}) > ${MAX_SETTLED_STATUS} || ${status}.find(${listPattern('initContainers')}) != ${celString(NO_INIT_CONTAINERS)}`,
+  };
 }
 
 /** The CEL regular expression of `"<list>":[...]` in the status annotation's JSON. */
