@@ -45,13 +45,14 @@ export const IMAGE_MALLOC_ENV = imageMallocEnvironment(readFileSync(join(ROOT, '
 const mallocEnv: Readonly<Record<string, string>> = Object.fromEntries(IMAGE_MALLOC_ENV.map((word) => [word.slice(0, word.indexOf('=')), word.slice(word.indexOf('=') + 1)]));
 
 /** Our compiled server with production settings (plus ARGS); it makes dev certificates in `certsDir` on first start. */
-export function startOurs(args: readonly string[] = [], nodeFlags: readonly string[] = [], env: Readonly<Record<string, string>> = {}): Promise<ServerProcess> {
+export function startOurs(args: readonly string[] = [], nodeFlags: readonly string[] = [], env: Readonly<Record<string, string>> = {}, launcher: readonly string[] = []): Promise<ServerProcess> {
   return startServer(
     [...IMAGE_NODE_FLAGS, ...OURS_NODE_FLAGS, ...nodeFlags, 'bin/envoy-injector.js', 'serve', '--host', '127.0.0.1', '--port', '0', '--log-level', 'info', '--certs-dir', certsDir, ...args],
     'envoy-injector serving https',
-    // In cluster mode, client-node's import alone takes seconds on a loaded machine.
-    60_000,
+    // In cluster mode, client-node's import alone takes seconds on a loaded machine; under valgrind, everything.
+    launcher.length > 0 ? 240_000 : 60_000,
     { ...mallocEnv, ...env },
+    launcher,
   );
 }
 
@@ -76,8 +77,8 @@ export function compileBenchScript(name: string): string {
 export const FLOOR_SCRIPT = compileBenchScript('floor-server');
 const LOAD_SCRIPT = compileBenchScript('load');
 
-export function startFloor(responseFile: string): Promise<ServerProcess> {
-  return startServer([FLOOR_SCRIPT, join(certsDir, 'tls.crt'), join(certsDir, 'tls.key'), responseFile], 'floor serving https');
+export function startFloor(responseFile: string, launcher: readonly string[] = []): Promise<ServerProcess> {
+  return startServer([FLOOR_SCRIPT, join(certsDir, 'tls.crt'), join(certsDir, 'tls.key'), responseFile], 'floor serving https', launcher.length > 0 ? 240_000 : 15_000, {}, launcher);
 }
 
 export function caPem(): string {

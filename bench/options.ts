@@ -10,7 +10,7 @@ export const { values: flags } = parseArgs({
     /** The profile part also profiles ours following a cluster (cluster.ts): the namespace lookups and Events of cluster mode. */
     'profile-cluster': { type: 'boolean', default: false },
     'no-write': { type: 'boolean', default: false },
-    /** Comma-separated parts to run: scenario names (seed, skip, large, burst), memory, coldstart, cluster, size, profile, apiserver, scale. */
+    /** Comma-separated parts to run: scenario names (seed, skip, large, burst), memory, coldstart, cluster, size, profile, instructions, apiserver, scale. */
     only: { type: 'string' },
     /** Extra node flags for our server only, e.g. "--max-semi-space-size=4", to try a fix; recorded in the results. */
     'ours-node-flags': { type: 'string', default: '' },
@@ -36,7 +36,7 @@ export const selected = (part: string): boolean => ONLY === undefined || ONLY.in
 /** The load scenarios (scenarios.ts), then the other parts. */
 export const SCENARIO_NAMES = ['seed', 'skip', 'large', 'burst'] as const;
 export type ScenarioName = (typeof SCENARIO_NAMES)[number];
-const PARTS: readonly string[] = [...SCENARIO_NAMES, 'memory', 'coldstart', 'cluster', 'size', 'profile', 'apiserver', 'scale'];
+const PARTS: readonly string[] = [...SCENARIO_NAMES, 'memory', 'coldstart', 'cluster', 'size', 'profile', 'instructions', 'apiserver', 'scale'];
 const unknownParts = (ONLY ?? []).filter((part) => !PARTS.includes(part));
 // Before anything is started: a typo must not leave a work dir or a process behind.
 if (unknownParts.length > 0) throw new Error(`--only: unknown ${unknownParts.join(', ')} (known: ${PARTS.join(', ')})`);
@@ -70,7 +70,7 @@ export const SETTINGS = {
     restSeconds: QUICK ? 5 : 60,
   },
   /** The whole run is killed past this (a hung child must not hang CI or a terminal); the real API server parts add theirs. */
-  deadlineMs: (15 + (selected('apiserver') ? 30 : 0) + (selected('scale') ? 30 : 0)) * 60_000,
+  deadlineMs: (15 + (selected('instructions') ? 25 : 0) + (selected('apiserver') ? 30 : 0) + (selected('scale') ? 30 : 0)) * 60_000,
 } as const;
 
 function count(flag: 'apiserver-pods' | 'apiserver-rounds' | 'apiserver-clients' | 'deployment-replicas' | 'scale-namespaces' | 'scale-pods', fallback: number): number {

@@ -34,8 +34,10 @@ export interface ServerProcess {
  * (our server's "envoy-injector serving https on port N", the floor's own).
  * ENV is added to this process's environment.
  */
-export async function startServer(args: readonly string[], readyPrefix: string, timeoutMs = 15_000, env: Readonly<Record<string, string>> = {}): Promise<ServerProcess> {
-  const child = spawn(process.execPath, [...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+export async function startServer(args: readonly string[], readyPrefix: string, timeoutMs = 15_000, env: Readonly<Record<string, string>> = {}, launcher: readonly string[] = []): Promise<ServerProcess> {
+  // LAUNCHER (e.g. valgrind and its options) runs node in place: the child's pid is node's.
+  const [command, ...launcherArgs] = [...launcher, process.execPath];
+  const child = spawn(command ?? process.execPath, [...launcherArgs, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   children.add(child);
   const stderr: string[] = [];
   const exited = new Promise<number | null>((resolve) =>

@@ -17,7 +17,8 @@ import { cleanUp, log, work } from './harness.js';
 import { flags, ONLY, QUICK, selected, SETTINGS } from './options.js';
 import { ROOT } from './processes.js';
 import { clusterText, coldStartText, header, machineInfo, markdownSummary, memoryFlatnessText, scenarioTable, shippedText, updateReadme, type MachineInfo } from './report.js';
-import { precomputeResponses, runScenario, SCENARIOS } from './scenarios.js';
+import { ALL_SCENARIOS, precomputeResponses, runScenario, SCENARIOS } from './scenarios.js';
+import { COUNTED_SCENARIOS, instructionFigures, instructionsText, instructionsUnavailable, type InstructionCounts } from './instructions.js';
 import { apiServerTargets, evaluateTargets, type Target } from './targets.js';
 import { missingAssets } from '../test/e2e/kube-binaries.js';
 import { scaleFigures, scaleTargets, scaleText, type ScaleFigures } from './cluster-scale.js';
@@ -32,13 +33,16 @@ interface Measured {
   readonly cluster: ClusterFigures | undefined;
   readonly shipped: ShippedSize | undefined;
   readonly profile: ProfileFigures | undefined;
+  /** Undefined when not selected; a string: why it was skipped. */
+  readonly instructions: readonly InstructionCounts[] | string | undefined;
   readonly apiServer: ApiServerFigures | undefined;
   readonly scale: ScaleFigures | undefined;
 }
 
 async function measure(): Promise<Measured> {
   log('bench: precomputing the floor responses with our server');
-  const responses = await precomputeResponses();
+  const counted = (name: string): boolean => selected('instructions') && (COUNTED_SCENARIOS as readonly string[]).includes(name);
+  const responses = await precomputeResponses(ALL_SCENARIOS.filter((scenario) => selected(scenario.name) || counted(scenario.name)));
   const scenarios: ScenarioResult[] = [];
   for (const scenario of SCENARIOS) {
     log(`bench: scenario ${scenario.name} (${scenario.description}), ${scenario.connections} connections`);
@@ -66,6 +70,12 @@ async function measure(): Promise<Measured> {
     log(`bench: profile of ours, seed and skip, ${SETTINGS.profileSeconds} s each under the sampling profiler`);
     profile = await profileFigures();
   }
+  let instructions: readonly InstructionCounts[] | string | undefined;
+  if (selected('instructions')) {
+    instructions = instructionsUnavailable();
+    log(`bench: ${instructions ?? 'instructions per review, ours and the floor under callgrind, seed and skip'}`);
+    instructions ??= await instructionFigures(responses);
+  }
   // The real API server parts need the tier's binaries (test/e2e/kube-binaries.ts); without them they are skipped, saying why.
   const missing = selected('apiserver') || selected('scale') ? missingAssets() : undefined;
   if (missing !== undefined) log(`bench: skipping the real API server parts (apiserver, scale): ${missing}`);
@@ -79,11 +89,11 @@ async function measure(): Promise<Measured> {
     log(`bench: scale, ${SETTINGS.scale.namespaces} namespaces and ${SETTINGS.scale.pods} Pods on a real kube-apiserver ${SETTINGS.scale.kubeVersion}`);
     scale = await scaleFigures(SETTINGS.scale);
   }
-  return { scenarios, memory, cold, cluster, shipped, profile, apiServer, scale };
+  return { scenarios, memory, cold, cluster, shipped, profile, instructions, apiServer, scale };
 }
 
 /** The console report: the header, the scenario table and its note, the other parts, the targets. */
-function consoleReport(startedAt: Date, machine: MachineInfo, { scenarios, memory, cold, cluster, shipped, profile, apiServer, scale }: Measured, targets: readonly Target[]): string {
+function consoleReport(startedAt: Date, machine: MachineInfo, { scenarios, memory, cold, cluster, shipped, profile, instructions, apiServer, scale }: Measured, targets: readonly Target[]): string {
   const out: string[] = [header(startedAt, machine), ''];
   if (scenarios.length > 0) {
     out.push(scenarioTable(scenarios), '');
@@ -99,6 +109,7 @@ function consoleReport(startedAt: Date, machine: MachineInfo, { scenarios, memor
   if (cluster !== undefined) out.push(...clusterText(cluster));
   if (shipped !== undefined) out.push(`shipped: ${shippedText(shipped)}`);
   if (profile !== undefined) out.push('', ...profileText(profile));
+  if (instructions !== undefined) out.push('', ...(typeof instructions === 'string' ? [instructions] : instructionsText(instructions)));
   if (apiServer !== undefined) out.push('', ...apiServerText(apiServer));
   if (scale !== undefined) out.push('', ...scaleText(scale));
   out.push('', table([['target', 'value', 'limit', ''], ...targets.map((target) => [target.name, target.value, target.limit, target.pass ? 'PASS' : 'FAIL'])]), '');
@@ -107,8 +118,8 @@ function consoleReport(startedAt: Date, machine: MachineInfo, { scenarios, memor
 
 /** The results file (a dated one; a quick or partial run's ignored), and for a full run latest.json and the README block. */
 function writeResults(startedAt: Date, machine: MachineInfo, measured: Measured, targets: readonly Target[]): void {
-  const { scenarios, memory, cold, cluster, shipped, profile, apiServer, scale } = measured;
-  const results = { date: startedAt.toISOString(), quick: QUICK, only: ONLY ?? null, machine, settings: SETTINGS, scenarios, memory: memory ?? null, coldStart: cold ?? null, cluster: cluster ?? null, shippedSize: shipped ?? null, profile: profile ?? null, apiServer: apiServer ?? null, scale: scale ?? null, targets };
+  const { scenarios, memory, cold, cluster, shipped, profile, instructions, apiServer, scale } = measured;
+  const results = { date: startedAt.toISOString(), quick: QUICK, only: ONLY ?? null, machine, settings: SETTINGS, scenarios, memory: memory ?? null, coldStart: cold ?? null, cluster: cluster ?? null, shippedSize: shipped ?? null, profile: profile ?? null, instructions: instructions ?? null, apiServer: apiServer ?? null, scale: scale ?? null, targets };
   const dir = join(ROOT, 'bench', 'results');
   mkdirSync(dir, { recursive: true });
   const text = `${JSON.stringify(results, null, 2)}\n`;
@@ -119,7 +130,7 @@ function writeResults(startedAt: Date, machine: MachineInfo, measured: Measured,
   writeFileSync(join(dir, name), text);
   if (complete) {
     writeFileSync(join(dir, 'latest.json'), text);
-    updateReadme([markdownSummary(startedAt, machine, scenarios, memory, cold, cluster, shipped, targets), ...(profile === undefined ? [] : ['', profileMarkdown(profile)]), ...(apiServer === undefined ? [] : ['', apiServerMarkdown(apiServer)]), ...(scale === undefined ? [] : ['', ...scaleText(scale).map((line) => `- ${line}.`)])].join('\n'));
+    updateReadme([markdownSummary(startedAt, machine, scenarios, memory, cold, cluster, shipped, targets), ...(profile === undefined ? [] : ['', profileMarkdown(profile)]), ...(instructions === undefined ? [] : ['', ...(typeof instructions === 'string' ? [instructions] : instructionsText(instructions)).map((line) => `- ${line}.`)]), ...(apiServer === undefined ? [] : ['', apiServerMarkdown(apiServer)]), ...(scale === undefined ? [] : ['', ...scaleText(scale).map((line) => `- ${line}.`)])].join('\n'));
   }
   log(`bench: results in bench/results/${name}${complete ? ', bench/results/latest.json and the table in bench/README.md' : ''}`);
 }

@@ -44,11 +44,11 @@ export const ALL_SCENARIOS: readonly Scenario[] = [
 export const SCENARIOS = ALL_SCENARIOS.filter((scenario) => selected(scenario.name));
 
 /** Asks our server once (CA verified) for its answer to each scenario's first body; that is what the floor will send. */
-export async function precomputeResponses(): Promise<Map<string, string>> {
+export async function precomputeResponses(scenarios: readonly Scenario[] = SCENARIOS): Promise<Map<string, string>> {
   const ours = await startOurs();
   try {
     const files = new Map<string, string>();
-    for (const scenario of SCENARIOS) {
+    for (const scenario of scenarios) {
       const body = scenario.bodies[0] ?? '';
       const answer = await httpsRequest(`https://127.0.0.1:${ours.port}/mutate`, { ca: caPem(), method: 'POST', body: Buffer.from(body) });
       if (answer.status !== 200) throw new Error(`${scenario.name}: our server answered ${answer.status}: ${answer.body.toString().slice(0, 300)}`);

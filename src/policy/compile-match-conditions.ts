@@ -1,12 +1,14 @@
 import { Annotations, OS_LABEL, type JsonObject, type LabelSelector } from '../injection/index.js';
 import { celString, celValue } from './cel-literal.js';
 import { explicitRequest, podAnnotation } from './cel-pod.js';
+import { notInjectedWithoutInitsCondition } from './compile-order.js';
 import { anySelectorCel, POD_LABELS } from './compile-selectors.js';
 
 /**
  * What the Pod alone decides (docs/design.md §4 rules 4, 4a, 6, 6a and the
  * Pod's template): before any variable is evaluated. The namespace's
  * template is the mutation's (namespaceObject is only given to mutations).
+ * And a Pod we injected with nothing to reorder (compile-order.ts).
  */
 export function matchConditions(templateNames: readonly string[], defaultName: string, neverInject?: readonly LabelSelector[]): JsonObject[] {
   const never = anySelectorCel(neverInject, POD_LABELS);
@@ -22,6 +24,7 @@ export function matchConditions(templateNames: readonly string[], defaultName: s
       name: 'known-template',
       expression: `${podAnnotation(Annotations.template, defaultName)} in ${celValue([...templateNames])}`,
     },
+    notInjectedWithoutInitsCondition(),
   ];
 }
 

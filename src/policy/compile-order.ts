@@ -1,5 +1,6 @@
 import { Annotations, CAPTURE_INIT_NAME, type JsonObject } from '../injection/index.js';
 import { celString } from './cel-literal.js';
+import { podAnnotation } from './cel-pod.js';
 
 /**
  * The order of init containers after other injectors, in policy mode
@@ -9,11 +10,47 @@ import { celString } from './cel-literal.js';
  * DNS labels: no escapes to undo), the sidecars are the restartable ones.
  */
 
-/** `"<list>":["a","b"]` of the status annotation as a list of names; [] when absent. */
+/**
+ * `"<list>":["a","b"]` of the status annotation as a list of names; [] when
+ * absent. The regular expression runs once, its match bound by a
+ * one-element list's `map`: CEL evaluates each occurrence of an expression
+ * again (a reinvocation on every Pod we injected pays for it).
+ */
 function statusNames(list: string): string {
-  const found = `variables.statusText.find(${celString(`"${list}":\\[[^\\]]*\\]`)})`;
-  const inner = `${found}.substring(${list.length + 4}, size(${found}) - 1)`;
-  return `(${found} == "" || ${inner} == "" ? [] : ${inner}.split(",").map(n, n.substring(1, size(n) - 1)))`;
+  const found = `variables.statusText.find(${listPattern(list)})`;
+  const names = 'i == "" ? [] : i.split(",").map(n, n.substring(1, size(n) - 1))';
+  return `[${found}].map(f, f == "" ? [] : [f.substring(${list.length + 4}, size(f) - 1)].map(i, ${names})[0])[0]`;
+}
+
+/** Longest status the condition reads: ours names a template, its hash and a few dozen entry names. */
+const MAX_SETTLED_STATUS = 4096;
+
+/** The status annotation's list of our init containers when it holds none: the JSON our status writes. */
+const NO_INIT_CONTAINERS = '"initContainers":[]';
+
+/**
+ * A match condition: a Pod we injected whose status names none of our init
+ * containers has nothing to reorder (ourInits is empty, so the mutation's
+ * answer would be no patch), and is not matched at all. Most injected Pods
+ * are such (classic sidecars without capture), and the API server reinvokes
+ * the policy on every Pod it injected (the ServiceAccount plugin adds the
+ * token mount after us): so that rerun costs the condition, not the
+ * mutation's activation and variables. Conservative: any status whose first
+ * `initContainers` list is not exactly empty, or longer than ours can be,
+ * still reaches the mutation.
+ */
+export function notInjectedWithoutInitsCondition(): JsonObject {
+  const status = podAnnotation(Annotations.status);
+  // A status longer than ours ever is (a Pod's own, copied or made up) goes to the mutation: the condition's cost stays bounded.
+  return {
+    name: 'not-injected-without-init-containers',
+    expression: `${status} == "" || size(${status}) > ${MAX_SETTLED_STATUS} || ${status}.find(${listPattern('initContainers')}) != ${celString(NO_INIT_CONTAINERS)}`,
+  };
+}
+
+/** The CEL regular expression of `"<list>":[...]` in the status annotation's JSON. */
+function listPattern(list: string): string {
+  return celString(`"${list}":\\[[^\\]]*\\]`);
 }
 
 export function orderVariables(): JsonObject[] {
@@ -39,7 +76,8 @@ export function orderVariables(): JsonObject[] {
         `variables.ourInits.transformList(i, n, i <= variables.ourSidecarIndexes.max(), n) + ${current}.filter(n, !(n in variables.ourInits.transformList(i, m, i <= variables.ourSidecarIndexes.max(), m))) : ` +
         `size(variables.ourInits) > 0 && variables.ourInits[size(variables.ourInits) - 1] == ${capture} ? ${current}.filter(n, n != ${capture}) + [${capture}] : ${current}`,
     },
-    { name: 'reorder', expression: `variables.statusOurs && size(variables.ourInits) > 0 && variables.wantedInits != ${current}` },
+    // Most Pods we injected have none of our init containers: nothing to reorder, and statusOurs is never evaluated.
+    { name: 'reorder', expression: `size(variables.ourInits) > 0 && variables.statusOurs && variables.wantedInits != ${current}` },
   ];
 }
 

@@ -141,7 +141,7 @@ export const POLICY_RULE_PLACES: Readonly<Record<Rule, string>> = {
   [Rule.namespaceEnabled]: 'the mutation: namespaceObject labels',
   [Rule.hostNetwork]: 'matchCondition not-host-network',
   [Rule.windows]: 'matchCondition not-windows',
-  [Rule.alreadyInjected]: 'the mutation: variables.injected (the status annotation): only the order of init containers restored (variables.reorder)',
+  [Rule.alreadyInjected]: 'matchCondition not-injected-without-init-containers; the mutation: variables.injected (the status annotation): only the order of init containers restored (variables.reorder)',
   [Rule.podResources]: 'the mutation: variables.resourcesPadding pads spec.resources as the webhook does; a Pod it cannot pad gets no patch',
   [Rule.template]: 'matchCondition known-template (the Pod\'s); the mutation\'s branch per template (the Pod\'s, else namespaceObject\'s label)',
 };
