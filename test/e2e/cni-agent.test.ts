@@ -24,7 +24,8 @@ import { kubeCall } from './policy-parity.js';
  * and a network namespace this test makes: it installs the plugin, reads the
  * Pod a runtime's ADD names and installs the rules for a Pod in CNI mode,
  * puts its entry back after the primary plugin rewrote the file, repairs a
- * Pod whose check found no rules (a Warning Event, then the delete) and
+ * Pod whose check found no rules (a Warning Event, then the delete; a
+ * delete its role refuses counted as failed, the round going on) and
  * leaves the configuration as it was when it stops. No kubelet: the Pods'
  * status is written as a kubelet would, and a deleted Pod stays terminating.
  * Its metrics, scraped over HTTP, count what it did.
@@ -110,7 +111,7 @@ forEachKubeVersion('the CNI agent: plugin installed, rules for Pods in CNI mode,
     agentToken = await plane().serviceAccountToken(release.namespace, account.metadata.name);
     const asAgent = new KubeConfig();
     asAgent.loadFromFile(await plane().serviceAccountKubeconfig(release.namespace, account.metadata.name));
-    for (const name of ['captured', 'broken']) {
+    for (const name of ['captured', 'broken', 'a-undeletable']) {
       const created = await kubeCall(plane(), 'POST', `/api/v1/namespaces/${namespace}/pods`, cniPod(name));
       assert.equal(created.status, 201, JSON.stringify(created.body));
     }
@@ -163,8 +164,9 @@ forEachKubeVersion('the CNI agent: plugin installed, rules for Pods in CNI mode,
     assert.deepEqual(await entries(), ['bridge', CNI_PLUGIN_TYPE]);
   });
 
-  it(`a Pod whose check found no rules: a CaptureRepaired Event, then deleted (${version})`, { skip: missing }, async () => {
-    const path = `/api/v1/namespaces/${namespace}/pods/broken`;
+  /** Writes the status a kubelet writes for a Pod whose check exited 69 and is restarting. */
+  const checkFailed = async (name: string): Promise<void> => {
+    const path = `/api/v1/namespaces/${namespace}/pods/${name}`;
     const pod = (await kubeCall(plane(), 'GET', path)).body;
     const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
     const status = {
@@ -173,30 +175,72 @@ forEachKubeVersion('the CNI agent: plugin installed, rules for Pods in CNI mode,
     };
     const written = await kubeCall(plane(), 'PUT', `${path}/status`, { ...pod, status });
     assert.equal(written.status, 200, JSON.stringify(written.body));
+  };
+  const terminating = async (name: string): Promise<boolean> => {
+    const read = await kubeCall(plane(), 'GET', `/api/v1/namespaces/${namespace}/pods/${name}`);
+    return read.status === 404 || (read.body['metadata'] as JsonObject)['deletionTimestamp'] !== undefined;
+  };
+  const repairEvents = async (name: string): Promise<JsonObject[]> => {
+    const list = (await kubeCall(plane(), 'GET', `/apis/events.k8s.io/v1/namespaces/${namespace}/events`)).body['items'] as JsonObject[];
+    return list.filter((event) => event['reason'] === 'CaptureRepaired' && (event['regarding'] as JsonObject)['name'] === name);
+  };
+  const repairs = async (): Promise<(number | undefined)[]> => {
+    const text = await (await fetch(`http://127.0.0.1:${agent?.metricsPort ?? 0}/metrics`)).text();
+    return ['deleted', 'failed'].map((result) => metricSample(text, 'envoy_injector_cni_agent_repairs_total', { result }));
+  };
+  /** Whether the agent's token may delete the Pod, as the API server's authorizer answers now (RBAC edits reach it a moment later). */
+  const mayDelete = async (name: string): Promise<boolean> => {
+    const review = await kubeCall({ ...plane(), adminToken: agentToken }, 'POST', '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews', { apiVersion: 'authorization.k8s.io/v1', kind: 'SelfSubjectAccessReview', spec: { resourceAttributes: { namespace, verb: 'delete', resource: 'pods', name } } });
+    return (review.body['status'] as JsonObject)['allowed'] === true;
+  };
+  const untilMayDelete = (name: string, allowed: boolean): Promise<boolean> =>
+    eventually(`the agent ${allowed ? 'allowed' : 'refused'} to delete Pod ${name}`, async () => ((await mayDelete(name)) === allowed ? true : undefined), 10_000, 100);
+
+  it(`a Pod whose check found no rules: a CaptureRepaired Event, then deleted; a delete refused is counted failed, the round goes on, the next round deletes it (${version})`, { skip: missing }, async () => {
+    assert.ok(release !== undefined);
+    // The agent's role with `delete` on Pod "broken" only: "a-undeletable", first in the list (lists come in key order), is refused.
+    const rolePath = `/apis/rbac.authorization.k8s.io/v1/clusterroles/${release.manifests.find((manifest) => manifest.kind === 'ClusterRole' && manifest.metadata.name.endsWith('-cni-agent'))?.metadata.name ?? ''}`;
+    const role = (await kubeCall(plane(), 'GET', rolePath)).body;
+    const rules = role['rules'] as JsonObject[];
+    const narrowed = [{ apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] }, { apiGroups: [''], resources: ['pods'], verbs: ['delete'], resourceNames: ['broken'] }, ...rules.slice(1)];
+    assert.equal((await kubeCall(plane(), 'PUT', rolePath, { ...role, rules: narrowed })).status, 200);
+    await untilMayDelete('a-undeletable', false);
+    await untilMayDelete('broken', true);
+    await checkFailed('broken');
+    await checkFailed('a-undeletable');
     await agent?.tick();
     const events = await eventually('the CaptureRepaired Event', async () => {
-      const list = (await kubeCall(plane(), 'GET', `/apis/events.k8s.io/v1/namespaces/${namespace}/events`)).body['items'] as JsonObject[];
-      const found = list.filter((event) => event['reason'] === 'CaptureRepaired');
+      const found = await repairEvents('broken');
       return found.length > 0 ? found : undefined;
     }, 10_000, 200).catch((error: Error) => {
       throw new Error(`${error.message}; the agent said: ${logs.join('')}`);
     });
-    assert.equal(((events[0] as JsonObject)['regarding'] as JsonObject)['name'], 'broken');
     assert.equal((events[0] as JsonObject)['type'], 'Warning');
     // No kubelet to finish it: the Pod is terminating, and the captured one untouched.
-    const after = await kubeCall(plane(), 'GET', path);
-    assert.ok(after.status === 404 || (after.body['metadata'] as JsonObject)['deletionTimestamp'] !== undefined, JSON.stringify(after.body['metadata']));
-    assert.equal(((await kubeCall(plane(), 'GET', `/api/v1/namespaces/${namespace}/pods/captured`)).body['metadata'] as JsonObject)['deletionTimestamp'], undefined);
+    assert.equal(await terminating('broken'), true);
+    assert.equal(await terminating('captured'), false);
+    assert.equal(await terminating('a-undeletable'), false, 'a Pod the agent may not delete is deleted');
+    // Refused first, and "broken" deleted after it in the same round.
+    const said = logs.join('');
+    assert.match(said, new RegExp(`cni-agent: deleting Pod ${namespace}/a-undeletable: pods "a-undeletable" is forbidden`));
+    assert.ok(said.indexOf(`deleting Pod ${namespace}/a-undeletable`) < said.indexOf(`deleted Pod ${namespace}/broken`), said);
+    assert.deepEqual(await repairs(), [1, 1]);
+    // The role whole again: the next round deletes it.
+    assert.equal((await kubeCall(plane(), 'PUT', rolePath, { ...(await kubeCall(plane(), 'GET', rolePath)).body, rules })).status, 200);
+    await untilMayDelete('a-undeletable', true);
+    await agent?.tick();
+    assert.equal(await terminating('a-undeletable'), true, `the agent said: ${logs.join('')}`);
+    assert.deepEqual(await repairs(), [2, 1]);
   });
 
-  it(`its metrics: one Pod captured, one repaired, the plugin installed (${version})`, { skip: missing }, async () => {
+  it(`its metrics: one Pod captured, two repaired, one delete failed, the plugin installed (${version})`, { skip: missing }, async () => {
     const response = await fetch(`http://127.0.0.1:${agent?.metricsPort ?? 0}/metrics`);
     assert.equal(response.status, 200);
     const text = await response.text();
     const setUps = ['captured', 'skipped', 'error'].map((result) => metricSample(text, 'envoy_injector_cni_agent_pod_setups_total', { result }));
     assert.deepEqual(setUps, [1, 0, 0], text);
     const repairs = ['deleted', 'failed'].map((result) => metricSample(text, 'envoy_injector_cni_agent_repairs_total', { result }));
-    assert.deepEqual(repairs, [1, 0], text);
+    assert.deepEqual(repairs, [2, 1], text);
     assert.equal(metricSample(text, 'envoy_injector_cni_agent_plugin_installed'), 1);
   });
 
