@@ -49,7 +49,10 @@ import { askToCall, waitRelayed } from './traffic.js';
  * its plugin is never called), cni-repair (the agent's ClusterRole without
  * `delete`), cni-rewrite (the agent's rounds after the first taken away,
  * through NODE_OPTIONS: setInterval does nothing), cni-uninstall (the
- * agent's process exits at once on SIGTERM, through NODE_OPTIONS: no stop).
+ * agent's process exits at once on SIGTERM, through NODE_OPTIONS: no stop),
+ * cni-ipv6 (ip6tables a no-op on the agent's PATH, through NODE_OPTIONS: the
+ * IPv6-only Pod gets IPv4 rules only and its check exits 69);
+ * capture-rules (envoy-init without its OUTPUT jump: 5 with `auto`).
  */
 
 const SOCKET_DIR = join(NODE_DIR, 'cni-agent');
@@ -61,6 +64,8 @@ const CHECK = 'envoy-capture-check';
 const BREAK_OPTIONS: Readonly<Record<string, string>> = {
   'cni-rewrite': 'globalThis.setInterval=()=>0',
   'cni-uninstall': "process.on('SIGTERM',()=>process.exit(0))",
+  // ip6tables a no-op on the PATH the rule script inherits (no spaces: NODE_OPTIONS splits on them): IPv4 rules only.
+  'cni-ipv6': "import{mkdirSync,symlinkSync}from'node:fs';mkdirSync('/tmp/no-ip6tables',{recursive:true});['ip6tables-nft','ip6tables-legacy'].forEach((name)=>{try{symlinkSync('/bin/true','/tmp/no-ip6tables/'+name)}catch{}});process.env.PATH='/tmp/no-ip6tables:'+process.env.PATH",
 };
 
 /** An app Pod as `restricted` accepts it, captured, in NAMESPACE. */
@@ -284,7 +289,7 @@ forEachNode('capture in CNI mode', (suite, version) => {
     try {
       await core.createNamespacedPod({ namespace: restricted, body: restrictedPod('ipv6-only', restricted) });
       // Its proxy and app need not serve (the stand-in and the recorder speak IPv4): what is proven is that the Pod runs past its check.
-      const pod = await waitIn(restricted, 'ipv6-only', (read) => checkExit(read) !== undefined && running('envoy')(read), 'the IPv6-only Pod past its check, its proxy started').catch(async (error: Error) => {
+      const pod = await waitIn(restricted, 'ipv6-only', (read) => checkExit(read) !== undefined && (checkExit(read) !== 0 || running('envoy')(read)), 'the IPv6-only Pod\'s check ended (and, passed, its proxy started)').catch(async (error: Error) => {
         throw new Error(`${error.message}; the agent's log: ${await agentLogs()}`);
       });
       assert.ok((pod.status?.podIPs ?? []).every((entry) => entry.ip.includes(':')) && (pod.status?.podIPs ?? []).length > 0, `an IPv6 address only: ${JSON.stringify(pod.status?.podIPs)}`);
