@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { formatYaml } from '../src/injection/index.js';
 import { ADMISSION_REASONS, ErrorReason } from '../src/server/metrics.js';
-import { ALERT_CASES, SKIPS_NOT_ALERTING, type AlertCase, type AlertVariant } from './fixtures/alert-cases.js';
+import { casesOf, SKIPS_NOT_ALERTING, type AlertCase, type AlertVariant } from './fixtures/alert-cases.js';
 import { NAMESPACE, only, renderChart, type Manifest } from './helpers/helm.js';
 import { alertRules, dashboardQueries, MONITORING_ON, renderMonitoring, ruleFile, scrapedService, substituteVariables, type PromRule } from './helpers/monitoring.js';
 import { promtool, promtoolOrSkip } from './helpers/promtool.js';
@@ -16,12 +16,14 @@ import { promtool, promtoolOrSkip } from './helpers/promtool.js';
  * each alert over input series and says when it fires, with which labels and
  * annotations (test/fixtures/alert-cases.ts).
  */
+const VARIANTS: readonly AlertVariant[] = ['webhook', 'policy', 'cni'];
+
 describe('the PrometheusRule and the dashboard, checked by promtool', () => {
   let work: string;
   const rendered = new Map<AlertVariant, Manifest[]>();
   before(async () => {
     work = await mkdtemp(join(tmpdir(), 'ei-promtool-'));
-    for (const variant of ['webhook', 'policy'] as const) rendered.set(variant, await renderMonitoring(variant));
+    for (const variant of VARIANTS) rendered.set(variant, await renderMonitoring(variant));
   });
   after(async () => {
     await rm(work, { recursive: true, force: true });
@@ -62,7 +64,7 @@ describe('the PrometheusRule and the dashboard, checked by promtool', () => {
   });
 
   it('every alert has severity, summary, description and a runbook_url', () => {
-    for (const variant of ['webhook', 'policy'] as const) {
+    for (const variant of VARIANTS) {
       for (const rule of alertRules(manifests(variant))) {
         assert.match(rule.labels?.['severity'] ?? '', /^(critical|warning|info)$/, `${rule.alert}: severity`);
         for (const key of ['summary', 'description', 'runbook_url']) assert.ok((rule.annotations?.[key] ?? '').length > 0, `${rule.alert}: ${key}`);
@@ -72,9 +74,9 @@ describe('the PrometheusRule and the dashboard, checked by promtool', () => {
   });
 
   it('every alert of every mode has a unit test, and every unit test an alert', () => {
-    for (const variant of ['webhook', 'policy'] as const) {
+    for (const variant of VARIANTS) {
       const alerts = new Set(alertRules(manifests(variant)).map((rule) => rule.alert));
-      const tested = new Set(ALERT_CASES.filter((testCase) => testCase.variants.includes(variant)).map((testCase) => testCase.alert));
+      const tested = new Set(casesOf(variant).map((testCase) => testCase.alert));
       assert.deepEqual([...alerts].sort(), [...tested].sort(), `${variant} mode: alerts rendered vs alerts tested`);
     }
   });
@@ -93,7 +95,12 @@ describe('the PrometheusRule and the dashboard, checked by promtool', () => {
     assert.ok(named.has('unknown_namespace_template') && named.has('status_copied'));
   });
 
-  for (const variant of ['webhook', 'policy'] as const) {
+  it("the CNI agents carry the injector's release label (the DaemonSet's METRICS_RELEASE), which their alerts select", () => {
+    const chart = manifests('cni');
+    assert.equal(metricsRelease(chart, 'DaemonSet'), releaseLabel(chart));
+  });
+
+  for (const variant of VARIANTS) {
     it(`promtool test rules: each alert of ${variant} mode quiet, then firing with its labels and annotations`, async (t) => {
       const bin = promtoolOrSkip(t);
       if (bin === undefined) return;
@@ -101,7 +108,7 @@ describe('the PrometheusRule and the dashboard, checked by promtool', () => {
       await writeFile(join(work, `${variant}-rules.yaml`), formatYaml(ruleFile(chart)));
       const job = scrapedService(chart).service.metadata.name;
       const rules = alertRules(chart);
-      const cases = ALERT_CASES.filter((testCase) => testCase.variants.includes(variant));
+      const cases = casesOf(variant);
       const tests = cases.map((testCase) => unitTest(testCase, rules, { JOB: job, NS: NAMESPACE, REL: releaseLabel(chart), HOOKS: webhookNameSuffix(chart) }));
       await writeFile(join(work, `${variant}-test.yaml`), formatYaml({ rule_files: [`${variant}-rules.yaml`], evaluation_interval: '1m', tests }));
       const result = await promtool(bin, ['test', 'rules', `${variant}-test.yaml`], work);
@@ -203,9 +210,14 @@ function unitTest(testCase: AlertCase, rules: readonly PromRule[], names: Readon
 
 /** The envoy_injector_release label the release's injector puts on its series: the chart's METRICS_RELEASE. */
 function releaseLabel(chart: readonly Manifest[]): string {
-  const containers = ((only(chart, 'Deployment')['spec'] as { template: { spec: { containers: { env?: { name: string; value?: string }[] }[] } } }).template.spec.containers);
+  return metricsRelease(chart, 'Deployment');
+}
+
+/** The METRICS_RELEASE the chart's workload of KIND sets. */
+function metricsRelease(chart: readonly Manifest[], kind: 'Deployment' | 'DaemonSet'): string {
+  const containers = ((only(chart, kind)['spec'] as { template: { spec: { containers: { env?: { name: string; value?: string }[] }[] } } }).template.spec.containers);
   const value = containers.flatMap((container) => container.env ?? []).find((entry) => entry.name === 'METRICS_RELEASE')?.value;
-  assert.ok(value !== undefined, 'the Deployment sets METRICS_RELEASE');
+  assert.ok(value !== undefined, `the ${kind} sets METRICS_RELEASE`);
   return value;
 }
 

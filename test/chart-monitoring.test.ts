@@ -80,7 +80,7 @@ describe('chart: the monitoring objects', () => {
   it("the rules select the release by the label its injector puts on every series (not the scrape's job), and link each alert to its own section of the runbook", async () => {
     const sections = runbookSections();
     const alerts = new Set<string>();
-    for (const mode of ['webhook', 'policy'] as const) {
+    for (const mode of ['webhook', 'policy', 'cni'] as const) {
       const manifests = await renderMonitoring(mode);
       const env = ((only(manifests, 'Deployment')['spec'] as { template: { spec: { containers: { env?: { name: string; value?: string }[] }[] } } }).template.spec.containers[0]?.env ?? []);
       assert.equal(env.find((entry) => entry.name === 'METRICS_RELEASE')?.value, `${NAMESPACE}/${RELEASE}`);

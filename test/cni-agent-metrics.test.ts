@@ -15,7 +15,7 @@ describe('the CNI agent\'s metrics', () => {
   it('every series starts at 0: set-ups by result, repairs by result, the plugin not installed', async () => {
     const text = (await new CniAgentMetrics({ processMetrics: false }).render()).body;
     for (const result of ['captured', 'skipped', 'error']) assert.equal(metricSample(text, 'envoy_injector_cni_agent_pod_setups_total', { result }), 0, result);
-    for (const result of ['deleted', 'failed']) assert.equal(metricSample(text, 'envoy_injector_cni_agent_repairs_total', { result }), 0, result);
+    for (const result of ['deleted', 'failed', 'left']) assert.equal(metricSample(text, 'envoy_injector_cni_agent_repairs_total', { result }), 0, result);
     assert.equal(metricSample(text, 'envoy_injector_cni_agent_plugin_installed'), 0);
   });
 
@@ -25,11 +25,21 @@ describe('the CNI agent\'s metrics', () => {
     metrics.setUp('captured');
     metrics.setUp('error');
     metrics.repaired('failed');
+    metrics.repaired('left');
+    metrics.repaired('left');
     metrics.installed.set(1);
     const text = (await metrics.render()).body;
     assert.deepEqual(['captured', 'skipped', 'error'].map((result) => metricSample(text, 'envoy_injector_cni_agent_pod_setups_total', { result })), [2, 0, 1]);
-    assert.deepEqual(['deleted', 'failed'].map((result) => metricSample(text, 'envoy_injector_cni_agent_repairs_total', { result })), [0, 1]);
+    assert.deepEqual(['deleted', 'failed', 'left'].map((result) => metricSample(text, 'envoy_injector_cni_agent_repairs_total', { result })), [0, 1, 2]);
     assert.equal(metricSample(text, 'envoy_injector_cni_agent_plugin_installed'), 1);
+  });
+
+  it('the labels given go on every series: the node and the release, which the chart\'s alerts select', async () => {
+    const text = (await new CniAgentMetrics({ processMetrics: false, labels: { envoy_injector_node: 'node-a', envoy_injector_release: 'ns/rel' } }).render()).body;
+    const samples = text.split('\n').filter((line) => line.startsWith('envoy_injector_'));
+    assert.equal(samples.length, 7, text);
+    for (const line of samples) assert.match(line, /\{.*envoy_injector_node="node-a".*\}/, line);
+    for (const line of samples) assert.match(line, /envoy_injector_release="ns\/rel"/, line);
   });
 
   it('promtool check metrics accepts the agent\'s own series', async (t) => {

@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { chainedResult, cniError, decideSetUp, parseShimRequest, podOfRequest, shimAnswer, type ShimRequest } from '../src/cni/cni-request.js';
 import { CNI_PLUGIN_TYPE, insertChainEntry, primaryConfigFile, removeChainEntry } from '../src/cni/chain-config.js';
-import { CAPTURE_REPAIRED_REASON, needsRepair, repairNote } from '../src/cni/repair.js';
+import { CAPTURE_NOT_REPAIRED_REASON, CAPTURE_REPAIRED_REASON, needsRepair, notRepairedNote, repairAction, repairNote } from '../src/cni/repair.js';
 import { admitPod, applyPodPatch, parseTemplateFile, type JsonObject } from '../src/injection/index.js';
 import { readFileSync } from 'node:fs';
 import { ROOT } from './helpers/fixtures.js';
@@ -214,7 +214,21 @@ describe('the agent\'s repair: Pods whose check found no rules', () => {
     assert.equal(needsRepair({ ...classic, spec: { ...(classic['spec'] as JsonObject), nodeName: 'ei-node' }, status: { initContainerStatuses: [{ name: 'envoy-capture-check', state: { terminated: { exitCode: 69 } } }] } }, 'ei-node'), false);
   });
 
-  it('the Event says what happened and what follows', () => {
+  it('deleted only when a controller makes it again; a bare Pod is left, as deleting it would lose it', () => {
+    const broken = check({ exitCode: 69 });
+    const owned = (owners: JsonObject[]): JsonObject => ({ ...broken, metadata: { ...(broken['metadata'] as JsonObject), ownerReferences: owners } });
+    const replicaSet = { apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'web-5d8f', uid: 'u1', controller: true };
+    assert.equal(repairAction(owned([replicaSet]), 'ei-node'), 'delete');
+    assert.equal(repairAction(broken, 'ei-node'), 'leave');
+    // An owner that is not its controller (garbage collection only) makes no new Pod.
+    assert.equal(repairAction(owned([{ ...replicaSet, controller: false }]), 'ei-node'), 'leave');
+    assert.equal(repairAction(owned([replicaSet]), 'other-node'), undefined);
+    assert.equal(repairAction(check({ exitCode: 1 }), 'ei-node'), undefined);
+  });
+
+  it('the Events say what happened and what follows', () => {
+    assert.equal(CAPTURE_NOT_REPAIRED_REASON, 'CaptureNotRepaired');
+    assert.match(notRepairedNote('ei-node'), /^envoy-capture-check found no capture rules \(exit 69\): .* on node ei-node before .*; not deleted, as no controller would make it again: it does not run uncaptured, and once it is deleted and created again it is captured$/);
     assert.equal(CAPTURE_REPAIRED_REASON, 'CaptureRepaired');
     assert.match(repairNote('ei-node'), /^envoy-capture-check found no capture rules \(exit 69\): .* on node ei-node before the envoy-injector CNI plugin was installed; deleted so that its controller makes a new one, captured$/);
   });

@@ -4,11 +4,13 @@ import { Readable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { parseServeArgs } from '../src/commands/serve.js';
 import { startPolicyController, type RunningPolicyController } from '../src/commands/policy-controller.js';
+import { CniAgentMetrics } from '../src/server/cni-agent-metrics.js';
+import { startMetricsServer } from '../src/server/metrics-server.js';
 import { FakeApiServer } from './helpers/fake-api-server.js';
 import { httpsCall } from './helpers/https-client.js';
 import { NAMESPACE, startHarness, until, type Harness } from './helpers/injector-harness.js';
 import { alertRules, dashboardQueries, injectorSeries, renderMonitoring } from './helpers/monitoring.js';
-import { injectorMetrics, seriesNames } from './helpers/metrics-reference.js';
+import { cniAgentMetrics, injectorMetrics, seriesNames } from './helpers/metrics-reference.js';
 import { captureLog } from './helpers/server.js';
 
 /**
@@ -50,6 +52,7 @@ describe('the series the alerts and the dashboard read exist in a live /metrics'
   let fake: FakeApiServer;
   let harness: Harness | undefined;
   let policy: RunningPolicyController | undefined;
+  let agentMetrics: Awaited<ReturnType<typeof startMetricsServer>> | undefined;
   const exported = new Set<string>();
 
   before(async () => {
@@ -69,10 +72,14 @@ describe('the series the alerts and the dashboard read exist in a live /metrics'
     assert.equal(overHttps.status, 200);
     for (const name of exportedSeries(overHttps.body)) exported.add(name);
     for (const name of exportedSeries(await plainGet(`http://127.0.0.1:${policy.health.port}/metrics`))) exported.add(name);
+    // The CNI agent's series, from its own metrics server (the alerts of capture in CNI mode read them).
+    agentMetrics = await startMetricsServer(new CniAgentMetrics(), '127.0.0.1', 0);
+    for (const name of exportedSeries(await plainGet(`http://127.0.0.1:${agentMetrics.port}/metrics`))) exported.add(name);
   });
   after(async () => {
     await harness?.injector.stop();
     await policy?.stop();
+    await agentMetrics?.close();
     await fake.close();
   });
 
@@ -83,9 +90,9 @@ describe('the series the alerts and the dashboard read exist in a live /metrics'
     assert.ok(!exported.has('envoy_injector_no_such_metric'));
   });
 
-  it('every envoy_injector_* series of every alert (webhook and policy mode) and every dashboard query is exported', async () => {
+  it('every envoy_injector_* series of every alert (webhook, policy and CNI mode) and every dashboard query is exported', async () => {
     const named = new Map<string, string>();
-    for (const mode of ['webhook', 'policy'] as const) {
+    for (const mode of ['webhook', 'policy', 'cni'] as const) {
       const manifests = await renderMonitoring(mode);
       for (const rule of alertRules(manifests)) for (const series of injectorSeries(rule.expr)) named.set(series, `alert ${rule.alert}`);
       for (const query of dashboardQueries(manifests)) for (const series of injectorSeries(query.expr)) named.set(series, `panel "${query.panel}"`);
@@ -95,8 +102,8 @@ describe('the series the alerts and the dashboard read exist in a live /metrics'
     assert.deepEqual(dead, [], 'series no running injector exports');
   });
 
-  it('the metrics reference (docs/reference/metrics.md) names exactly the envoy_injector_* series both modes export', () => {
+  it('the metrics reference (docs/reference/metrics.md) names exactly the envoy_injector_* series both modes and the CNI agent export', () => {
     const live = [...exported].filter((name) => name.startsWith('envoy_injector_')).sort();
-    assert.deepEqual([...seriesNames(injectorMetrics())].sort(), live);
+    assert.deepEqual([...seriesNames([...injectorMetrics(), ...cniAgentMetrics()])].sort(), live);
   });
 });

@@ -2,12 +2,13 @@ import { rm, writeFile } from 'node:fs/promises';
 import type { Server } from 'node:net';
 import { parseArgs } from 'node:util';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { CAPTURE_REPAIRED_REASON, needsRepair, repairNote } from '../cni/repair.js';
+import { CAPTURE_NOT_REPAIRED_REASON, CAPTURE_REPAIRED_REASON, notRepairedNote, repairAction, repairNote } from '../cni/repair.js';
 import { UsageError } from '../errors.js';
 import { isJsonObject, type JsonObject } from '../injection/index.js';
 import { connectToCluster } from '../kube/cluster-connection.js';
 import { kubeJson, KubeRequestError } from '../kube/kube-json.js';
-import { CniAgentMetrics } from '../server/cni-agent-metrics.js';
+import { CniAgentMetrics, NODE_LABEL } from '../server/cni-agent-metrics.js';
+import { RELEASE_LABEL } from '../server/metrics.js';
 import { startMetricsServer } from '../server/metrics-server.js';
 import { installPlugin, rulesRunner, serveShim, uninstallPlugin, type PluginPlaces } from './cni-agent-core.js';
 import type { CommandIo } from './io.js';
@@ -19,7 +20,8 @@ The node agent of capture in CNI mode (a DaemonSet Pod, privileged, host network
 and PID): installs the plugin envoy-injector-cni into the node's CNI folders and
 keeps it last in the primary configuration's chain, answers the plugin's requests
 (the capture rules run in the Pods' network namespaces), deletes Pods of the node
-whose envoy-capture-check found no rules, and takes the plugin out on SIGTERM.
+whose envoy-capture-check found no rules (a bare Pod, which nothing would make
+again, only gets a Warning), and takes the plugin out on SIGTERM.
 
 Options:
   --node-name NAME     the node this agent runs on (NODE_NAME)
@@ -32,6 +34,9 @@ Options:
   --interval-seconds N how often the chain is checked and Pods are repaired (default 2)
   --metrics-port N     serve GET /metrics over plain HTTP on this port of the node (default 10390; 0: none)
   --metrics-host ADDR  address of the metrics port (default "::", every IPv4 and IPv6 address)
+  --metrics-release ID put the label envoy_injector_release="ID" on every series, as the
+                       injector's --metrics-release (METRICS_RELEASE); envoy_injector_node="NAME"
+                       is always there
   --kubeconfig FILE    the cluster (default: in-cluster)
   -h, --help
 `;
@@ -51,6 +56,8 @@ export interface CniAgentSettings extends PluginPlaces {
   readonly intervalMs: number;
   /** Where GET /metrics is served (port 0: one the system picks); undefined: not served. */
   readonly metrics?: { readonly host: string; readonly port: number } | undefined;
+  /** The envoy_injector_release label of every series (the chart's `<namespace>/<release>`). */
+  readonly metricsRelease?: string | undefined;
 }
 
 export interface CniAgent {
@@ -63,13 +70,15 @@ export interface CniAgent {
 
 /** Starts the agent's socket and first round, then a round every interval. */
 export async function startCniAgent(settings: CniAgentSettings, kubeConfig: KubeConfig, io: CommandIo): Promise<CniAgent> {
-  const metrics = new CniAgentMetrics();
+  const metrics = new CniAgentMetrics({ labels: { [NODE_LABEL]: settings.nodeName, ...(settings.metricsRelease === undefined ? {} : { [RELEASE_LABEL]: settings.metricsRelease }) } });
   const metricsServer = settings.metrics === undefined ? undefined : await startMetricsServer(metrics, settings.metrics.host, settings.metrics.port);
   const server: Server = await serveShim(settings.agentSocket, {
     readPod: (namespace, name) => readPod(kubeConfig, namespace, name),
     runRules: rulesRunner(settings.rules),
     countSetUp: (result) => metrics.setUp(result),
   });
+  /** The bare Pods already warned about (a Warning once each, not every round). */
+  const left = new Set<string>();
   const tick = async (): Promise<void> => {
     const edit = await installPlugin(settings);
     if ('problem' in edit) {
@@ -81,7 +90,7 @@ export async function startCniAgent(settings: CniAgentSettings, kubeConfig: Kube
     if (edit.changed) io.stdout.write(`cni-agent: envoy-injector-cni put last in the chain of ${edit.file ?? ''}\n`);
     await writeFile(settings.readyFile, 'ready\n');
     metrics.installed.set(1);
-    await repair(kubeConfig, settings.nodeName, io, metrics).catch((error: Error) => io.stderr.write(`cni-agent: repair: ${error.message}\n`));
+    await repair(kubeConfig, settings.nodeName, io, metrics, left).catch((error: Error) => io.stderr.write(`cni-agent: repair: ${error.message}\n`));
   };
   let running = tick();
   await running;
@@ -113,33 +122,54 @@ async function readPod(kubeConfig: KubeConfig, namespace: string, name: string):
   }
 }
 
-/** Deletes the node's Pods whose check found no rules, each with a Warning Event on it first. */
-async function repair(kubeConfig: KubeConfig, nodeName: string, io: CommandIo, metrics: CniAgentMetrics): Promise<void> {
+/** Posts a Warning Event on a Pod of the node, as the agent; a failure is only logged. */
+async function warnOnPod(kubeConfig: KubeConfig, nodeName: string, io: CommandIo, pod: JsonObject, event: { reason: string; action: string; note: string }): Promise<void> {
+  const metadata = isJsonObject(pod['metadata']) ? pod['metadata'] : {};
+  const namespace = String(metadata['namespace']);
+  const name = String(metadata['name']);
+  await kubeJson(kubeConfig, {
+    method: 'POST',
+    path: `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/events`,
+    body: {
+      apiVersion: 'events.k8s.io/v1',
+      kind: 'Event',
+      // Named as client-go names Events: the object, then a timestamp in hex.
+      metadata: { name: `${name}.${Date.now().toString(16)}`, namespace },
+      eventTime: new Date().toISOString().replace(/\.\d+Z$/, '.000000Z'),
+      type: 'Warning',
+      ...event,
+      reportingController: 'envoy-injector.io/cni-agent',
+      reportingInstance: `envoy-injector-cni-agent-${nodeName}`,
+      regarding: { apiVersion: 'v1', kind: 'Pod', namespace, name, uid: metadata['uid'] },
+    },
+  }).catch((error: Error) => io.stderr.write(`cni-agent: Event for Pod ${namespace}/${name}: ${error.message}\n`));
+}
+
+/**
+ * Deletes the node's Pods whose check found no rules and that a controller
+ * makes again, each with a Warning Event on it first; a Pod nothing would
+ * make again gets a Warning once (LEFT holds their uids) and is kept.
+ */
+async function repair(kubeConfig: KubeConfig, nodeName: string, io: CommandIo, metrics: CniAgentMetrics, left: Set<string>): Promise<void> {
   const list = await kubeJson(kubeConfig, { method: 'GET', path: `/api/v1/pods?fieldSelector=${encodeURIComponent(`spec.nodeName=${nodeName}`)}` });
   const items = isJsonObject(list) && Array.isArray(list['items']) ? list['items'].filter(isJsonObject) : [];
-  for (const pod of items.filter((item) => needsRepair(item, nodeName))) {
+  const stillLeft = new Set<string>();
+  for (const pod of items) {
+    const action = repairAction(pod, nodeName);
+    if (action === undefined) continue;
     const metadata = isJsonObject(pod['metadata']) ? pod['metadata'] : {};
     const namespace = String(metadata['namespace']);
     const name = String(metadata['name']);
-    const now = new Date().toISOString().replace(/\.\d+Z$/, '.000000Z');
-    await kubeJson(kubeConfig, {
-      method: 'POST',
-      path: `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/events`,
-      body: {
-        apiVersion: 'events.k8s.io/v1',
-        kind: 'Event',
-        // Named as client-go names Events: the object, then a timestamp in hex.
-        metadata: { name: `${name}.${Date.now().toString(16)}`, namespace },
-        eventTime: now,
-        type: 'Warning',
-        reason: CAPTURE_REPAIRED_REASON,
-        action: 'Delete',
-        note: repairNote(nodeName),
-        reportingController: 'envoy-injector.io/cni-agent',
-        reportingInstance: `envoy-injector-cni-agent-${nodeName}`,
-        regarding: { apiVersion: 'v1', kind: 'Pod', namespace, name, uid: metadata['uid'] },
-      },
-    }).catch((error: Error) => io.stderr.write(`cni-agent: Event for Pod ${namespace}/${name}: ${error.message}\n`));
+    if (action === 'leave') {
+      const uid = String(metadata['uid']);
+      stillLeft.add(uid);
+      if (left.has(uid)) continue;
+      await warnOnPod(kubeConfig, nodeName, io, pod, { reason: CAPTURE_NOT_REPAIRED_REASON, action: 'None', note: notRepairedNote(nodeName) });
+      metrics.repaired('left');
+      io.stdout.write(`cni-agent: left Pod ${namespace}/${name}: ${notRepairedNote(nodeName)}\n`);
+      continue;
+    }
+    await warnOnPod(kubeConfig, nodeName, io, pod, { reason: CAPTURE_REPAIRED_REASON, action: 'Delete', note: repairNote(nodeName) });
     try {
       await kubeJson(kubeConfig, { method: 'DELETE', path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}` });
     } catch (error) {
@@ -151,6 +181,9 @@ async function repair(kubeConfig: KubeConfig, nodeName: string, io: CommandIo, m
     metrics.repaired('deleted');
     io.stdout.write(`cni-agent: deleted Pod ${namespace}/${name}: ${repairNote(nodeName)}\n`);
   }
+  // Only the Pods still waiting are remembered: a Pod gone (or fixed) is forgotten.
+  left.clear();
+  for (const uid of stillLeft) left.add(uid);
 }
 
 export async function runCniAgent(args: readonly string[], io: CommandIo, env: NodeJS.ProcessEnv): Promise<number> {
@@ -167,6 +200,7 @@ export async function runCniAgent(args: readonly string[], io: CommandIo, env: N
       'interval-seconds': { type: 'string', default: '2' },
       'metrics-port': { type: 'string', default: String(DEFAULT_METRICS_PORT) },
       'metrics-host': { type: 'string', default: '::' },
+      'metrics-release': { type: 'string', default: env['METRICS_RELEASE'] ?? '' },
       kubeconfig: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -192,6 +226,7 @@ export async function runCniAgent(args: readonly string[], io: CommandIo, env: N
       readyFile: values['ready-file'],
       intervalMs: seconds * 1000,
       metrics: metricsPort === 0 ? undefined : { host: values['metrics-host'], port: metricsPort },
+      metricsRelease: values['metrics-release'] === '' ? undefined : values['metrics-release'],
     },
     connection.kubeConfig,
     io,

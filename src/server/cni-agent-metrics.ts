@@ -1,12 +1,15 @@
 import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client';
 
+/** The label naming the agent's node on every series. */
+export const NODE_LABEL = 'envoy_injector_node';
+
 /** How the agent answered one Pod's sandbox set-up (the runtime's CNI ADD). */
 export type SetUpResult = 'captured' | 'skipped' | 'error';
 export const SET_UP_RESULTS: readonly SetUpResult[] = ['captured', 'skipped', 'error'];
 
 /** How the repair of one Pod whose check found no rules ended. */
-export type RepairResult = 'deleted' | 'failed';
-export const REPAIR_RESULTS: readonly RepairResult[] = ['deleted', 'failed'];
+export type RepairResult = 'deleted' | 'failed' | 'left';
+export const REPAIR_RESULTS: readonly RepairResult[] = ['deleted', 'failed', 'left'];
 
 /**
  * The CNI node agent's Prometheus metrics (docs/design.md §11, CNI mode),
@@ -25,7 +28,7 @@ export class CniAgentMetrics {
 
   readonly repairs = new Counter({
     name: 'envoy_injector_cni_agent_repairs_total',
-    help: "Pods of the node whose envoy-capture-check exited 69 (no rules), by result: deleted (their controller makes new ones) or failed (the delete failed).",
+    help: "Pods of the node whose envoy-capture-check exited 69 (no rules), by result: deleted (their controller makes new ones), failed (the delete failed) or left (no controller would make them again: kept, with a Warning Event, counted once each).",
     labelNames: ['result'] as const,
     registers: [this.registry],
   });
@@ -36,7 +39,14 @@ export class CniAgentMetrics {
     registers: [this.registry],
   });
 
-  constructor(options: { processMetrics?: boolean } = {}) {
+  /**
+   * LABELS go on every series: the agent's node (`envoy_injector_node`) and,
+   * from the chart, the release (`envoy_injector_release`, as the injector's),
+   * so that the chart's alerts select this release's agents whatever the
+   * scrape's own labels, and name the node.
+   */
+  constructor(options: { processMetrics?: boolean; labels?: Readonly<Record<string, string>> } = {}) {
+    if (options.labels !== undefined) this.registry.setDefaultLabels({ ...options.labels });
     for (const result of SET_UP_RESULTS) this.setUps.labels(result).inc(0);
     for (const result of REPAIR_RESULTS) this.repairs.labels(result).inc(0);
     this.installed.set(0);

@@ -24,9 +24,10 @@ import { kubeCall } from './policy-parity.js';
  * and a network namespace this test makes: it installs the plugin, reads the
  * Pod a runtime's ADD names and installs the rules for a Pod in CNI mode,
  * puts its entry back after the primary plugin rewrote the file, repairs a
- * Pod whose check found no rules (a Warning Event, then the delete; a
- * delete its role refuses counted as failed, the round going on) and
- * leaves the configuration as it was when it stops. No kubelet: the Pods'
+ * Pod whose check found no rules (a Warning Event, then the delete), keeps
+ * a bare one (a Warning Event once), counts a delete its role refuses as
+ * failed and goes on with the round, and leaves the configuration as it was
+ * when it stops. No kubelet: the Pods'
  * status is written as a kubelet would, and a deleted Pod stays terminating.
  * Its metrics, scraped over HTTP, count what it did.
  */
@@ -111,12 +112,20 @@ forEachKubeVersion('the CNI agent: plugin installed, rules for Pods in CNI mode,
     agentToken = await plane().serviceAccountToken(release.namespace, account.metadata.name);
     const asAgent = new KubeConfig();
     asAgent.loadFromFile(await plane().serviceAccountKubeconfig(release.namespace, account.metadata.name));
-    for (const name of ['captured', 'broken', 'a-undeletable']) {
-      const created = await kubeCall(plane(), 'POST', `/api/v1/namespaces/${namespace}/pods`, cniPod(name));
+    // The repaired Pod needs a controller (the agent deletes only what is made again). Any object will do
+    // as its owner for the agent, which reads only the reference; a ConfigMap keeps the garbage collector
+    // content (the owner exists) and no controller acts on it, as one would on a ReplicaSet's Pod.
+    const owner = await kubeCall(plane(), 'POST', `/api/v1/namespaces/${namespace}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'owner' } });
+    assert.equal(owner.status, 201, JSON.stringify(owner.body));
+    const controllerRef = { apiVersion: 'v1', kind: 'ConfigMap', name: 'owner', uid: String((owner.body['metadata'] as JsonObject)['uid']), controller: true };
+    for (const name of ['captured', 'broken', 'bare', 'a-undeletable', 'deletable']) {
+      const pod = cniPod(name);
+      if (name !== 'captured' && name !== 'bare') (pod['metadata'] as JsonObject)['ownerReferences'] = [controllerRef];
+      const created = await kubeCall(plane(), 'POST', `/api/v1/namespaces/${namespace}/pods`, pod);
       assert.equal(created.status, 201, JSON.stringify(created.body));
     }
     const silent = { stdout: { write: (text: string) => logs.push(text) }, stderr: { write: (text: string) => logs.push(text) }, stdin: process.stdin };
-    agent = await startCniAgent({ ...places(), nodeName: NODE, rules: join(ROOT, 'init', 'capture-rules.sh'), readyFile: join(dir, 'ready'), intervalMs: 60_000, metrics: { host: '127.0.0.1', port: 0 } }, asAgent, silent);
+    agent = await startCniAgent({ ...places(), nodeName: NODE, rules: join(ROOT, 'init', 'capture-rules.sh'), readyFile: join(dir, 'ready'), intervalMs: 60_000, metrics: { host: '127.0.0.1', port: 0 }, metricsRelease: `${release.namespace}/${release.name}` }, asAgent, silent);
   });
   after(async () => {
     await agent?.stop().catch(() => undefined);
@@ -164,29 +173,61 @@ forEachKubeVersion('the CNI agent: plugin installed, rules for Pods in CNI mode,
     assert.deepEqual(await entries(), ['bridge', CNI_PLUGIN_TYPE]);
   });
 
-  /** Writes the status a kubelet writes for a Pod whose check exited 69 and is restarting. */
-  const checkFailed = async (name: string): Promise<void> => {
-    const path = `/api/v1/namespaces/${namespace}/pods/${name}`;
-    const pod = (await kubeCall(plane(), 'GET', path)).body;
-    const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
-    const status = {
-      phase: 'Pending',
-      initContainerStatuses: [{ name: 'envoy-capture-check', image: 'envoy-injector:0.1.0', imageID: '', ready: false, restartCount: 1, state: { waiting: { reason: 'CrashLoopBackOff' } }, lastState: { terminated: { exitCode: 69, reason: 'Error', startedAt: now, finishedAt: now } } }],
-    };
-    const written = await kubeCall(plane(), 'PUT', `${path}/status`, { ...pod, status });
-    assert.equal(written.status, 200, JSON.stringify(written.body));
+  /** Writes the status a kubelet writes when each Pod's check exited 69 (no rules), then runs one round. */
+  const checkFoundNoRules = async (...names: string[]): Promise<void> => {
+    for (const name of names) {
+      const path = `/api/v1/namespaces/${namespace}/pods/${name}`;
+      const pod = (await kubeCall(plane(), 'GET', path)).body;
+      const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+      const status = {
+        phase: 'Pending',
+        initContainerStatuses: [{ name: 'envoy-capture-check', image: 'envoy-injector:0.1.0', imageID: '', ready: false, restartCount: 1, state: { waiting: { reason: 'CrashLoopBackOff' } }, lastState: { terminated: { exitCode: 69, reason: 'Error', startedAt: now, finishedAt: now } } }],
+      };
+      const written = await kubeCall(plane(), 'PUT', `${path}/status`, { ...pod, status });
+      assert.equal(written.status, 200, JSON.stringify(written.body));
+    }
+    await agent?.tick();
   };
+  const eventsFor = async (name: string, reason: string): Promise<JsonObject[]> => {
+    const list = (await kubeCall(plane(), 'GET', `/apis/events.k8s.io/v1/namespaces/${namespace}/events`)).body['items'] as JsonObject[];
+    return list.filter((event) => event['reason'] === reason && (event['regarding'] as JsonObject)['name'] === name);
+  };
+  const podMetadata = async (name: string): Promise<JsonObject> => (await kubeCall(plane(), 'GET', `/api/v1/namespaces/${namespace}/pods/${name}`)).body['metadata'] as JsonObject;
+
+  it(`a Pod whose check found no rules: a CaptureRepaired Event, then deleted (${version})`, { skip: missing }, async () => {
+    await checkFoundNoRules('broken');
+    const events = await eventually('the CaptureRepaired Event', async () => {
+      const found = await eventsFor('broken', 'CaptureRepaired');
+      return found.length > 0 ? found : undefined;
+    }, 10_000, 200).catch((error: Error) => {
+      throw new Error(`${error.message}; the agent said: ${logs.join('')}`);
+    });
+    assert.equal((events[0] as JsonObject)['type'], 'Warning');
+    // No kubelet to finish it: the Pod is terminating, and the captured one untouched.
+    const after = await kubeCall(plane(), 'GET', `/api/v1/namespaces/${namespace}/pods/broken`);
+    assert.ok(after.status === 404 || (after.body['metadata'] as JsonObject)['deletionTimestamp'] !== undefined, JSON.stringify(after.body['metadata']));
+    assert.equal((await podMetadata('captured'))['deletionTimestamp'], undefined);
+  });
+
+  it(`a bare Pod whose check found no rules is kept, with one CaptureNotRepaired Event (${version})`, { skip: missing }, async () => {
+    await checkFoundNoRules('bare');
+    await eventually('the CaptureNotRepaired Event', async () => ((await eventsFor('bare', 'CaptureNotRepaired')).length > 0 ? true : undefined), 10_000, 200).catch((error: Error) => {
+      throw new Error(`${error.message}; the agent said: ${logs.join('')}`);
+    });
+    // Another round: still kept, and not warned about again.
+    await agent?.tick();
+    assert.equal((await podMetadata('bare'))['deletionTimestamp'], undefined, 'the bare Pod was deleted: nothing would make it again');
+    assert.equal((await eventsFor('bare', 'CaptureNotRepaired')).length, 1);
+    assert.deepEqual(await eventsFor('bare', 'CaptureRepaired'), []);
+  });
+
   const terminating = async (name: string): Promise<boolean> => {
     const read = await kubeCall(plane(), 'GET', `/api/v1/namespaces/${namespace}/pods/${name}`);
     return read.status === 404 || (read.body['metadata'] as JsonObject)['deletionTimestamp'] !== undefined;
   };
-  const repairEvents = async (name: string): Promise<JsonObject[]> => {
-    const list = (await kubeCall(plane(), 'GET', `/apis/events.k8s.io/v1/namespaces/${namespace}/events`)).body['items'] as JsonObject[];
-    return list.filter((event) => event['reason'] === 'CaptureRepaired' && (event['regarding'] as JsonObject)['name'] === name);
-  };
   const repairs = async (): Promise<(number | undefined)[]> => {
     const text = await (await fetch(`http://127.0.0.1:${agent?.metricsPort ?? 0}/metrics`)).text();
-    return ['deleted', 'failed'].map((result) => metricSample(text, 'envoy_injector_cni_agent_repairs_total', { result }));
+    return ['deleted', 'failed', 'left'].map((result) => metricSample(text, 'envoy_injector_cni_agent_repairs_total', { result }));
   };
   /** Whether the agent's token may delete the Pod, as the API server's authorizer answers now (RBAC edits reach it a moment later). */
   const mayDelete = async (name: string): Promise<boolean> => {
@@ -196,52 +237,43 @@ forEachKubeVersion('the CNI agent: plugin installed, rules for Pods in CNI mode,
   const untilMayDelete = (name: string, allowed: boolean): Promise<boolean> =>
     eventually(`the agent ${allowed ? 'allowed' : 'refused'} to delete Pod ${name}`, async () => ((await mayDelete(name)) === allowed ? true : undefined), 10_000, 100);
 
-  it(`a Pod whose check found no rules: a CaptureRepaired Event, then deleted; a delete refused is counted failed, the round goes on, the next round deletes it (${version})`, { skip: missing }, async () => {
+  it(`a delete the agent's role refuses: counted failed, the round goes on, the next round deletes it (${version})`, { skip: missing }, async () => {
     assert.ok(release !== undefined);
-    // The agent's role with `delete` on Pod "broken" only: "a-undeletable", first in the list (lists come in key order), is refused.
+    // The role's `delete` narrowed to Pod "deletable": "a-undeletable", before it in the list (lists come in key order), is refused.
     const rolePath = `/apis/rbac.authorization.k8s.io/v1/clusterroles/${release.manifests.find((manifest) => manifest.kind === 'ClusterRole' && manifest.metadata.name.endsWith('-cni-agent'))?.metadata.name ?? ''}`;
     const role = (await kubeCall(plane(), 'GET', rolePath)).body;
     const rules = role['rules'] as JsonObject[];
-    const narrowed = [{ apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] }, { apiGroups: [''], resources: ['pods'], verbs: ['delete'], resourceNames: ['broken'] }, ...rules.slice(1)];
+    const narrowed = [{ apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] }, { apiGroups: [''], resources: ['pods'], verbs: ['delete'], resourceNames: ['deletable'] }, ...rules.slice(1)];
     assert.equal((await kubeCall(plane(), 'PUT', rolePath, { ...role, rules: narrowed })).status, 200);
     await untilMayDelete('a-undeletable', false);
-    await untilMayDelete('broken', true);
-    await checkFailed('broken');
-    await checkFailed('a-undeletable');
-    await agent?.tick();
-    const events = await eventually('the CaptureRepaired Event', async () => {
-      const found = await repairEvents('broken');
-      return found.length > 0 ? found : undefined;
-    }, 10_000, 200).catch((error: Error) => {
-      throw new Error(`${error.message}; the agent said: ${logs.join('')}`);
-    });
-    assert.equal((events[0] as JsonObject)['type'], 'Warning');
-    // No kubelet to finish it: the Pod is terminating, and the captured one untouched.
-    assert.equal(await terminating('broken'), true);
-    assert.equal(await terminating('captured'), false);
+    await untilMayDelete('deletable', true);
+    const before = await repairs();
+    await checkFoundNoRules('a-undeletable', 'deletable');
+    assert.equal(await terminating('deletable'), true, `the agent said: ${logs.join('')}`);
     assert.equal(await terminating('a-undeletable'), false, 'a Pod the agent may not delete is deleted');
-    // Refused first, and "broken" deleted after it in the same round.
+    // Refused first, and "deletable" deleted after it in the same round.
     const said = logs.join('');
     assert.match(said, new RegExp(`cni-agent: deleting Pod ${namespace}/a-undeletable: pods "a-undeletable" is forbidden`));
-    assert.ok(said.indexOf(`deleting Pod ${namespace}/a-undeletable`) < said.indexOf(`deleted Pod ${namespace}/broken`), said);
-    assert.deepEqual(await repairs(), [1, 1]);
+    assert.ok(said.indexOf(`deleting Pod ${namespace}/a-undeletable`) < said.indexOf(`deleted Pod ${namespace}/deletable`), said);
+    const [deleted = 0, failed = 0, left = 0] = before;
+    assert.deepEqual(await repairs(), [deleted + 1, failed + 1, left]);
     // The role whole again: the next round deletes it.
     assert.equal((await kubeCall(plane(), 'PUT', rolePath, { ...(await kubeCall(plane(), 'GET', rolePath)).body, rules })).status, 200);
     await untilMayDelete('a-undeletable', true);
     await agent?.tick();
     assert.equal(await terminating('a-undeletable'), true, `the agent said: ${logs.join('')}`);
-    assert.deepEqual(await repairs(), [2, 1]);
+    assert.deepEqual(await repairs(), [deleted + 2, failed + 1, left]);
   });
 
-  it(`its metrics: one Pod captured, two repaired, one delete failed, the plugin installed (${version})`, { skip: missing }, async () => {
+  it(`its metrics: one Pod captured, three repaired, one delete failed, one left, the plugin installed (${version})`, { skip: missing }, async () => {
     const response = await fetch(`http://127.0.0.1:${agent?.metricsPort ?? 0}/metrics`);
     assert.equal(response.status, 200);
     const text = await response.text();
     const setUps = ['captured', 'skipped', 'error'].map((result) => metricSample(text, 'envoy_injector_cni_agent_pod_setups_total', { result }));
     assert.deepEqual(setUps, [1, 0, 0], text);
-    const repairs = ['deleted', 'failed'].map((result) => metricSample(text, 'envoy_injector_cni_agent_repairs_total', { result }));
-    assert.deepEqual(repairs, [2, 1], text);
-    assert.equal(metricSample(text, 'envoy_injector_cni_agent_plugin_installed'), 1);
+    const repairs = ['deleted', 'failed', 'left'].map((result) => metricSample(text, 'envoy_injector_cni_agent_repairs_total', { result }));
+    assert.deepEqual(repairs, [3, 1, 1], text);
+    assert.equal(metricSample(text, 'envoy_injector_cni_agent_plugin_installed', { envoy_injector_node: NODE, envoy_injector_release: `${release?.namespace ?? ''}/${release?.name ?? ''}` }), 1, text);
   });
 
   it(`stops: the configuration as it was, the shim and the ready file gone, no metrics served (${version})`, { skip: missing }, async () => {

@@ -238,8 +238,8 @@ export function valueProblems(code: readonly DocCode[], values: Values): NamePro
 
 const METRIC = /\benvoy_injector_[a-z0-9_]*[a-z0-9*]/g;
 
-/** Not series but a label every series carries (`--metrics-release`, RELEASE_LABEL in server/metrics.ts). */
-const METRIC_LABELS: ReadonlySet<string> = new Set(['envoy_injector_release']);
+/** Not series but labels series carry (`--metrics-release`, RELEASE_LABEL in server/metrics.ts; the CNI agent's NODE_LABEL). */
+const METRIC_LABELS: ReadonlySet<string> = new Set(['envoy_injector_release', 'envoy_injector_node']);
 
 /** Every envoy_injector_* series TEXT names is exported (`envoy_injector_foo_*` is a prefix). */
 export function metricProblems(file: string, text: string, series: ReadonlySet<string>): NameProblem[] {

@@ -9,12 +9,11 @@ export const POLICY_API = 'admissionregistration.k8s.io/v1beta1/MutatingAdmissio
 /** All three monitoring objects on. */
 export const MONITORING_ON = { serviceMonitor: { enabled: true }, prometheusRule: { enabled: true }, dashboards: { enabled: true } } as const;
 
-/** The chart with every monitoring object, in webhook mode (VALUES merged) or policy mode. */
-export function renderMonitoring(mode: 'webhook' | 'policy', values: Record<string, unknown> = {}): Promise<Manifest[]> {
+/** The chart with every monitoring object, in webhook mode (VALUES merged), policy mode, or webhook mode with capture in CNI mode (its agents). */
+export function renderMonitoring(mode: 'webhook' | 'policy' | 'cni', values: Record<string, unknown> = {}): Promise<Manifest[]> {
   const metrics = { ...MONITORING_ON, ...((values['metrics'] as Record<string, unknown> | undefined) ?? {}) };
-  return mode === 'policy'
-    ? renderChart({ ...values, mode: 'policy', metrics }, { apiVersions: [POLICY_API] })
-    : renderChart({ ...values, metrics });
+  if (mode === 'policy') return renderChart({ ...values, mode: 'policy', metrics }, { apiVersions: [POLICY_API] });
+  return renderChart({ ...values, ...(mode === 'cni' ? { proxy: { capture: { mode: 'cni' } } } : {}), metrics });
 }
 
 export interface PromRule {
@@ -99,8 +98,11 @@ export function substituteVariables(expr: string, variables: Readonly<Record<str
 
 /** The series names (envoy_injector_*) an expression reads: not the label envoy_injector_release (followed by a matcher). */
 export function injectorSeries(expr: string): string[] {
-  return [...new Set(expr.match(/\benvoy_injector_[a-z0-9_]+\b(?!\s*(?:=|!=))/g) ?? [])];
+  return [...new Set(expr.match(/\benvoy_injector_[a-z0-9_]+\b(?!\s*(?:=|!=))/g) ?? [])].filter((name) => !SERIES_LABELS.has(name));
 }
+
+/** Labels, not series, that our series carry and a rule may group by: the release (every series) and the CNI agent's node. */
+const SERIES_LABELS: ReadonlySet<string> = new Set(['envoy_injector_release', 'envoy_injector_node']);
 
 /** The runbook's page: one `##` section per alert, which the alerts' runbook_url point at. */
 export const RUNBOOK_PATH = 'docs/runbook.md';
