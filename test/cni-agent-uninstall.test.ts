@@ -81,6 +81,16 @@ describe('cni-agent: uninstall restores the primary configuration', () => {
     assert.deepEqual(await readdir(at.confDir), ['10-f.conf']);
   });
 
+  it('a single network rewritten by the primary CNI and the agent stopped before its next round: the .conf kept as written, our .conflist of it gone', async () => {
+    const at = await places('10-h.conf', JSON.stringify({ cniVersion: '1.0.0', name: 'h', type: 'bridge', bridge: 'cni0' }));
+    await installPlugin(at);
+    const rewritten = JSON.stringify({ cniVersion: '1.0.0', name: 'h', type: 'bridge', bridge: 'cni1' });
+    await writeFile(at.path, rewritten);
+    await uninstallPlugin(at);
+    assert.equal(await readFile(at.path, 'utf8'), rewritten);
+    assert.deepEqual(await readdir(at.confDir), ['10-h.conf']);
+  });
+
   it('a single network beside a .conflist of another\'s of the same name: a problem named, neither file touched', async () => {
     const single = JSON.stringify({ cniVersion: '1.0.0', name: 'g', type: 'bridge' });
     const at = await places('10-g.conf', single);

@@ -173,6 +173,13 @@ export async function uninstallPlugin(places: PluginPlaces): Promise<ChainEdit &
     result = { ...edit, file };
   }
   for (const name of sources) await rm(join(places.confDir, originalName(name)), { force: true });
+  // The primary CNI wrote its .conf again and no round chained it since: our .conflist of it, left beside, goes too.
+  const stale = chainedFileName(file);
+  if (stale !== file) {
+    const beside = await readFile(join(places.confDir, stale), 'utf8').catch(() => undefined);
+    const ours = beside === undefined ? undefined : removeChainEntry(beside);
+    if (ours !== undefined && 'changed' in ours && ours.changed) await rm(join(places.confDir, stale), { force: true });
+  }
   await rm(join(places.binDir, CNI_PLUGIN_TYPE), { force: true });
   return result;
 }
