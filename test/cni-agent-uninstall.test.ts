@@ -9,8 +9,9 @@ import { CNI_PLUGIN_TYPE } from '../src/cni/chain-config.js';
 /**
  * The agent's uninstall gives the node back its primary configuration byte
  * for byte when nothing else edited it meanwhile (docs/design.md §11, CNI
- * mode): whatever its formatting, a single network (`.conf`) included, and
- * after the primary CNI rewrote it (what it wrote last). Edited by another
+ * mode): whatever its formatting, a single network (`.conf`, chained as a
+ * `.conflist` of the same name) included, and after the primary CNI rewrote
+ * it (what it wrote last). Edited by another
  * hand after the agent's insert: only our entry is taken out.
  */
 
@@ -43,8 +44,11 @@ describe('cni-agent: uninstall restores the primary configuration', () => {
   ] as const) {
     it(`${title}: the same bytes, no file of ours left`, async () => {
       const at = await places(file, text);
-      await installPlugin(at);
-      assert.deepEqual((await plugins(at.path)).at(-1), CNI_PLUGIN_TYPE);
+      const chained = file.replace(/\.conf$/, '.conflist');
+      assert.equal((await installPlugin(at) as { file?: string }).file, chained);
+      // A list is a .conflist for the runtimes (containerd refuses a .conf holding one): a .conf is made one, and removed.
+      assert.deepEqual(await readdir(at.confDir), [`.${file}.envoy-injector-original`, chained]);
+      assert.deepEqual((await plugins(join(at.confDir, chained))).at(-1), CNI_PLUGIN_TYPE);
       await uninstallPlugin(at);
       assert.equal(await readFile(at.path, 'utf8'), text);
       assert.deepEqual(await readdir(at.confDir), [file]);
@@ -60,6 +64,43 @@ describe('cni-agent: uninstall restores the primary configuration', () => {
     assert.deepEqual(await plugins(at.path), ['bridge', CNI_PLUGIN_TYPE]);
     await uninstallPlugin(at);
     assert.equal(await readFile(at.path, 'utf8'), rewritten);
+  });
+
+  it('a single network rewritten by the primary CNI, chained again: its .conflist made anew, and uninstall gives the .conf it wrote last', async () => {
+    const at = await places('10-f.conf', JSON.stringify({ cniVersion: '1.0.0', name: 'f', type: 'bridge', bridge: 'cni0' }));
+    await installPlugin(at);
+    const rewritten = JSON.stringify({ cniVersion: '1.0.0', name: 'f', type: 'bridge', bridge: 'cni1' });
+    await writeFile(at.path, rewritten);
+    const again = await installPlugin(at);
+    assert.equal((again as { file?: string }).file, '10-f.conflist');
+    assert.deepEqual(await readdir(at.confDir), ['.10-f.conf.envoy-injector-original', '10-f.conflist']);
+    const list = JSON.parse(await readFile(join(at.confDir, '10-f.conflist'), 'utf8')) as { plugins: { type: string; bridge?: string }[] };
+    assert.deepEqual(list.plugins.map((plugin) => plugin.bridge ?? plugin.type), ['cni1', CNI_PLUGIN_TYPE]);
+    await uninstallPlugin(at);
+    assert.equal(await readFile(at.path, 'utf8'), rewritten);
+    assert.deepEqual(await readdir(at.confDir), ['10-f.conf']);
+  });
+
+  it('a single network rewritten by the primary CNI and the agent stopped before its next round: the .conf kept as written, our .conflist of it gone', async () => {
+    const at = await places('10-h.conf', JSON.stringify({ cniVersion: '1.0.0', name: 'h', type: 'bridge', bridge: 'cni0' }));
+    await installPlugin(at);
+    const rewritten = JSON.stringify({ cniVersion: '1.0.0', name: 'h', type: 'bridge', bridge: 'cni1' });
+    await writeFile(at.path, rewritten);
+    await uninstallPlugin(at);
+    assert.equal(await readFile(at.path, 'utf8'), rewritten);
+    assert.deepEqual(await readdir(at.confDir), ['10-h.conf']);
+  });
+
+  it('a single network beside a .conflist of another\'s of the same name: a problem named, neither file touched', async () => {
+    const single = JSON.stringify({ cniVersion: '1.0.0', name: 'g', type: 'bridge' });
+    const at = await places('10-g.conf', single);
+    const beside = JSON.stringify(BRIDGE);
+    await writeFile(join(at.confDir, '10-g.conflist'), beside);
+    const edit = await installPlugin(at);
+    assert.match((edit as { problem?: string }).problem ?? '', /10-g\.conf is a single network and 10-g\.conflist beside it is not ours/);
+    assert.equal(await readFile(at.path, 'utf8'), single);
+    assert.equal(await readFile(join(at.confDir, '10-g.conflist'), 'utf8'), beside);
+    assert.deepEqual(await readdir(at.confDir), ['10-g.conf', '10-g.conflist']);
   });
 
   it('edited by another hand after the insert: only our entry is taken out, the edit kept', async () => {

@@ -18,15 +18,18 @@ import { metricSample } from './helpers/metric-sample.js';
  * The node agent's core with the real pieces (docs/design.md §11, CNI mode):
  * the shim built with gcc -static and installed by the agent into a CNI
  * binary folder, its entry put into a bridge configuration list, and a
- * runtime's ADD for a network namespace this test makes: the agent reads the
- * Pod (a function here; the API in the agent), runs init/capture-rules.sh
- * there with nsenter, and envoy-capture-check then finds the redirect. What
- * is not here: a kubelet and containerd calling the chain (the node tier).
+ * runtime's ADD for a network namespace this test makes (IPv4, then an
+ * IPv6-only one): the agent reads the Pod (a function here; the API in the
+ * agent), runs init/capture-rules.sh there with nsenter, and
+ * envoy-capture-check then finds the redirect. What is not here: a kubelet and containerd calling the chain (the node tier).
  */
 
 const run = promisify(execFile);
 const NETNS = `envoy-agent-${process.pid}`;
 const PEER = `${NETNS}-peer`;
+/** A second Pod's namespace, IPv6-only: no IPv4 address or route besides loopback's. */
+const NETNS_V6 = `${NETNS}-v6`;
+const NAMESPACES = [NETNS, PEER, NETNS_V6];
 const BRIDGE = { cniVersion: '1.0.0', name: 'ei-node', plugins: [{ type: 'bridge', bridge: 'ei-node0', ipam: { type: 'host-local', subnet: '198.51.100.0/24' } }] };
 
 async function missingTools(): Promise<string | undefined> {
@@ -46,7 +49,7 @@ if (missing !== undefined && process.env['CI'] === 'true') throw new Error(`the 
 if (missing !== undefined) console.log(`skipped: the CNI agent with its shim in a network namespace (${missing})`);
 
 process.once('exit', () => {
-  for (const namespace of [NETNS, PEER]) spawnSync('ip', ['netns', 'del', namespace], { stdio: 'ignore' });
+  for (const namespace of NAMESPACES) spawnSync('ip', ['netns', 'del', namespace], { stdio: 'ignore' });
 });
 
 const templates = parseTemplateFile(readFileSync(join(ROOT, 'test/golden/capture-templates.yaml'), 'utf8'));
@@ -79,21 +82,21 @@ describe('the CNI agent\'s core with its static shim, in a network namespace', {
     return ['captured', 'skipped', 'error'].map((result) => metricSample(text, 'envoy_injector_cni_agent_pod_setups_total', { result }));
   };
   /** The runtime's call of our plugin, last in the chain: the list's name and version, our entry, the previous result. */
-  const add = (pod: string): Promise<{ code: number | null; stdout: string }> =>
+  const add = (pod: string, netns = NETNS, address = '198.51.100.7/24'): Promise<{ code: number | null; stdout: string }> =>
     new Promise((resolve) => {
       const entry = (JSON.parse(readFileSync(conflist(), 'utf8')) as { plugins: Record<string, unknown>[] }).plugins.at(-1);
-      const config = JSON.stringify({ cniVersion: '1.0.0', name: 'ei-node', ...entry, prevResult: { cniVersion: '1.0.0', ips: [{ address: '198.51.100.7/24' }] } });
+      const config = JSON.stringify({ cniVersion: '1.0.0', name: 'ei-node', ...entry, prevResult: { cniVersion: '1.0.0', ips: [{ address }] } });
       const child = spawn(join(places().binDir, CNI_PLUGIN_TYPE), [], {
-        env: { CNI_COMMAND: 'ADD', CNI_CONTAINERID: 'c1', CNI_NETNS: `/var/run/netns/${NETNS}`, CNI_IFNAME: 'eth0', CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=shop;K8S_POD_NAME=${pod}`, CNI_PATH: places().binDir },
+        env: { CNI_COMMAND: 'ADD', CNI_CONTAINERID: 'c1', CNI_NETNS: `/var/run/netns/${netns}`, CNI_IFNAME: 'eth0', CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=shop;K8S_POD_NAME=${pod}`, CNI_PATH: places().binDir },
       });
       let stdout = '';
       child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
       child.on('close', (code) => resolve({ code, stdout }));
       child.stdin.end(config);
     });
-  const natRules = async (): Promise<string> => (await run('ip', ['netns', 'exec', NETNS, 'iptables', '-t', 'nat', '-S'])).stdout;
-  const check = async (): Promise<number> => {
-    const command = ['netns', 'exec', NETNS, 'setpriv', '--reuid=65532', '--regid=65532', '--clear-groups', process.execPath, '--import', 'tsx', join(ROOT, 'src', 'main.ts'), 'check-capture'];
+  const natRules = async (binary = 'iptables', netns = NETNS): Promise<string> => (await run('ip', ['netns', 'exec', netns, binary, '-t', 'nat', '-S'])).stdout;
+  const check = async (netns = NETNS): Promise<number> => {
+    const command = ['netns', 'exec', netns, 'setpriv', '--reuid=65532', '--regid=65532', '--clear-groups', process.execPath, '--import', 'tsx', join(ROOT, 'src', 'main.ts'), 'check-capture'];
     const args = (decideArgs(pods.get('shop/captured')) ?? []).concat(['--timeout-seconds', '1']);
     return new Promise((resolve) => execFile('ip', [...command, ...args], { cwd: ROOT }, (error) => resolve(error === null ? 0 : typeof error.code === 'number' ? error.code : -1)));
   };
@@ -103,14 +106,21 @@ describe('the CNI agent\'s core with its static shim, in a network namespace', {
     for (const folder of ['image', 'bin', 'net.d']) await mkdir(join(dir, folder));
     await run('gcc', ['-static', '-Os', '-o', places().plugin, join(ROOT, 'cni', 'envoy-injector-cni.c')]);
     await writeFile(conflist(), `${JSON.stringify(BRIDGE, null, 2)}\n`);
-    for (const namespace of [NETNS, PEER]) await run('ip', ['netns', 'del', namespace]).catch(() => undefined);
+    for (const namespace of NAMESPACES) await run('ip', ['netns', 'del', namespace]).catch(() => undefined);
     await run('ip', ['netns', 'add', NETNS]);
     await run('ip', ['netns', 'add', PEER]);
     await run('ip', ['-n', NETNS, 'link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', PEER]);
     await run('ip', ['-n', NETNS, 'addr', 'add', '198.51.100.7/24', 'dev', 'eth0']);
     for (const namespace of [NETNS, PEER]) for (const link of ['lo', 'eth0']) await run('ip', ['-n', namespace, 'link', 'set', link, 'up']);
+    await run('ip', ['netns', 'add', NETNS_V6]);
+    await run('ip', ['-n', NETNS_V6, 'link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'to-v6', 'netns', PEER]);
+    await run('ip', ['-n', NETNS_V6, '-6', 'addr', 'add', '2001:db8:7::7/64', 'dev', 'eth0', 'nodad']);
+    for (const link of ['lo', 'eth0']) await run('ip', ['-n', NETNS_V6, 'link', 'set', link, 'up']);
+    await run('ip', ['-n', PEER, 'link', 'set', 'to-v6', 'up']);
+    await run('ip', ['-n', NETNS_V6, '-6', 'route', 'add', 'default', 'via', '2001:db8:7::1', 'dev', 'eth0']);
     pods = new Map<string, JsonObject | Error>([
       ['shop/captured', injected('cni')],
+      ['shop/captured-v6', injected('cni')],
       ['shop/classic', injected('always')],
       ['shop/unreachable', new Error('connect ECONNREFUSED 10.96.0.1:443')],
     ]);
@@ -118,7 +128,7 @@ describe('the CNI agent\'s core with its static shim, in a network namespace', {
   });
   after(async () => {
     server?.close();
-    for (const namespace of [NETNS, PEER]) await run('ip', ['netns', 'del', namespace]).catch(() => undefined);
+    for (const namespace of NAMESPACES) await run('ip', ['netns', 'del', namespace]).catch(() => undefined);
     await rm(dir, { recursive: true, force: true });
   });
 
@@ -157,6 +167,16 @@ describe('the CNI agent\'s core with its static shim, in a network namespace', {
     assert.match(await natRules(), /-A ENVOY_OUTBOUND -d 169\.254\.169\.254\/32 -j RETURN/);
     assert.equal(await check(), 0);
     assert.deepEqual(await setUps(), [1, 1, 1]);
+  });
+
+  it('an IPv6-only Pod in CNI mode: ADD installs the rules with no IPv4 route, and its check passes in IPv6', async () => {
+    assert.equal(await check(NETNS_V6), 69, 'without the rules the check fails');
+    const result = await add('captured-v6', NETNS_V6, '2001:db8:7::7/64');
+    assert.equal(result.code, 0, result.stdout);
+    assert.deepEqual(JSON.parse(result.stdout), { cniVersion: '1.0.0', ips: [{ address: '2001:db8:7::7/64' }] });
+    assert.match(await natRules('ip6tables', NETNS_V6), /-A OUTPUT -p tcp -j ENVOY_OUTBOUND/);
+    assert.equal(await check(NETNS_V6), 0);
+    assert.deepEqual(await setUps(), [2, 1, 1]);
   });
 
   it('uninstall: the configuration as it was, the shim gone', async () => {

@@ -22,6 +22,22 @@ export function primaryConfigFile(names: readonly string[]): string | undefined 
   return [...names].filter((name) => /\.(conflist|conf|json)$/.test(name)).sort()[0];
 }
 
+/**
+ * The file the chained list goes to. A list must be a `.conflist`: containerd
+ * (go-cni) and CRI-O read a `.conf` or `.json` file as one network and refuse
+ * one that holds a list, so a single network's file is made a `.conflist` of
+ * the same name, which the runtime then picks in its place.
+ */
+export function chainedFileName(file: string): string {
+  return file.replace(/\.(conf|json)$/, '.conflist');
+}
+
+/** The files the primary CNI may have written that FILE holds now: itself, and for a `.conflist` the single network's `.conf` or `.json` it was made from. */
+export function sourceFileNames(file: string): string[] {
+  const base = file.replace(/\.conflist$/, '');
+  return base === file ? [file] : [file, `${base}.conf`, `${base}.json`];
+}
+
 export type ChainEdit = { readonly changed: false; readonly text: string } | { readonly changed: true; readonly text: string } | { readonly problem: string };
 
 /**
@@ -40,7 +56,7 @@ export function insertChainEntry(text: string, entry: ChainEntry): ChainEdit {
   return { changed: true, text: `${JSON.stringify({ ...parsed.list, plugins: [...others, { ...entry }] }, null, 2)}\n` };
 }
 
-/** The configuration without our entry; unchanged when it has none. A single network stays a list (the runtime reads both alike). */
+/** The configuration without our entry; unchanged when it has none. A single network stays a list (in its `.conflist`). */
 export function removeChainEntry(text: string): ChainEdit {
   const parsed = parseConfig(text);
   if (typeof parsed === 'string') return { problem: parsed };

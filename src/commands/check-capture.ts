@@ -4,18 +4,21 @@ import { networkInterfaces } from 'node:os';
 import { parseArgs } from 'node:util';
 import { UsageError } from '../errors.js';
 import { captureListProblem, CheckCaptureExit, listItems } from '../injection/index.js';
-import { probeTarget, type ProbeTarget } from './capture-probe-target.js';
+import { probeTargets, type ProbeTarget } from './capture-probe-target.js';
 import type { CommandIo } from './io.js';
 
 export const CHECK_CAPTURE_HELP = `Usage: envoy-injector check-capture [RULE ARGUMENTS] [--timeout-seconds N]
 
 CNI mode's check (the init container envoy-capture-check): whether the node
 installed the capture rules in this network namespace. Listens on the outbound
-port, connects to an IPv4 address and port the rules redirect, and waits at
-most --timeout-seconds for that connection to arrive at its own listener.
+port, connects to an address and port the rules redirect, and waits at most
+--timeout-seconds for that connection to arrive at its own listener: for each
+family the Pod has a route of, IPv4 (192.0.2.1 with a default route), IPv6
+(2001:db8::1 with a default route), or both, each of which must pass.
 
-Exit codes: ${CheckCaptureExit.redirected} redirected; ${CheckCaptureExit.notRedirected} not redirected (the Pod must not run
-uncaptured; the node agent deletes such Pods); ${CheckCaptureExit.usage} bad arguments.
+Exit codes: ${CheckCaptureExit.redirected} redirected; ${CheckCaptureExit.notRedirected} not redirected in a family, or no route to
+check (the Pod must not run uncaptured; the node agent deletes such Pods);
+${CheckCaptureExit.usage} bad arguments.
 
 Options (the rule script init/capture-rules.sh's arguments, every one required):
   --proxy-uid=UID                 the proxy's user
@@ -47,23 +50,34 @@ export async function runCheckCapture(args: readonly string[], io: CommandIo): P
     return 0;
   }
   const settings = checkSettings(values);
-  const target = probeTarget({
+  const targets = probeTargets({
     routes: await readFile('/proc/net/route', 'utf8').catch(() => ''),
-    ownAddresses: Object.values(networkInterfaces()).flatMap((list) => (list ?? []).filter((entry) => entry.family === 'IPv4').map((entry) => entry.address)),
+    ipv6Routes: await readFile('/proc/net/ipv6_route', 'utf8').catch(() => ''),
+    ownAddresses: Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((entry) => entry.address)),
     excludedCidrs: settings.excludedCidrs,
     excludedPorts: settings.excludedPorts,
   });
-  if (target === undefined) {
-    io.stderr.write('envoy-capture-check: no IPv4 route a redirected connection could take (IPv6-only Pods are not checked)\n');
+  if (targets.length === 0) {
+    io.stderr.write('envoy-capture-check: no IPv4 or IPv6 route a redirected connection could take (outside loopback, link-local and the excluded CIDRs)\n');
     return CheckCaptureExit.notRedirected;
   }
-  const problem = await redirectProblem(settings, target);
-  if (problem === undefined) {
-    io.stdout.write(`envoy-capture-check: ${target.address}:${target.port} is redirected to port ${settings.outboundPort}\n`);
-    return CheckCaptureExit.redirected;
+  // Every family the Pod has must be redirected (a dual-stack Pod without its ip6tables rules fails), checked side by side within one timeout.
+  const problems = await Promise.all(targets.map((target) => redirectProblem(settings, target)));
+  let failed = false;
+  for (const [index, target] of targets.entries()) {
+    const problem = problems[index];
+    if (problem === undefined) {
+      io.stdout.write(`envoy-capture-check: IPv${target.family} ${destination(target)} is redirected to port ${settings.outboundPort}\n`);
+      continue;
+    }
+    failed = true;
+    io.stderr.write(`envoy-capture-check: IPv${target.family} TCP to ${destination(target)} is not redirected to port ${settings.outboundPort} (${problem}): the node's CNI plugin did not install the IPv${target.family} capture rules\n`);
   }
-  io.stderr.write(`envoy-capture-check: TCP to ${target.address}:${target.port} is not redirected to port ${settings.outboundPort} (${problem}): the node's CNI plugin did not install the capture rules\n`);
-  return CheckCaptureExit.notRedirected;
+  return failed ? CheckCaptureExit.notRedirected : CheckCaptureExit.redirected;
+}
+
+function destination(target: ProbeTarget): string {
+  return target.family === 6 ? `[${target.address}]:${target.port}` : `${target.address}:${target.port}`;
 }
 
 /** Every rule argument is required, as the rule script wants; the lists are checked with the webhook's grammar. */
@@ -120,7 +134,8 @@ async function redirectProblem(settings: CheckSettings, target: ProbeTarget): Pr
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen({ port: settings.outboundPort, host: '0.0.0.0' }, () => resolve());
+    // The family's own socket (IPv6 only on ::), so that a dual-stack Pod's two checks share the port and neither passes for the other.
+    server.listen({ port: settings.outboundPort, host: target.family === 6 ? '::' : '0.0.0.0', ipv6Only: target.family === 6 }, () => resolve());
   });
   const client = createConnection({ host: target.address, port: target.port });
   client.on('error', () => {});

@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
-import { CNI_PLUGIN_TYPE, insertChainEntry, primaryConfigFile, removeChainEntry, type ChainEdit, type ChainEntry } from '../cni/chain-config.js';
+import { chainedFileName, CNI_PLUGIN_TYPE, insertChainEntry, primaryConfigFile, removeChainEntry, sourceFileNames, type ChainEdit, type ChainEntry } from '../cni/chain-config.js';
 import { chainedResult, cniError, decideSetUp, parseShimRequest, podOfRequest, shimAnswer, type ShimRequest } from '../cni/cni-request.js';
 import type { JsonObject } from '../injection/index.js';
 import type { SetUpResult } from '../server/cni-agent-metrics.js';
@@ -107,7 +107,12 @@ export interface PluginPlaces {
   readonly agentSocket: string;
 }
 
-/** Copies the shim into the CNI binary folder and puts our entry last in the primary configuration; both atomically (a file beside, then a rename). */
+/**
+ * Copies the shim into the CNI binary folder and puts our entry last in the
+ * primary configuration; both atomically (a file beside, then a rename). A
+ * single network (`.conf`, `.json`) becomes a `.conflist` of the same name,
+ * the `.conf` removed (`chainedFileName`).
+ */
 export async function installPlugin(places: PluginPlaces): Promise<ChainEdit & { file?: string }> {
   const target = join(places.binDir, CNI_PLUGIN_TYPE);
   // Copied when absent or different (a new agent's): the runtime may exec it at any moment, hence the rename.
@@ -116,29 +121,67 @@ export async function installPlugin(places: PluginPlaces): Promise<ChainEdit & {
     await writeFile(`${target}.tmp`, source, { mode: 0o755 });
     await rename(`${target}.tmp`, target);
   }
-  return editPrimary(places.confDir, (text) => insertChainEntry(text, entryOf(places)), async (file, before) => {
-    // What the primary CNI wrote (no entry of ours in it): kept for the uninstall, byte for byte.
-    const removed = removeChainEntry(before);
-    if ('changed' in removed && !removed.changed) await writeAside(places.confDir, originalName(file), before);
-  });
+  const names = await readdir(places.confDir);
+  const file = primaryConfigFile(names);
+  if (file === undefined) return { problem: `no CNI configuration in ${places.confDir}` };
+  const before = await readFile(join(places.confDir, file), 'utf8');
+  const edit = insertChainEntry(before, entryOf(places));
+  if (!('changed' in edit) || !edit.changed) return { ...edit, file };
+  const chained = chainedFileName(file);
+  if (chained !== file && names.includes(chained)) {
+    // Ours from an earlier insert (the primary CNI wrote its .conf again): replaced; another's: left alone.
+    const beside = removeChainEntry(await readFile(join(places.confDir, chained), 'utf8'));
+    if (!('changed' in beside) || !beside.changed) return { problem: `${file} is a single network and ${chained} beside it is not ours: cannot chain into it` };
+  }
+  // What the primary CNI wrote (no entry of ours in it): kept for the uninstall, byte for byte.
+  const removed = removeChainEntry(before);
+  if ('changed' in removed && !removed.changed) await writeAtomically(places.confDir, originalName(file), before, 0o600);
+  await writeAtomically(places.confDir, chained, edit.text, 0o644);
+  if (chained !== file) await rm(join(places.confDir, file), { force: true });
+  return { ...edit, file: chained };
 }
 
 /**
  * Takes our entry out of the primary configuration and the shim out of the
  * binary folder. The configuration is given back as the primary CNI last
- * wrote it when it is still what our insert made of that; edited since by
- * another hand, only our entry is taken out.
+ * wrote it (a `.conf` made a `.conflist` back under its own name) when it is
+ * still what our insert made of that; edited since by another hand, only our
+ * entry is taken out.
  */
 export async function uninstallPlugin(places: PluginPlaces): Promise<ChainEdit & { file?: string }> {
-  const primary = primaryConfigFile(await readdir(places.confDir));
-  const original = primary === undefined ? undefined : await readFile(join(places.confDir, originalName(primary)), 'utf8').catch(() => undefined);
-  const edit = await editPrimary(places.confDir, (text) => {
-    const restored = original !== undefined && unchangedSince(original, text, places) ? original : undefined;
-    return restored === undefined ? removeChainEntry(text) : { changed: restored !== text, text: restored };
-  });
-  if ('file' in edit && edit.file !== undefined) await rm(join(places.confDir, originalName(edit.file)), { force: true });
+  const file = primaryConfigFile(await readdir(places.confDir));
+  if (file === undefined) return { problem: `no CNI configuration in ${places.confDir}` };
+  const path = join(places.confDir, file);
+  const text = await readFile(path, 'utf8');
+  const sources = sourceFileNames(file);
+  let restored: { name: string; text: string } | undefined;
+  for (const name of sources) {
+    const original = await readFile(join(places.confDir, originalName(name)), 'utf8').catch(() => undefined);
+    if (original !== undefined && unchangedSince(original, text, places)) {
+      restored = { name, text: original };
+      break;
+    }
+  }
+  let result: ChainEdit & { file?: string };
+  if (restored !== undefined) {
+    await writeAtomically(places.confDir, restored.name, restored.text, 0o644);
+    if (restored.name !== file) await rm(path, { force: true });
+    result = { changed: restored.name !== file || restored.text !== text, text: restored.text, file: restored.name };
+  } else {
+    const edit = removeChainEntry(text);
+    if ('changed' in edit && edit.changed) await writeAtomically(places.confDir, file, edit.text, 0o644);
+    result = { ...edit, file };
+  }
+  for (const name of sources) await rm(join(places.confDir, originalName(name)), { force: true });
+  // The primary CNI wrote its .conf again and no round chained it since: our .conflist of it, left beside, goes too.
+  const stale = chainedFileName(file);
+  if (stale !== file) {
+    const beside = await readFile(join(places.confDir, stale), 'utf8').catch(() => undefined);
+    const ours = beside === undefined ? undefined : removeChainEntry(beside);
+    if (ours !== undefined && 'changed' in ours && ours.changed) await rm(join(places.confDir, stale), { force: true });
+  }
   await rm(join(places.binDir, CNI_PLUGIN_TYPE), { force: true });
-  return edit;
+  return result;
 }
 
 const entryOf = (places: PluginPlaces): ChainEntry => ({ type: CNI_PLUGIN_TYPE, agentSocket: places.agentSocket });
@@ -152,26 +195,9 @@ function unchangedSince(original: string, text: string, places: PluginPlaces): b
 /** Beside the configuration; the runtime reads every file of the folder: ours must not look like a configuration. */
 const originalName = (file: string): string => `.${file}.envoy-injector-original`;
 
-async function writeAside(confDir: string, name: string, text: string): Promise<void> {
-  await writeFile(join(confDir, `${name}.tmp`), text, { mode: 0o600 });
-  await rename(join(confDir, `${name}.tmp`), join(confDir, name));
-}
-
-async function editPrimary(
-  confDir: string,
-  change: (text: string) => ChainEdit,
-  beforeWrite?: (file: string, before: string) => Promise<void>,
-): Promise<ChainEdit & { file?: string }> {
-  const file = primaryConfigFile(await readdir(confDir));
-  if (file === undefined) return { problem: `no CNI configuration in ${confDir}` };
-  const path = join(confDir, file);
-  const before = await readFile(path, 'utf8');
-  const edit = change(before);
-  // The runtime reads every file of the folder: the temporary one must not look like a configuration.
-  if ('changed' in edit && edit.changed) {
-    await beforeWrite?.(file, before);
-    await writeFile(join(confDir, `.${file}.envoy-injector`), edit.text, { mode: 0o644 });
-    await rename(join(confDir, `.${file}.envoy-injector`), path);
-  }
-  return { ...edit, file };
+/** Written beside under a name the runtime never reads (a dot first), then renamed: the runtime reads every file of the folder. */
+async function writeAtomically(confDir: string, name: string, text: string, mode: number): Promise<void> {
+  const temporary = join(confDir, `.${name}.envoy-injector`);
+  await writeFile(temporary, text, { mode });
+  await rename(temporary, join(confDir, name));
 }

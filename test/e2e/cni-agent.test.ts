@@ -25,7 +25,9 @@ import { kubeCall } from './policy-parity.js';
  * Pod a runtime's ADD names and installs the rules for a Pod in CNI mode,
  * puts its entry back after the primary plugin rewrote the file, repairs a
  * Pod whose check found no rules (a Warning Event, then the delete), keeps
- * a bare one (a Warning Event once) and leaves the configuration as it was when it stops. No kubelet: the Pods'
+ * a bare one (a Warning Event once), counts a delete its role refuses as
+ * failed and goes on with the round, and leaves the configuration as it was
+ * when it stops. No kubelet: the Pods'
  * status is written as a kubelet would, and a deleted Pod stays terminating.
  * Its metrics, scraped over HTTP, count what it did.
  */
@@ -116,9 +118,9 @@ forEachKubeVersion('the CNI agent: plugin installed, rules for Pods in CNI mode,
     const owner = await kubeCall(plane(), 'POST', `/api/v1/namespaces/${namespace}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'owner' } });
     assert.equal(owner.status, 201, JSON.stringify(owner.body));
     const controllerRef = { apiVersion: 'v1', kind: 'ConfigMap', name: 'owner', uid: String((owner.body['metadata'] as JsonObject)['uid']), controller: true };
-    for (const name of ['captured', 'broken', 'bare']) {
+    for (const name of ['captured', 'broken', 'bare', 'a-undeletable', 'deletable']) {
       const pod = cniPod(name);
-      if (name === 'broken') (pod['metadata'] as JsonObject)['ownerReferences'] = [controllerRef];
+      if (name !== 'captured' && name !== 'bare') (pod['metadata'] as JsonObject)['ownerReferences'] = [controllerRef];
       const created = await kubeCall(plane(), 'POST', `/api/v1/namespaces/${namespace}/pods`, pod);
       assert.equal(created.status, 201, JSON.stringify(created.body));
     }
@@ -171,17 +173,19 @@ forEachKubeVersion('the CNI agent: plugin installed, rules for Pods in CNI mode,
     assert.deepEqual(await entries(), ['bridge', CNI_PLUGIN_TYPE]);
   });
 
-  /** Writes the status a kubelet writes when the Pod's check exited 69 (no rules), then runs one round. */
-  const checkFoundNoRules = async (name: string): Promise<void> => {
-    const path = `/api/v1/namespaces/${namespace}/pods/${name}`;
-    const pod = (await kubeCall(plane(), 'GET', path)).body;
-    const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
-    const status = {
-      phase: 'Pending',
-      initContainerStatuses: [{ name: 'envoy-capture-check', image: 'envoy-injector:0.1.0', imageID: '', ready: false, restartCount: 1, state: { waiting: { reason: 'CrashLoopBackOff' } }, lastState: { terminated: { exitCode: 69, reason: 'Error', startedAt: now, finishedAt: now } } }],
-    };
-    const written = await kubeCall(plane(), 'PUT', `${path}/status`, { ...pod, status });
-    assert.equal(written.status, 200, JSON.stringify(written.body));
+  /** Writes the status a kubelet writes when each Pod's check exited 69 (no rules), then runs one round. */
+  const checkFoundNoRules = async (...names: string[]): Promise<void> => {
+    for (const name of names) {
+      const path = `/api/v1/namespaces/${namespace}/pods/${name}`;
+      const pod = (await kubeCall(plane(), 'GET', path)).body;
+      const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+      const status = {
+        phase: 'Pending',
+        initContainerStatuses: [{ name: 'envoy-capture-check', image: 'envoy-injector:0.1.0', imageID: '', ready: false, restartCount: 1, state: { waiting: { reason: 'CrashLoopBackOff' } }, lastState: { terminated: { exitCode: 69, reason: 'Error', startedAt: now, finishedAt: now } } }],
+      };
+      const written = await kubeCall(plane(), 'PUT', `${path}/status`, { ...pod, status });
+      assert.equal(written.status, 200, JSON.stringify(written.body));
+    }
     await agent?.tick();
   };
   const eventsFor = async (name: string, reason: string): Promise<JsonObject[]> => {
@@ -217,14 +221,58 @@ forEachKubeVersion('the CNI agent: plugin installed, rules for Pods in CNI mode,
     assert.deepEqual(await eventsFor('bare', 'CaptureRepaired'), []);
   });
 
-  it(`its metrics: one Pod captured, one repaired, one left, the plugin installed (${version})`, { skip: missing }, async () => {
+  const terminating = async (name: string): Promise<boolean> => {
+    const read = await kubeCall(plane(), 'GET', `/api/v1/namespaces/${namespace}/pods/${name}`);
+    return read.status === 404 || (read.body['metadata'] as JsonObject)['deletionTimestamp'] !== undefined;
+  };
+  const repairs = async (): Promise<(number | undefined)[]> => {
+    const text = await (await fetch(`http://127.0.0.1:${agent?.metricsPort ?? 0}/metrics`)).text();
+    return ['deleted', 'failed', 'left'].map((result) => metricSample(text, 'envoy_injector_cni_agent_repairs_total', { result }));
+  };
+  /** Whether the agent's token may delete the Pod, as the API server's authorizer answers now (RBAC edits reach it a moment later). */
+  const mayDelete = async (name: string): Promise<boolean> => {
+    const review = await kubeCall({ ...plane(), adminToken: agentToken }, 'POST', '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews', { apiVersion: 'authorization.k8s.io/v1', kind: 'SelfSubjectAccessReview', spec: { resourceAttributes: { namespace, verb: 'delete', resource: 'pods', name } } });
+    return (review.body['status'] as JsonObject)['allowed'] === true;
+  };
+  const untilMayDelete = (name: string, allowed: boolean): Promise<boolean> =>
+    eventually(`the agent ${allowed ? 'allowed' : 'refused'} to delete Pod ${name}`, async () => ((await mayDelete(name)) === allowed ? true : undefined), 10_000, 100);
+
+  it(`a delete the agent's role refuses: counted failed, the round goes on, the next round deletes it (${version})`, { skip: missing }, async () => {
+    assert.ok(release !== undefined);
+    // The role's `delete` narrowed to Pod "deletable": "a-undeletable", before it in the list (lists come in key order), is refused.
+    const rolePath = `/apis/rbac.authorization.k8s.io/v1/clusterroles/${release.manifests.find((manifest) => manifest.kind === 'ClusterRole' && manifest.metadata.name.endsWith('-cni-agent'))?.metadata.name ?? ''}`;
+    const role = (await kubeCall(plane(), 'GET', rolePath)).body;
+    const rules = role['rules'] as JsonObject[];
+    const narrowed = [{ apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] }, { apiGroups: [''], resources: ['pods'], verbs: ['delete'], resourceNames: ['deletable'] }, ...rules.slice(1)];
+    assert.equal((await kubeCall(plane(), 'PUT', rolePath, { ...role, rules: narrowed })).status, 200);
+    await untilMayDelete('a-undeletable', false);
+    await untilMayDelete('deletable', true);
+    const before = await repairs();
+    await checkFoundNoRules('a-undeletable', 'deletable');
+    assert.equal(await terminating('deletable'), true, `the agent said: ${logs.join('')}`);
+    assert.equal(await terminating('a-undeletable'), false, 'a Pod the agent may not delete is deleted');
+    // Refused first, and "deletable" deleted after it in the same round.
+    const said = logs.join('');
+    assert.match(said, new RegExp(`cni-agent: deleting Pod ${namespace}/a-undeletable: pods "a-undeletable" is forbidden`));
+    assert.ok(said.indexOf(`deleting Pod ${namespace}/a-undeletable`) < said.indexOf(`deleted Pod ${namespace}/deletable`), said);
+    const [deleted = 0, failed = 0, left = 0] = before;
+    assert.deepEqual(await repairs(), [deleted + 1, failed + 1, left]);
+    // The role whole again: the next round deletes it.
+    assert.equal((await kubeCall(plane(), 'PUT', rolePath, { ...(await kubeCall(plane(), 'GET', rolePath)).body, rules })).status, 200);
+    await untilMayDelete('a-undeletable', true);
+    await agent?.tick();
+    assert.equal(await terminating('a-undeletable'), true, `the agent said: ${logs.join('')}`);
+    assert.deepEqual(await repairs(), [deleted + 2, failed + 1, left]);
+  });
+
+  it(`its metrics: one Pod captured, three repaired, one delete failed, one left, the plugin installed (${version})`, { skip: missing }, async () => {
     const response = await fetch(`http://127.0.0.1:${agent?.metricsPort ?? 0}/metrics`);
     assert.equal(response.status, 200);
     const text = await response.text();
     const setUps = ['captured', 'skipped', 'error'].map((result) => metricSample(text, 'envoy_injector_cni_agent_pod_setups_total', { result }));
     assert.deepEqual(setUps, [1, 0, 0], text);
     const repairs = ['deleted', 'failed', 'left'].map((result) => metricSample(text, 'envoy_injector_cni_agent_repairs_total', { result }));
-    assert.deepEqual(repairs, [1, 0, 1], text);
+    assert.deepEqual(repairs, [3, 1, 1], text);
     assert.equal(metricSample(text, 'envoy_injector_cni_agent_plugin_installed', { envoy_injector_node: NODE, envoy_injector_release: `${release?.namespace ?? ''}/${release?.name ?? ''}` }), 1, text);
   });
 

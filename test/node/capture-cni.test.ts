@@ -1,15 +1,16 @@
 import assert from 'node:assert/strict';
-import { cp, mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
+import { cp, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { after, before, it } from 'node:test';
 import { AppsV1Api, RbacAuthorizationV1Api, type V1Pod } from '@kubernetes/client-node';
 import { createNamespace, deleteNamespaces, eventually, uniqueName } from '../e2e/cluster.js';
-import { CNI_PLUGIN_TYPE } from '../../src/cni/chain-config.js';
+import { CNI_PLUGIN_TYPE, primaryConfigFile } from '../../src/cni/chain-config.js';
 import { CNI_BIN_DIR, CNI_CONF_DIR, CNI_CONFLIST, CONTAINERD_STATE_DIR, cniConfig, importArchive } from './containerd.js';
 import { cniAgentRecipe } from './cni-agent-image.js';
 import { buildImage } from './images.js';
 import { injectorRecipe } from './injector-image.js';
 import { NODE_DIR, NODE_IP, NODE_NAME } from './network.js';
+import type { KubeVersion } from '../e2e/control-plane.js';
 import { appContainer, appPod, broken, describePod, forEachNode, podReady, running, statuses } from './node-suite.js';
 import { startScheduler, type Scheduler } from './scheduler.js';
 import { askToCall, waitRelayed } from './traffic.js';
@@ -31,14 +32,27 @@ import { askToCall, waitRelayed } from './traffic.js';
  *    outbound and inbound connections go through the stand-in.
  * 3a. The primary configuration rewritten as the primary CNI would: the agent
  *    appends its entry again, and a new Pod is captured.
+ * 5. A Pod of a namespace that allows NET_ADMIN: CNI mode with `cni`,
+ *    envoy-init with `auto`; captured either way.
+ * 6. An IPv6-only Pod: the primary configuration rewritten as an IPv6-only
+ *    network, a Pod made then starts, its check passing in IPv6; then the
+ *    configuration written back.
  * 3b. The DaemonSet deleted: the configuration is byte for byte what it was
  *    before the agent, the plugin gone.
+ *
+ * The variants, one per version: 1.36 runs proxy.capture.mode `cni` over the
+ * node's `.conflist`; 1.34 runs `auto` over the same bridge written as a
+ * single network, a `.conf` (which the agent chains as a `.conflist` of the
+ * same name, and gives back at its stop).
  *
  * NODE_TIER_BREAK: cni-chain (the agent edits a decoy configuration folder:
  * its plugin is never called), cni-repair (the agent's ClusterRole without
  * `delete`), cni-rewrite (the agent's rounds after the first taken away,
  * through NODE_OPTIONS: setInterval does nothing), cni-uninstall (the
- * agent's process exits at once on SIGTERM, through NODE_OPTIONS: no stop).
+ * agent's process exits at once on SIGTERM, through NODE_OPTIONS: no stop),
+ * cni-ipv6 (ip6tables a no-op on the agent's PATH, through NODE_OPTIONS: the
+ * IPv6-only Pod gets IPv4 rules only and its check exits 69);
+ * capture-rules (envoy-init without its OUTPUT jump: 5 with `auto`).
  */
 
 const SOCKET_DIR = join(NODE_DIR, 'cni-agent');
@@ -50,6 +64,8 @@ const CHECK = 'envoy-capture-check';
 const BREAK_OPTIONS: Readonly<Record<string, string>> = {
   'cni-rewrite': 'globalThis.setInterval=()=>0',
   'cni-uninstall': "process.on('SIGTERM',()=>process.exit(0))",
+  // ip6tables a no-op on the PATH the rule script inherits (no spaces: NODE_OPTIONS splits on them): IPv4 rules only.
+  'cni-ipv6': "import{mkdirSync,symlinkSync}from'node:fs';mkdirSync('/tmp/no-ip6tables',{recursive:true});['ip6tables-nft','ip6tables-legacy'].forEach((name)=>{try{symlinkSync('/bin/true','/tmp/no-ip6tables/'+name)}catch{}});process.env.PATH='/tmp/no-ip6tables:'+process.env.PATH",
 };
 
 /** An app Pod as `restricted` accepts it, captured, in NAMESPACE. */
@@ -68,9 +84,51 @@ const checkExit = (pod: V1Pod): number | undefined => {
   return status?.state?.terminated?.exitCode ?? status?.lastState?.terminated?.exitCode;
 };
 
-const chain = async (): Promise<string[]> => ((JSON.parse(await readFile(CNI_CONFLIST, 'utf8')) as { plugins: { type: string }[] }).plugins).map((plugin) => plugin.type);
+/** The plugins of the configuration the runtime picks (a single network: its one type). */
+const chain = async (): Promise<string[]> => {
+  const file = primaryConfigFile(await readdir(CNI_CONF_DIR)) ?? '';
+  const parsed = JSON.parse(await readFile(join(CNI_CONF_DIR, file), 'utf8')) as { type?: string; plugins?: { type: string }[] };
+  return parsed.plugins?.map((plugin) => plugin.type) ?? [parsed.type ?? ''];
+};
+
+interface Variant {
+  readonly mode: 'cni' | 'auto';
+  /** The primary CNI's file, as the primary CNI writes it. */
+  readonly file: string;
+  /** Its text; with an IPv6 subnet, the same bridge as an IPv6-only network. */
+  text(ipv6Subnet?: string): string;
+}
+/** The bridge, IPv6-only: its host-local range a documentation prefix. */
+const IPV6_SUBNET = '2001:db8:5100::/64';
+function bridgeText(ipv6Subnet: string | undefined): Record<string, unknown> {
+  const list = JSON.parse(cniConfig()) as { cniVersion: string; name: string; plugins: Record<string, unknown>[] };
+  const bridge = list.plugins[0] ?? {};
+  const ipam = bridge['ipam'] as Record<string, unknown>;
+  return { cniVersion: list.cniVersion, name: list.name, plugin: ipv6Subnet === undefined ? bridge : { ...bridge, ipam: { ...ipam, ranges: [[{ subnet: ipv6Subnet }]] } } };
+}
+const VARIANTS: Readonly<Record<KubeVersion, Variant>> = {
+  '1.36': {
+    mode: 'cni',
+    file: CNI_CONFLIST,
+    text: (ipv6Subnet) => {
+      if (ipv6Subnet === undefined) return cniConfig();
+      const { cniVersion, name, plugin } = bridgeText(ipv6Subnet);
+      return JSON.stringify({ cniVersion, name, plugins: [plugin] }, null, 2);
+    },
+  },
+  '1.34': {
+    mode: 'auto',
+    file: CNI_CONFLIST.replace(/\.conflist$/, '.conf'),
+    text: (ipv6Subnet) => {
+      const { cniVersion, name, plugin } = bridgeText(ipv6Subnet);
+      return `${JSON.stringify({ cniVersion, name, ...(plugin as Record<string, unknown>) }, null, 2)}\n`;
+    },
+  },
+  '1.28': { mode: 'cni', file: CNI_CONFLIST, text: () => cniConfig() },
+};
 
 forEachNode('capture in CNI mode', (suite, version) => {
+  const variant = VARIANTS[version];
   const restricted = uniqueName('restricted');
   const ip: Record<string, string> = {};
   let primaryBefore: Buffer | undefined;
@@ -99,7 +157,12 @@ forEachNode('capture in CNI mode', (suite, version) => {
     const { plane, core, release, createPods } = suite();
     assert.ok(release !== undefined);
     for (const recipe of [await injectorRecipe(), await cniAgentRecipe()]) await importArchive((await buildImage(recipe)).archive);
-    primaryBefore = await readFile(CNI_CONFLIST);
+    if (variant.file !== CNI_CONFLIST) {
+      // The variant's primary configuration in place of the node's, before any Pod of this file.
+      await writeFile(variant.file, variant.text());
+      await rm(CNI_CONFLIST);
+    }
+    primaryBefore = await readFile(variant.file);
     if (broken() === 'cni-repair') {
       const rbac = plane.kubeConfig.makeApiClient(RbacAuthorizationV1Api);
       const name = release.manifests.find((manifest) => manifest.kind === 'ClusterRole' && manifest.metadata.name.endsWith('-cni-agent'))?.metadata.name ?? '';
@@ -117,7 +180,7 @@ forEachNode('capture in CNI mode', (suite, version) => {
     earlyState = await waitIn(restricted, earlyPod, (pod) => checkExit(pod) === 69, 'the early Pod\'s check ending with 69 (no agent, no rules)');
     if (broken() === 'cni-chain') {
       await mkdir(DECOY_CONF_DIR, { recursive: true });
-      await cp(CNI_CONFLIST, join(DECOY_CONF_DIR, basename(CNI_CONFLIST)));
+      await cp(variant.file, join(DECOY_CONF_DIR, basename(variant.file)));
     }
     // The agent: its Pod bound to the node now.
     scheduler = startScheduler(core, release.namespace, NODE_NAME, AGENT_LABEL);
@@ -129,9 +192,10 @@ forEachNode('capture in CNI mode', (suite, version) => {
     });
     // 2: a server and a client outside the mesh, and the restricted Pod.
     const plain = { 'envoy-injector.io/inject': 'false' };
-    await createPods([appPod('server', plain), appPod('client', plain)]);
+    // 5: a captured Pod where Pod Security allows envoy-init (the suite's namespace is `privileged`).
+    await createPods([appPod('server', plain), appPod('client', plain), appPod('allowed', CAPTURE)]);
     await core.createNamespacedPod({ namespace: restricted, body: restrictedPod('captured', restricted) });
-    for (const [namespace, name] of [[suite().namespace, 'server'], [suite().namespace, 'client'], [restricted, 'captured']] as const) {
+    for (const [namespace, name] of [[suite().namespace, 'server'], [suite().namespace, 'client'], [suite().namespace, 'allowed'], [restricted, 'captured']] as const) {
       const pod = await waitIn(namespace, name, (read) => read.status?.podIP !== undefined && running('app')(read), `Pod ${name} running with an IP`);
       ip[name] = pod.status?.podIP ?? '';
       await suite().recorder.waitFor(`the app of Pod ${name} listening`, name, (record) => record.source === 'app' && record.event === 'started');
@@ -140,6 +204,11 @@ forEachNode('capture in CNI mode', (suite, version) => {
   after(async () => {
     await scheduler?.stop();
     await deleteNamespaces(suite().plane, [restricted]);
+    if (variant.file !== CNI_CONFLIST) {
+      // The node's own configuration back for the files after this one (the agent, if still there, chains it and gives it back at its stop).
+      await writeFile(CNI_CONFLIST, cniConfig());
+      await rm(variant.file, { force: true });
+    }
   });
 
   it(`4. a Pod started before the agent was ready: its check exited 69, the agent deleted it (CaptureRepaired), the replacement is captured (${version})`, async () => {
@@ -181,7 +250,7 @@ forEachNode('capture in CNI mode', (suite, version) => {
 
   it(`3a. the primary configuration rewritten as its CNI writes it: the agent chains its plugin again, and a new Pod is captured (${version})`, async () => {
     const { core, recorder } = suite();
-    await writeFile(CNI_CONFLIST, cniConfig());
+    await writeFile(variant.file, variant.text());
     assert.deepEqual(await chain(), ['bridge']);
     await eventually('the agent\'s entry back in the chain', async () => ((await chain()).includes(CNI_PLUGIN_TYPE) ? true : undefined), 20_000, 100);
     await core.createNamespacedPod({ namespace: restricted, body: restrictedPod('after-rewrite', restricted) });
@@ -193,22 +262,62 @@ forEachNode('capture in CNI mode', (suite, version) => {
     await waitRelayed(recorder, 'after-rewrite', 'outbound', [server, 8080]);
   });
 
+  it(`5. a Pod of a namespace that allows NET_ADMIN, in mode ${variant.mode}: ${variant.mode === 'auto' ? 'envoy-init' : 'the check'} captures it, outbound through the proxy (${version})`, async () => {
+    const { recorder } = suite();
+    const pod = await suite().readPod('allowed');
+    const names = (pod.spec?.initContainers ?? []).map((container) => container.name);
+    const status = JSON.parse(pod.metadata?.annotations?.['envoy-injector.io/status'] ?? '{}') as { captureMode?: string };
+    if (variant.mode === 'auto') {
+      assert.ok(names.includes('envoy-init') && !names.includes(CHECK), `auto chose envoy-init where Pod Security allows it; init containers: ${names.join(', ')}`);
+      assert.equal(status.captureMode, undefined);
+      assert.equal(statuses(pod).get('envoy-init')?.state?.terminated?.exitCode, 0, describePod(pod));
+    } else {
+      assert.ok(names.includes(CHECK) && !names.includes('envoy-init'), `init containers: ${names.join(', ')}`);
+      assert.equal(status.captureMode, 'cni');
+      assert.equal(checkExit(pod), 0, describePod(pod));
+    }
+    const server = ip['server'] ?? '';
+    const outbound = await askToCall(ip['allowed'] ?? '', `${server}:8080`);
+    assert.equal(outbound.status, 200, outbound.body);
+    await waitRelayed(recorder, 'allowed', 'outbound', [server, 8080]);
+  });
+
+  it(`6. an IPv6-only Pod: made while the primary configuration is an IPv6-only network, it starts, its check passing in IPv6 (${version})`, async () => {
+    const { core } = suite();
+    await writeFile(variant.file, variant.text(IPV6_SUBNET));
+    await eventually('the agent\'s entry in the IPv6-only configuration', async () => ((await chain()).includes(CNI_PLUGIN_TYPE) && (await readFile(join(CNI_CONF_DIR, primaryConfigFile(await readdir(CNI_CONF_DIR)) ?? ''), 'utf8')).includes(IPV6_SUBNET) ? true : undefined), 20_000, 100);
+    try {
+      await core.createNamespacedPod({ namespace: restricted, body: restrictedPod('ipv6-only', restricted) });
+      // Its proxy and app need not serve (the stand-in and the recorder speak IPv4): what is proven is that the Pod runs past its check.
+      const pod = await waitIn(restricted, 'ipv6-only', (read) => checkExit(read) !== undefined && (checkExit(read) !== 0 || running('envoy')(read)), 'the IPv6-only Pod\'s check ended (and, passed, its proxy started)').catch(async (error: Error) => {
+        throw new Error(`${error.message}; the agent's log: ${await agentLogs()}`);
+      });
+      assert.ok((pod.status?.podIPs ?? []).every((entry) => entry.ip.includes(':')) && (pod.status?.podIPs ?? []).length > 0, `an IPv6 address only: ${JSON.stringify(pod.status?.podIPs)}`);
+      assert.equal(checkExit(pod), 0, describePod(pod));
+      assert.equal(statuses(pod).get(CHECK)?.restartCount, 0, describePod(pod));
+    } finally {
+      await core.deleteNamespacedPod({ name: 'ipv6-only', namespace: restricted, gracePeriodSeconds: 0 }).catch(() => undefined);
+      await writeFile(variant.file, variant.text());
+      await eventually('the agent\'s entry back in the IPv4 configuration', async () => ((await chain()).includes(CNI_PLUGIN_TYPE) && !(await readFile(join(CNI_CONF_DIR, primaryConfigFile(await readdir(CNI_CONF_DIR)) ?? ''), 'utf8')).includes(IPV6_SUBNET) ? true : undefined), 20_000, 100);
+    }
+  });
+
   it(`3b. the DaemonSet deleted: the node's CNI configuration is as it was, byte for byte, the plugin gone (${version})`, async () => {
     const release = suite().release;
     assert.ok(release !== undefined && primaryBefore !== undefined);
     const name = release.manifests.find((manifest) => manifest.kind === 'DaemonSet')?.metadata.name ?? '';
     await apps().deleteNamespacedDaemonSet({ name, namespace: release.namespace });
     await eventually('the agent\'s Pods gone', async () => ((await podsOf(release.namespace, AGENT_LABEL)).length === 0 ? true : undefined), 90_000, 250);
-    assert.equal((await readFile(CNI_CONFLIST)).toString('utf8'), primaryBefore.toString('utf8'));
-    assert.ok((await readFile(CNI_CONFLIST)).equals(primaryBefore), 'the same bytes');
-    assert.deepEqual(await readdir(CNI_CONF_DIR), [basename(CNI_CONFLIST)], 'no other file left in the configuration folder');
+    assert.equal((await readFile(variant.file)).toString('utf8'), primaryBefore.toString('utf8'));
+    assert.ok((await readFile(variant.file)).equals(primaryBefore), 'the same bytes');
+    assert.deepEqual(await readdir(CNI_CONF_DIR), [basename(variant.file)], 'no other file left in the configuration folder');
     assert.equal((await readdir(CNI_BIN_DIR)).includes(CNI_PLUGIN_TYPE), false, 'the plugin is still in the binary folder');
   });
 }, {
   values: (plane) => {
     const api = new URL(plane.server);
     return {
-      proxy: { capture: { mode: 'cni' } },
+      proxy: { capture: { mode: VARIANTS[plane.version].mode } },
       cniAgent: {
         binDir: CNI_BIN_DIR,
         confDir: broken() === 'cni-chain' ? DECOY_CONF_DIR : CNI_CONF_DIR,
