@@ -65,6 +65,12 @@ export function removeChainEntry(text: string): ChainEdit {
   return { changed: true, text: `${JSON.stringify({ ...parsed.list, plugins: others }, null, 2)}\n` };
 }
 
+/** Whether TEXT is a configuration holding our entry (what an insert of ours made); false for one without it, or not a configuration. */
+export function holdsOurEntry(text: string): boolean {
+  const removed = removeChainEntry(text);
+  return 'changed' in removed && removed.changed;
+}
+
 type Plugin = Record<string, unknown>;
 
 /** The list's own fields and its plugins; a single network (`.conf`) as a list of one, its name and version lifted. */

@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
-import { chainedFileName, CNI_PLUGIN_TYPE, insertChainEntry, primaryConfigFile, removeChainEntry, sourceFileNames, type ChainEdit, type ChainEntry } from '../cni/chain-config.js';
+import { chainedFileName, CNI_PLUGIN_TYPE, holdsOurEntry, insertChainEntry, primaryConfigFile, removeChainEntry, sourceFileNames, type ChainEdit, type ChainEntry } from '../cni/chain-config.js';
 import { chainedResult, cniError, decideSetUp, parseShimRequest, podOfRequest, shimAnswer, type ShimRequest } from '../cni/cni-request.js';
 import type { JsonObject } from '../injection/index.js';
 import type { SetUpResult } from '../server/cni-agent-metrics.js';
@@ -130,12 +130,10 @@ export async function installPlugin(places: PluginPlaces): Promise<ChainEdit & {
   const chained = chainedFileName(file);
   if (chained !== file && names.includes(chained)) {
     // Ours from an earlier insert (the primary CNI wrote its .conf again): replaced; another's: left alone.
-    const beside = removeChainEntry(await readFile(join(places.confDir, chained), 'utf8'));
-    if (!('changed' in beside) || !beside.changed) return { problem: `${file} is a single network and ${chained} beside it is not ours: cannot chain into it` };
+    if (!holdsOurEntry(await readFile(join(places.confDir, chained), 'utf8'))) return { problem: `${file} is a single network and ${chained} beside it is not ours: cannot chain into it` };
   }
   // What the primary CNI wrote (no entry of ours in it): kept for the uninstall, byte for byte.
-  const removed = removeChainEntry(before);
-  if ('changed' in removed && !removed.changed) await writeAtomically(places.confDir, originalName(file), before, 0o600);
+  if (!holdsOurEntry(before)) await writeAtomically(places.confDir, originalName(file), before, 0o600);
   await writeAtomically(places.confDir, chained, edit.text, 0o644);
   if (chained !== file) await rm(join(places.confDir, file), { force: true });
   return { ...edit, file: chained };
@@ -177,8 +175,7 @@ export async function uninstallPlugin(places: PluginPlaces): Promise<ChainEdit &
   const stale = chainedFileName(file);
   if (stale !== file) {
     const beside = await readFile(join(places.confDir, stale), 'utf8').catch(() => undefined);
-    const ours = beside === undefined ? undefined : removeChainEntry(beside);
-    if (ours !== undefined && 'changed' in ours && ours.changed) await rm(join(places.confDir, stale), { force: true });
+    if (beside !== undefined && holdsOurEntry(beside)) await rm(join(places.confDir, stale), { force: true });
   }
   await rm(join(places.binDir, CNI_PLUGIN_TYPE), { force: true });
   return result;
