@@ -1,4 +1,5 @@
 import { CaptureModeSetting, Interception, type CaptureSettings } from './capture-template.js';
+import { everyAddress, tcpProxyFilter } from './envoy-listener.js';
 import { arrayAt, describeValue, objectAt, own, type JsonObject } from './json.js';
 import { Annotations } from './names.js';
 import { containersRunningAs } from './run-as.js';
@@ -55,14 +56,8 @@ export function proxyGroupClashes(pod: JsonObject, proxyUid: number): string[] {
   );
 }
 
-const TCP_PROXY = 'type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy';
 const ORIGINAL_DST = 'type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst';
 const ORIGINAL_SRC = 'type.googleapis.com/envoy.extensions.filters.listener.original_src.v3.OriginalSrc';
-
-const tcpProxy = (statPrefix: string, cluster: string): JsonObject => ({
-  name: 'envoy.filters.network.tcp_proxy',
-  typed_config: { '@type': TCP_PROXY, stat_prefix: statPrefix, cluster },
-});
 
 /**
  * The per-Pod bootstrap's pieces of TPROXY (Envoy v3): the transparent
@@ -76,8 +71,7 @@ const tcpProxy = (statPrefix: string, cluster: string): JsonObject => ({
 export function tproxyResources(port: number): { listeners: JsonObject[]; clusters: JsonObject[] } {
   const listener = {
     name: TPROXY_LISTENER,
-    address: { socket_address: { address: '0.0.0.0', port_value: port } },
-    additional_addresses: [{ address: { socket_address: { address: '::', port_value: port } } }],
+    ...everyAddress(port),
     transparent: true,
     traffic_direction: 'INBOUND',
     listener_filters: [
@@ -85,8 +79,8 @@ export function tproxyResources(port: number): { listeners: JsonObject[]; cluste
       { name: 'envoy.filters.listener.original_src', typed_config: { '@type': ORIGINAL_SRC, mark: TPROXY_MARK } },
     ],
     filter_chains: [
-      { filter_chain_match: { destination_port: port }, filters: [tcpProxy(`${TPROXY_LISTENER}_loop`, TPROXY_LOOP_CLUSTER)] },
-      { filters: [tcpProxy(TPROXY_LISTENER, TPROXY_CLUSTER)] },
+      { filter_chain_match: { destination_port: port }, filters: [tcpProxyFilter(`${TPROXY_LISTENER}_loop`, TPROXY_LOOP_CLUSTER)] },
+      { filters: [tcpProxyFilter(TPROXY_LISTENER, TPROXY_CLUSTER)] },
     ],
   };
   const clusters = [

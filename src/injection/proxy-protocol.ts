@@ -1,6 +1,7 @@
 import type { CaptureDecision } from './capture.js';
 import { captureListProblem, listItems } from './capture-grammar.js';
 import { Interception } from './capture-template.js';
+import { everyAddress, tcpProxyFilter } from './envoy-listener.js';
 import { objectAt, own, type JsonObject } from './json.js';
 import { Annotations } from './names.js';
 import { inboundRedirected } from './tcp-probes.js';
@@ -55,7 +56,6 @@ export function planProxyProtocol(pod: JsonObject, capture: CaptureDecision | un
   return { ports, warnings: [] };
 }
 
-const TCP_PROXY = 'type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy';
 const UPSTREAM_PROXY_PROTOCOL = 'type.googleapis.com/envoy.extensions.transport_sockets.proxy_protocol.v3.ProxyProtocolUpstreamTransport';
 const RAW_BUFFER = 'type.googleapis.com/envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer';
 
@@ -64,11 +64,10 @@ export function proxyProtocolResources(ports: readonly number[]): { listeners: J
   if (ports.length === 0) return { listeners: [], clusters: [] };
   const listeners = ports.map((port) => ({
     name: proxyProtocolListener(port),
-    address: { socket_address: { address: '0.0.0.0', port_value: port } },
-    additional_addresses: [{ address: { socket_address: { address: '::', port_value: port } } }],
+    ...everyAddress(port),
     bind_to_port: false,
     traffic_direction: 'INBOUND',
-    filter_chains: [{ filters: [{ name: 'envoy.filters.network.tcp_proxy', typed_config: { '@type': TCP_PROXY, stat_prefix: proxyProtocolListener(port), cluster: PROXY_PROTOCOL_CLUSTER } }] }],
+    filter_chains: [{ filters: [tcpProxyFilter(proxyProtocolListener(port), PROXY_PROTOCOL_CLUSTER)] }],
   }));
   const cluster = {
     name: PROXY_PROTOCOL_CLUSTER,
