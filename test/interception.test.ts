@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
-import { PatchMemo, reviewAdmission, type AdmissionRequest } from '../src/admission/index.js';
+import { PatchMemo } from '../src/admission/index.js';
+import { storedThroughReview } from './helpers/reviews.js';
 import { TemplateError } from '../src/errors.js';
 import { admitPod, applyPodPatch, parseTemplateData, parseYaml, type Admission, type JsonObject, type TemplateSet } from '../src/injection/index.js';
 import { captureLines, explainCapture } from '../src/commands/capture-text.js';
@@ -155,12 +156,8 @@ describe('TPROXY interception', () => {
     const again = admitPod({ operation: 'CREATE', kind: { group: '', kind: 'Pod' }, namespace: 'shop', namespaceLabels: {}, pod: injected as JsonObject, templates, options: { nativeSidecar: true } });
     assert.equal(again.decision.reason, 'already_injected');
     const memo = new PatchMemo();
-    const review = (uid: string, interception: string): Obj => {
-      const object = pod({ ...CAPTURE, [ASK]: interception });
-      const request = { uid, kind: { group: '', version: 'v1', kind: 'Pod' }, resource: { group: '', version: 'v1', resource: 'pods' }, operation: 'CREATE', namespace: 'shop', object } as AdmissionRequest;
-      const { review: answer } = reviewAdmission(request, { templates, namespaceLabels: {}, options: { nativeSidecar: true }, memo });
-      return applyPodPatch(object, JSON.parse(Buffer.from(answer.response.patch ?? '', 'base64').toString('utf8')) as Parameters<typeof applyPodPatch>[1]) as Obj;
-    };
+    const review = (uid: string, interception: string): Obj =>
+      storedThroughReview(pod({ ...CAPTURE, [ASK]: interception }), uid, 'shop', { templates, namespaceLabels: {}, options: { nativeSidecar: true }, memo }) as Obj;
     for (const [uid, interception, expected] of [['a', 'tproxy', 'tproxy'], ['b', 'redirect', undefined], ['c', 'tproxy', 'tproxy']] as const) {
       assert.equal(statusOf(review(uid, interception))['interception'], expected, uid);
     }

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
-import { PatchMemo, reviewAdmission, type AdmissionRequest } from '../src/admission/index.js';
+import { PatchMemo } from '../src/admission/index.js';
+import { storedThroughReview } from './helpers/reviews.js';
 import { admitPod, applyPodPatch, parseTemplateData, parseYaml, type Admission, type JsonObject, type TemplateSet } from '../src/injection/index.js';
 import { explainCapture, captureLines } from '../src/commands/capture-text.js';
 import { toExplanation } from '../src/commands/explain.js';
@@ -109,12 +110,8 @@ describe('the PROXY protocol on the proxy\'s hop to the app', () => {
     assert.equal(again.decision.reason, 'already_injected');
     assert.equal(again.injection, undefined);
     const memo = new PatchMemo();
-    const review = (uid: string, ports: string): Obj => {
-      const object = pod({ ...CAPTURE, [ASK]: ports });
-      const request = { uid, kind: { group: '', version: 'v1', kind: 'Pod' }, resource: { group: '', version: 'v1', resource: 'pods' }, operation: 'CREATE', namespace: 'shop', object } as AdmissionRequest;
-      const { review: answer } = reviewAdmission(request, { templates, namespaceLabels: {}, options: { nativeSidecar: true }, memo });
-      return applyPodPatch(object, JSON.parse(Buffer.from(answer.response.patch ?? '', 'base64').toString('utf8')) as Parameters<typeof applyPodPatch>[1]) as Obj;
-    };
+    const review = (uid: string, ports: string): Obj =>
+      storedThroughReview(pod({ ...CAPTURE, [ASK]: ports }), uid, 'shop', { templates, namespaceLabels: {}, options: { nativeSidecar: true }, memo }) as Obj;
     for (const [uid, ports, expected] of [['a', '8080', [8080]], ['b', '5672', [5672]], ['c', '8080', [8080]]] as const) {
       assert.deepEqual(statusOf(review(uid, ports))['inboundProxyProtocol'], expected, uid);
     }

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
-import { PatchMemo, reviewAdmission, type AdmissionRequest } from '../src/admission/index.js';
+import { PatchMemo } from '../src/admission/index.js';
+import { storedThroughReview } from './helpers/reviews.js';
 import { admitPod, applyPodPatch, parseTemplateData, parseYaml, type Admission, type JsonObject, type TemplateSet } from '../src/injection/index.js';
 import { join } from 'node:path';
 import { runCli } from '../src/cli.js';
@@ -125,13 +126,8 @@ describe('tcpSocket probes of a captured Pod', () => {
 
   it('the webhook keys its patch memo on the probes: two Pods of one shape but their probes get their own patches', () => {
     const memo = new PatchMemo();
-    const review = (uid: string, port: number): Obj => {
-      const object = pod(CAPTURE, { containers: [{ name: 'app', image: 'a:1', readinessProbe: { tcpSocket: { port } } }] });
-      const request = { uid, kind: { group: '', version: 'v1', kind: 'Pod' }, resource: { group: '', version: 'v1', resource: 'pods' }, operation: 'CREATE', namespace: 'shop', object } as AdmissionRequest;
-      const { review: answer } = reviewAdmission(request, { templates, namespaceLabels: {}, options: {}, memo });
-      const patch = JSON.parse(Buffer.from(answer.response.patch ?? '', 'base64').toString('utf8')) as Parameters<typeof applyPodPatch>[1];
-      return applyPodPatch(object, patch) as Obj;
-    };
+    const review = (uid: string, port: number): Obj =>
+      storedThroughReview(pod(CAPTURE, { containers: [{ name: 'app', image: 'a:1', readinessProbe: { tcpSocket: { port } } }] }), uid, 'shop', { templates, namespaceLabels: {}, options: {}, memo }) as Obj;
     for (const [uid, port] of [['a', 8081], ['b', 8082], ['c', 8081]] as const) {
       assert.deepEqual(named(review(uid, port), 'containers', 'app')?.['readinessProbe'], { httpGet: { path: `/tcp/${port}`, port: 15020 } }, uid);
     }

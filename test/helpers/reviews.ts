@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { JsonObject } from '../../src/injection/index.js';
+import { reviewAdmission, type AdmissionRequest, type ReviewContext } from '../../src/admission/index.js';
+import { applyPodPatch, type JsonObject } from '../../src/injection/index.js';
 
 /** An AdmissionReview for a Pod CREATE, shaped as the API server sends it (controller Pod: generateName only). */
 export function podReview(options: { namespace: string; annotations?: Record<string, string>; dryRun?: boolean }): JsonObject {
@@ -59,4 +60,11 @@ export function addedVolumes(review: DecodedReview): string[] {
     if (op.path === '/spec/volumes/-') return [(op.value as { name: string }).name];
     return [];
   });
+}
+
+/** OBJECT as the webhook's core (reviewAdmission, CONTEXT's patch memo included) answers its CREATE in NAMESPACE, the patch applied: the Pod as stored. */
+export function storedThroughReview(object: JsonObject, uid: string, namespace: string, context: ReviewContext): JsonObject {
+  const request = { uid, kind: { group: '', version: 'v1', kind: 'Pod' }, resource: { group: '', version: 'v1', resource: 'pods' }, operation: 'CREATE', namespace, object } as AdmissionRequest;
+  const { review } = reviewAdmission(request, context);
+  return applyPodPatch(object, JSON.parse(Buffer.from(review.response.patch ?? '', 'base64').toString('utf8')) as Parameters<typeof applyPodPatch>[1]);
 }
