@@ -147,9 +147,12 @@ export function podShape(
   let shape = `${shapePrefix(template, nativeSidecar, allowedOverrides)},${spec !== undefined},${metadata !== undefined},${annotations !== undefined},${labels !== undefined}`;
   shape += `,"${listShape(spec, 'containers', names.containers)}","${listShape(spec, 'initContainers', names.containers)}","${listShape(spec, 'ephemeralContainers', names.containers)}"`;
   shape += `,"${listShape(spec, 'volumes', names.volumes)}","${listShape(spec, 'imagePullSecrets', names.imagePullSecrets)}",[`;
-  for (let index = 0; index < OVERRIDE_ANNOTATIONS.length; index++) {
-    const value = annotations === undefined ? undefined : own(annotations, OVERRIDE_ANNOTATIONS[index] ?? '');
-    shape += `${index === 0 ? '' : ','}${value === undefined ? '0' : `[${JSON.stringify(value)}]`}`;
+  if (annotations === undefined || !hasOverrideAnnotation(annotations)) shape += NO_OVERRIDES_SHAPE;
+  else {
+    for (let index = 0; index < OVERRIDE_ANNOTATIONS.length; index++) {
+      const value = own(annotations, OVERRIDE_ANNOTATIONS[index] ?? '');
+      shape += `${index === 0 ? '' : ','}${value === undefined ? '0' : `[${JSON.stringify(value)}]`}`;
+    }
   }
   // What the proxy's lifecycle and the autoscaler annotation read (proxy-lifecycle.ts).
   // kubectl's default container, when the proxy goes first: the Pod's own, or its first container's name.
@@ -160,6 +163,18 @@ export function podShape(
 }
 
 const OVERRIDE_ANNOTATIONS: readonly string[] = ALL_OVERRIDES.map((name) => OVERRIDE_ANNOTATION_PREFIX + name);
+const OVERRIDE_ANNOTATION_SET: ReadonlySet<string> = new Set(OVERRIDE_ANNOTATIONS);
+/** The overrides' part of the shape when the Pod sets none: one "0" per override. */
+const NO_OVERRIDES_SHAPE = OVERRIDE_ANNOTATIONS.map(() => '0').join(',');
+
+/**
+ * Whether ANNOTATIONS sets any override: a Pod has a few annotations and
+ * there are ~28 overrides, so its keys are looked up, not theirs.
+ */
+function hasOverrideAnnotation(annotations: JsonObject): boolean {
+  for (const key in annotations) if (OVERRIDE_ANNOTATION_SET.has(key) && Object.hasOwn(annotations, key)) return true;
+  return false;
+}
 
 /** An annotation the lifecycle reads: "0" without annotations, else its value (null when absent) in brackets. */
 function annotationShape(annotations: JsonObject | undefined, key: string): string {
