@@ -39,6 +39,12 @@ export interface ScenarioResult {
   readonly oursPeakRssBytes: number;
   readonly floorPeakRssBytes: number;
   readonly ratios: { readonly throughput: number; readonly p99: number; readonly cpuPerRequest: number };
+  /**
+   * Ours' CPU per request over the floor's, round by round (each of ours' rounds
+   * against the floor's next to it in the ABBA order): the lowest and highest,
+   * how far one round's ratio strays from the run's.
+   */
+  readonly cpuRatioByRound: { readonly lowest: number; readonly highest: number };
   /** Mean and highest share of the machine's CPU used by other work during the rounds. */
   readonly otherCpu: { readonly mean: number; readonly max: number };
 }
@@ -124,3 +130,8 @@ export function figures(rounds: readonly Round[], warmups: readonly LoadResult[]
   };
 }
 
+/** The i-th rounds of ours and the floor ran next to each other (ours, floor, floor, ours, …): their CPU ratios' range. */
+export function cpuRatioByRound(ours: readonly Round[], floor: readonly Round[]): ScenarioResult['cpuRatioByRound'] {
+  const ratios = ours.map((round, index) => round.cpuUsPerRequest / (floor[index]?.cpuUsPerRequest ?? NaN));
+  return { lowest: Math.min(...ratios), highest: Math.max(...ratios) };
+}

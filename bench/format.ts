@@ -6,6 +6,7 @@ export const fmt = {
   ms: (value: number): string => value.toFixed(2),
   mib: (bytes: number): string => (bytes / MIB).toFixed(1),
   ratio: (value: number): string => `${value.toFixed(2)}×`,
+  ratioRange: ({ lowest, highest }: { readonly lowest: number; readonly highest: number }): string => `${lowest.toFixed(2)}–${highest.toFixed(2)}×`,
 };
 
 /** Columns padded to their widest cell: the first left-aligned, the others right-aligned. */

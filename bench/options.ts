@@ -14,6 +14,8 @@ export const { values: flags } = parseArgs({
     only: { type: 'string' },
     /** Extra node flags for our server only, e.g. "--max-semi-space-size=4", to try a fix; recorded in the results. */
     'ours-node-flags': { type: 'string', default: '' },
+    /** Timed rounds per server in each load scenario (ABBA order). */
+    rounds: { type: 'string' },
     /** The cluster parts (apiserver, scale): which real kube-apiserver. */
     'kube-version': { type: 'string', default: '1.34' },
     /** apiserver: Pods per path, rounds, concurrent clients, the Deployment's replicas. */
@@ -45,8 +47,11 @@ if (unknownParts.length > 0) throw new Error(`--only: unknown ${unknownParts.joi
 export const SETTINGS = {
   roundSeconds: QUICK ? 2 : 3,
   warmupSeconds: QUICK ? 1 : 2,
-  /** Rounds per server, in the order ours, floor, floor, ours, ours, … (ABBA) so that drift on the machine cancels. */
-  rounds: QUICK ? 2 : 4,
+  /**
+   * Rounds per server, in the order ours, floor, floor, ours, ours, … (ABBA) so that drift on the machine cancels.
+   * Eight: on a quiet machine one round's CPU ratio still ranges over ±0.2 (bench/README.md, "Why ratios").
+   */
+  rounds: count('rounds', QUICK ? 2 : 8, 1),
   burstSize: 2000,
   memoryRequests: QUICK ? [2_000, 20_000] : [20_000, 200_000],
   coldStarts: QUICK ? 3 : 7,
@@ -73,11 +78,11 @@ export const SETTINGS = {
   deadlineMs: (15 + (selected('instructions') ? 25 : 0) + (selected('apiserver') ? 30 : 0) + (selected('scale') ? 30 : 0)) * 60_000,
 } as const;
 
-function count(flag: 'apiserver-pods' | 'apiserver-rounds' | 'apiserver-clients' | 'deployment-replicas' | 'scale-namespaces' | 'scale-pods', fallback: number): number {
+function count(flag: 'rounds' | 'apiserver-pods' | 'apiserver-rounds' | 'apiserver-clients' | 'deployment-replicas' | 'scale-namespaces' | 'scale-pods', fallback: number, least = 0): number {
   const text = flags[flag];
   if (text === undefined) return fallback;
   const value = Number(text);
-  if (!Number.isInteger(value) || value < 0) throw new Error(`--${flag}: not a count: ${text}`);
+  if (!Number.isInteger(value) || value < least) throw new Error(`--${flag}: not a count${least > 0 ? ` of at least ${least}` : ''}: ${text}`);
   return value;
 }
 

@@ -60,7 +60,7 @@ export function header(startedAt: Date, machine: MachineInfo): string {
 
 export function scenarioTable(scenarios: readonly ScenarioResult[]): string {
   const rows: string[][] = [
-    ['scenario', 'server', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'max ms', 'errors', 'peak RSS MiB', 'CPU µs/req', 'ours/floor req/s', 'ours/floor p99', 'ours/floor CPU', 'other work'],
+    ['scenario', 'server', 'conns', 'req/s', 'p50 ms', 'p99 ms', 'max ms', 'errors', 'peak RSS MiB', 'CPU µs/req', 'ours/floor req/s', 'ours/floor p99', 'ours/floor CPU', 'CPU by round', 'other work'],
   ];
   for (const scenario of scenarios) {
     for (const side of ['ours', 'floor'] as const) {
@@ -79,6 +79,7 @@ export function scenarioTable(scenarios: readonly ScenarioResult[]): string {
         side === 'ours' ? fmt.ratio(scenario.ratios.throughput) : '',
         side === 'ours' ? fmt.ratio(scenario.ratios.p99) : '',
         side === 'ours' ? fmt.ratio(scenario.ratios.cpuPerRequest) : '',
+        side === 'ours' ? fmt.ratioRange(scenario.cpuRatioByRound) : '',
         side === 'ours' ? `${(scenario.otherCpu.mean * 100).toFixed(0)}%` : '',
       ]);
     }
@@ -147,15 +148,15 @@ export function markdownSummary(
       `${machine.cpus} × ${machine.cpuModel}, Node ${machine.node}, Fastify ${machine.fastify}, autocannon ${machine.autocannon}. ` +
       `Other work on the machine during the rounds: ${(mean(scenarios.map((scenario) => scenario.otherCpu.mean)) * 100).toFixed(0)}% of its CPU on average, up to ${(Math.max(...scenarios.map((scenario) => scenario.otherCpu.max)) * 100).toFixed(0)}% in a round.`,
     '',
-    '| scenario | conns | ours req/s | floor req/s | ours/floor req/s | ours p50 / p99 / max ms | floor p50 / p99 / max ms | ours/floor p99 | CPU µs/req ours / floor | errors | ours peak RSS |',
-    '|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
+    '| scenario | conns | ours req/s | floor req/s | ours/floor req/s | ours p50 / p99 / max ms | floor p50 / p99 / max ms | ours/floor p99 | CPU µs/req ours / floor | ours/floor CPU (lowest–highest round) | errors | ours peak RSS |',
+    '|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
   );
   for (const scenario of scenarios) {
     const { ours, floor } = scenario;
     lines.push(
       `| ${scenario.name} | ${scenario.connections} | ${fmt.rps(ours.requestsPerSecond)} | ${fmt.rps(floor.requestsPerSecond)} | ${fmt.ratio(scenario.ratios.throughput)} | ` +
         `${fmt.ms(ours.p50Ms)} / ${fmt.ms(ours.p99Ms)} / ${fmt.ms(ours.maxMs)} | ${fmt.ms(floor.p50Ms)} / ${fmt.ms(floor.p99Ms)} / ${fmt.ms(floor.maxMs)} | ${fmt.ratio(scenario.ratios.p99)} | ` +
-        `${ours.cpuUsPerRequest.toFixed(0)} / ${floor.cpuUsPerRequest.toFixed(0)} | ${ours.errors} | ${fmt.mib(scenario.oursPeakRssBytes)} MiB |`,
+        `${ours.cpuUsPerRequest.toFixed(0)} / ${floor.cpuUsPerRequest.toFixed(0)} | ${fmt.ratio(scenario.ratios.cpuPerRequest)} (${fmt.ratioRange(scenario.cpuRatioByRound)}) | ${ours.errors} | ${fmt.mib(scenario.oursPeakRssBytes)} MiB |`,
     );
   }
   lines.push('');

@@ -2,7 +2,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { errorsOf, figures, mean, type Round, type ScenarioResult } from './figures.js';
+import { cpuRatioByRound, errorsOf, figures, mean, type Round, type ScenarioResult } from './figures.js';
 import { caPem, load, log, startFloor, startOurs, work, writeBodies } from './harness.js';
 import { httpsRequest } from './https-client.js';
 import type { LoadResult } from './load.js';
@@ -123,6 +123,7 @@ export async function runScenario(scenario: Scenario, responseFile: string): Pro
         p99: oursFigures.p99Ms / floorFigures.p99Ms,
         cpuPerRequest: oursFigures.cpuUsPerRequest / floorFigures.cpuUsPerRequest,
       },
+      cpuRatioByRound: cpuRatioByRound(rounds.ours, rounds.floor),
       otherCpu: {
         mean: mean([...rounds.ours, ...rounds.floor].map((round) => round.otherCpuShare)),
         max: Math.max(...[...rounds.ours, ...rounds.floor].map((round) => round.otherCpuShare)),
@@ -134,3 +135,4 @@ export async function runScenario(scenario: Scenario, responseFile: string): Pro
     await Promise.all([ours.stop(), floor.stop()]);
   }
 }
+

@@ -23,9 +23,10 @@ export const LIMITS = {
   restRssMib: 72,
 } as const;
 
-const ratioTarget = (name: string, value: number, limit: number, atLeast: boolean): Target => ({
+/** SPREAD: the lowest and highest round's ratio, printed beside the run's. */
+const ratioTarget = (name: string, value: number, limit: number, atLeast: boolean, spread?: ScenarioResult['cpuRatioByRound']): Target => ({
   name,
-  value: fmt.ratio(value),
+  value: spread === undefined ? fmt.ratio(value) : `${fmt.ratio(value)} (rounds ${fmt.ratioRange(spread)})`,
   limit: `${atLeast ? '≥' : '≤'} ${limit.toFixed(2)}×`,
   pass: atLeast ? value >= limit : value <= limit,
 });
@@ -38,11 +39,11 @@ function ratioTargets(scenarios: readonly ScenarioResult[]): Target[] {
     targets.push(
       ratioTarget(`seed throughput ≥ ${LIMITS.seedThroughput}× floor`, seed.ratios.throughput, LIMITS.seedThroughput, true),
       ratioTarget(`seed p99 ≤ ${LIMITS.seedP99}× floor (same concurrency)`, seed.ratios.p99, LIMITS.seedP99, false),
-      ratioTarget(`seed CPU µs/req ≤ ${LIMITS.seedCpu}× floor`, seed.ratios.cpuPerRequest, LIMITS.seedCpu, false),
+      ratioTarget(`seed CPU µs/req ≤ ${LIMITS.seedCpu}× floor`, seed.ratios.cpuPerRequest, LIMITS.seedCpu, false, seed.cpuRatioByRound),
     );
   }
   const skip = scenarios.find((scenario) => scenario.name === 'skip');
-  if (skip !== undefined) targets.push(ratioTarget(`skip CPU µs/req ≤ ${LIMITS.skipCpu}× floor`, skip.ratios.cpuPerRequest, LIMITS.skipCpu, false));
+  if (skip !== undefined) targets.push(ratioTarget(`skip CPU µs/req ≤ ${LIMITS.skipCpu}× floor`, skip.ratios.cpuPerRequest, LIMITS.skipCpu, false, skip.cpuRatioByRound));
   return targets;
 }
 

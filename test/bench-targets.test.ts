@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import type { ApiServerFigures, PathFigures } from '../bench/cluster-latency.js';
 import { cpuPerPod, zeroCpu } from '../bench/cluster-cpu.js';
 import type { PathName } from '../bench/cluster-paths.js';
-import type { ClusterFigures, ScenarioResult, ServerFigures } from '../bench/figures.js';
+import { cpuRatioByRound, type ClusterFigures, type Round, type ScenarioResult, type ServerFigures } from '../bench/figures.js';
 import { MIB } from '../bench/format.js';
 import { apiServerTargets, evaluateTargets, type Target } from '../bench/targets.js';
 
@@ -22,6 +22,7 @@ function scenario(name: string, ratios: ScenarioResult['ratios'], peakMib = 90):
     oursPeakRssBytes: peakMib * MIB,
     floorPeakRssBytes: peakMib * MIB,
     ratios,
+    cpuRatioByRound: { lowest: ratios.cpuPerRequest, highest: ratios.cpuPerRequest },
     otherCpu: { mean: 0, max: 0 },
   };
 }
@@ -55,6 +56,17 @@ describe('bench: the targets of issue 39', () => {
     assert.equal(skip(1.1), true);
     assert.equal(skip(1.11), false);
     assert.equal(verdicts(evaluateTargets([scenario('seed', { throughput: 1, p99: 1, cpuPerRequest: 1 })], undefined, undefined, undefined))['skip CPU µs/req ≤ 1.1× floor'], undefined);
+  });
+
+  it('pairs each of ours\' rounds with the floor\'s next to it, and prints their range beside the CPU ratio', () => {
+    const rounds = (cpu: readonly number[]): Round[] => cpu.map((cpuUsPerRequest) => ({ cpuUsPerRequest }) as Round);
+    // ABBA: ours 1, floor 1, floor 2, ours 2, ...: the i-th of each ran side by side.
+    const spread = cpuRatioByRound(rounds([120, 150, 110, 130]), rounds([100, 100, 110, 100]));
+    assert.deepEqual(spread, { lowest: 1, highest: 1.5 });
+    const seed = { ...scenario('seed', { throughput: 1, p99: 1, cpuPerRequest: 1.25 }), cpuRatioByRound: spread };
+    const cpu = evaluateTargets([seed], undefined, undefined, undefined).find((target) => target.name === 'seed CPU µs/req ≤ 1.3× floor');
+    assert.equal(cpu?.value, '1.25× (rounds 1.00–1.50×)');
+    assert.equal(cpu?.pass, true);
   });
 
   it('holds every run, the ~1 MiB Pod\'s included, under 150 MiB of peak RSS and names the highest', () => {
