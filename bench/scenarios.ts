@@ -135,4 +135,3 @@ export async function runScenario(scenario: Scenario, responseFile: string): Pro
     await Promise.all([ours.stop(), floor.stop()]);
   }
 }
-
