@@ -37,12 +37,17 @@ export interface DecodedReview {
   readonly audit: Record<string, string>;
 }
 
+/** An AdmissionResponse's base64 JSON Patch, decoded; none is an empty patch. */
+function decodePatch(patch: string | undefined): DecodedReview['patch'] {
+  return patch === undefined ? [] : (JSON.parse(Buffer.from(patch, 'base64').toString('utf8')) as DecodedReview['patch']);
+}
+
 export function decodeReview(body: string): DecodedReview {
   const review = JSON.parse(body) as { response: { uid: string; patch?: string; warnings?: string[]; auditAnnotations?: Record<string, string> } };
   const { response } = review;
   return {
     uid: response.uid,
-    patch: response.patch === undefined ? [] : (JSON.parse(Buffer.from(response.patch, 'base64').toString('utf8')) as DecodedReview['patch']),
+    patch: decodePatch(response.patch),
     warnings: response.warnings ?? [],
     audit: response.auditAnnotations ?? {},
   };
@@ -66,5 +71,5 @@ export function addedVolumes(review: DecodedReview): string[] {
 export function storedThroughReview(object: JsonObject, uid: string, namespace: string, context: ReviewContext): JsonObject {
   const request = { uid, kind: { group: '', version: 'v1', kind: 'Pod' }, resource: { group: '', version: 'v1', resource: 'pods' }, operation: 'CREATE', namespace, object } as AdmissionRequest;
   const { review } = reviewAdmission(request, context);
-  return applyPodPatch(object, JSON.parse(Buffer.from(review.response.patch ?? '', 'base64').toString('utf8')) as Parameters<typeof applyPodPatch>[1]);
+  return applyPodPatch(object, decodePatch(review.response.patch) as Parameters<typeof applyPodPatch>[1]);
 }
