@@ -8,7 +8,8 @@ import fc from 'fast-check';
 import { runCli } from '../src/cli.js';
 import { PolicyLimitError } from '../src/errors.js';
 import { parseTemplateFile, windowsOnly, type JsonObject, type JsonValue } from '../src/injection/index.js';
-import { celValue } from '../src/policy/cel-literal.js';
+import { celMapList, celValue, MAX_UNROLLED } from '../src/policy/cel-literal.js';
+import { MATCH_CONDITION, matchConditionParts } from '../src/policy/compile-match-conditions.js';
 import { compilePolicy, TEMPLATES_ANNOTATION } from '../src/policy/compile-policy.js';
 import { evaluateCondition } from './helpers/selectors.js';
 import { ROOT, seedTemplates } from './helpers/fixtures.js';
@@ -87,8 +88,9 @@ describe('compilePolicy', () => {
     const { policy } = compilePolicy(templates);
     const expression = ((spec(policy)['mutations'] as JsonObject[])[0]?.['jsonPatch'] as JsonObject)['expression'] as string;
     for (const name of templates.templates.keys()) assert.ok(expression.includes(`variables.template == "${name}"`), `a branch for ${name}`);
-    const known = (spec(policy)['matchConditions'] as JsonObject[]).find((condition) => condition['name'] === 'known-template');
-    assert.match(String(known?.['expression']), /in \["config", "debug"\]$/);
+    const known = matchConditionParts([...templates.templates.keys()], templates.defaultTemplate.name).find((part) => part.name === 'known-template');
+    assert.match(String(known?.expression), /in \["config", "debug"\]$/);
+    assert.ok(String((spec(policy)['matchConditions'] as JsonObject[])[0]?.['expression']).includes(`// known-template\n(${known?.expression})`));
     assert.equal((policy['metadata'] as JsonObject)['annotations'] !== undefined, true);
     const hashes = ((policy['metadata'] as JsonObject)['annotations'] as JsonObject)[TEMPLATES_ANNOTATION];
     assert.equal(hashes, [...templates.templates.values()].map((t) => `${t.name}=${t.hash}`).join(','));
@@ -124,8 +126,9 @@ describe('compilePolicy', () => {
   it('native sidecars follow the template, then the setting, and the Pod annotation wins', () => {
     const native = (settingsNative: boolean) =>
       (spec(compilePolicy(seedTemplates(), { nativeSidecar: settingsNative }).policy)['variables'] as JsonObject[]).find((v) => v['name'] === 't0Native')?.['expression'];
-    assert.equal(native(false), 'variables.nativeAnnotation == "true"');
-    assert.equal(native(true), 'variables.nativeAnnotation != "false"');
+    const annotation = 'variables.annotations[?"envoy-injector.io/native-sidecar"].orValue("")';
+    assert.equal(native(false), `${annotation} == "true"`);
+    assert.equal(native(true), `${annotation} != "false"`);
   });
 });
 
@@ -147,6 +150,29 @@ describe('celValue', () => {
   it('escapes quotes, backslashes, newlines and non-ASCII text', () => {
     const text = 'a "quoted" \\ back\nslash ~1 /é 日本';
     assert.equal(run(celValue(text), {}), text);
+  });
+});
+
+describe('celMapList', () => {
+  it('unrolls a map over a list variable of bounded length: the same list as the comprehension (checked by an independent CEL evaluator)', () => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: -1000, max: 1000 }), { maxLength: 4 }), fc.integer({ min: 4, max: MAX_UNROLLED }), (list, max) => {
+        const unrolled = celMapList('variables.list', (element) => `${element} * 2`, max);
+        assert.ok(!unrolled.includes('.map('), unrolled);
+        const result = run(unrolled, { variables: { list: list.map((item) => BigInt(item)) } });
+        assert.ok(!isCelError(result), `${unrolled}: ${isCelError(result) ? result.message : ''}`);
+        assert.deepEqual(celToJson(result), list.map((item) => item * 2));
+      }),
+      { numRuns: 100 },
+    );
+  });
+
+  it('keeps the comprehension for a list that is not a variable, or may be longer than it unrolls; [] stays []', () => {
+    const twice = (element: string): string => `${element} * 2`;
+    assert.equal(celMapList('(variables.a + variables.b)', twice, 2), '(variables.a + variables.b).map(e, e * 2)');
+    assert.equal(celMapList('variables.list', twice, MAX_UNROLLED + 1), 'variables.list.map(e, e * 2)');
+    assert.equal(celMapList('variables.list', twice, undefined), 'variables.list.map(e, e * 2)');
+    assert.equal(celMapList('[]', twice, 3), '[]');
   });
 });
 
@@ -252,11 +278,27 @@ describe('envoy-injector policy', () => {
   });
 });
 
-describe('the not-windows match condition', () => {
+describe('the one match condition', () => {
+  it('joins its parts with &&, each parenthesized after a comment naming it (the real API server tier evaluates it)', () => {
+    const templates = namedTemplates();
+    const selectors = [{ matchLabels: { batch: 'true' }, matchExpressions: [] }];
+    const conditions = spec(compilePolicy(templates, { neverInjectSelectors: selectors }).policy)['matchConditions'] as JsonObject[];
+    assert.deepEqual(conditions.map((condition) => condition['name']), [MATCH_CONDITION]);
+    const parts = matchConditionParts([...templates.templates.keys()], templates.defaultTemplate.name, selectors);
+    assert.deepEqual(
+      parts.map((part) => part.name),
+      ['not-injected-without-init-containers', 'not-opted-out', 'not-never-selected', 'not-host-network', 'not-windows', 'known-template'],
+    );
+    assert.equal(conditions[0]?.['expression'], parts.map((part) => `// ${part.name}\n(${part.expression})`).join('\n&& '));
+  });
+});
+
+describe('the not-windows part of the match condition', () => {
   const condition = (): string => {
-    const found = (spec(compilePolicy(seedTemplates()).policy)['matchConditions'] as JsonObject[]).find((entry) => entry['name'] === 'not-windows');
-    assert.ok(found !== undefined, 'a not-windows match condition');
-    return String(found['expression']);
+    const templates = seedTemplates();
+    const found = matchConditionParts([...templates.templates.keys()], templates.defaultTemplate.name).find((part) => part.name === 'not-windows');
+    assert.ok(found !== undefined, 'a not-windows part of the match condition');
+    return found.expression;
   };
   const terms = (...oses: string[][]): JsonObject => ({
     nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: oses.map((values) => ({ matchExpressions: [{ key: 'kubernetes.io/os', operator: 'In', values }] })) } },

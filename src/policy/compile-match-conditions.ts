@@ -4,15 +4,36 @@ import { explicitRequest, podAnnotation } from './cel-pod.js';
 import { notInjectedWithoutInitsCondition } from './compile-order.js';
 import { anySelectorCel, POD_LABELS } from './compile-selectors.js';
 
+/** The policy's one match condition; its parts (matchConditionParts) are named in it, and by `explain`. */
+export const MATCH_CONDITION = 'may-be-injected';
+
+/**
+ * The policy's match condition: its parts joined by `&&`, each after a CEL
+ * comment naming it. One condition rather than one per part: the API server
+ * runs each condition as a program of its own (planned, its cost tracked),
+ * for every Pod the binding matches and again in each reinvocation.
+ */
+export function matchConditions(templateNames: readonly string[], defaultName: string, neverInject?: readonly LabelSelector[]): JsonObject[] {
+  const parts = matchConditionParts(templateNames, defaultName, neverInject);
+  return [{ name: MATCH_CONDITION, expression: parts.map(({ name, expression }) => `// ${name}\n(${expression})`).join('\n&& ') }];
+}
+
+export interface MatchConditionPart {
+  readonly name: string;
+  readonly expression: string;
+}
+
 /**
  * What the Pod alone decides (docs/design.md §4 rules 4, 4a, 6, 6a and the
  * Pod's template): before any variable is evaluated. The namespace's
  * template is the mutation's (namespaceObject is only given to mutations).
- * And a Pod we injected with nothing to reorder (compile-order.ts).
+ * First, a Pod we injected with nothing to reorder (compile-order.ts): the
+ * reinvocation that follows every injection stops there.
  */
-export function matchConditions(templateNames: readonly string[], defaultName: string, neverInject?: readonly LabelSelector[]): JsonObject[] {
+export function matchConditionParts(templateNames: readonly string[], defaultName: string, neverInject?: readonly LabelSelector[]): MatchConditionPart[] {
   const never = anySelectorCel(neverInject, POD_LABELS);
   return [
+    notInjectedWithoutInitsCondition(),
     { name: 'not-opted-out', expression: `${podAnnotation(Annotations.inject)} != "false"` },
     ...(never === undefined ? [] : [{ name: 'not-never-selected', expression: `${explicitRequest((key) => podAnnotation(key))} || !(${never})` }]),
     {
@@ -24,7 +45,6 @@ export function matchConditions(templateNames: readonly string[], defaultName: s
       name: 'known-template',
       expression: `${podAnnotation(Annotations.template, defaultName)} in ${celValue([...templateNames])}`,
     },
-    notInjectedWithoutInitsCondition(),
   ];
 }
 

@@ -29,9 +29,9 @@ const MAX_SETTLED_STATUS = 4096;
 const NO_INIT_CONTAINERS = '"initContainers":[]';
 
 /**
- * A match condition: a Pod we injected whose status names none of our init
- * containers has nothing to reorder (ourInits is empty, so the mutation's
- * answer would be no patch), and is not matched at all. Most injected Pods
+ * A part of the match condition: a Pod we injected whose status names none
+ * of our init containers has nothing to reorder (ourInits is empty, so the
+ * mutation's answer would be no patch), and is not matched at all. Most injected Pods
  * are such (classic sidecars without capture), and the API server reinvokes
  * the policy on every Pod it injected (the ServiceAccount plugin adds the
  * token mount after us): so that rerun costs the condition, not the
@@ -39,7 +39,7 @@ const NO_INIT_CONTAINERS = '"initContainers":[]';
  * `initContainers` list is not exactly empty, or longer than ours can be,
  * still reaches the mutation.
  */
-export function notInjectedWithoutInitsCondition(): JsonObject {
+export function notInjectedWithoutInitsCondition(): { name: string; expression: string } {
   const status = podAnnotation(Annotations.status);
   // A status longer than ours ever is (a Pod's own, copied or made up) goes to the mutation: the condition's cost stays bounded.
   return {
@@ -60,7 +60,6 @@ export function orderVariables(): JsonObject[] {
   const capture = celString(CAPTURE_INIT_NAME);
   return [
     { name: 'statusText', expression: `variables.annotations[?${celString(Annotations.status)}].orValue("")` },
-    { name: 'injected', expression: `variables.statusText != ""` },
     { name: 'initList', expression: 'has(object.spec.initContainers) ? object.spec.initContainers : []' },
     { name: 'ourInits', expression: `variables.statusText.startsWith("{") ? ${statusNames('initContainers')} : []` },
     {

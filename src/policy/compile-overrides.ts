@@ -50,7 +50,7 @@ const PROXY_IMAGE = 'effectiveProxyImage';
  * that check, compare and resolve the overrides (the API server evaluates a
  * variable on first use: each is a program run of its own, ~10-20 µs).
  */
-const OVERRIDES_GIVEN = 'overridesGiven';
+export const OVERRIDES_GIVEN = 'overridesGiven';
 
 /** Per allowed override: its raw annotations (Pod, namespace) and their accepted values ("" when absent or invalid). */
 export function overrideVariables(allowed: readonly OverrideName[]): JsonObject[] {
@@ -158,14 +158,14 @@ function resourceConflict(resource: 'cpu' | 'memory', allowed: readonly Override
 
 /**
  * A template container as a CEL map. The proxy (`overrides` given) gets the
- * accepted overrides; `native` adds `restartPolicy: Always` when it holds;
- * `replaced` entries (the proxy's lifecycle) take the place of the
- * container's of the same key, or join it.
+ * accepted overrides; `native` (an expression, or known when compiling) adds
+ * `restartPolicy: Always` when it holds; `replaced` entries (the proxy's
+ * lifecycle) take the place of the container's of the same key, or join it.
  */
 export function containerLiteral(
   container: JsonObject,
   overrides: { readonly prefix: string; readonly allowed: readonly OverrideName[] } | undefined,
-  native: string,
+  native: string | boolean,
   replaced: readonly CelMapEntry[] = [],
 ): string {
   const entries: CelMapEntry[] = [];
@@ -184,7 +184,8 @@ export function containerLiteral(
     entries.push(resourcesEntry(undefined, overrides.prefix, resourceOverrides));
   }
   entries.push(...replaced.filter((entry) => own(container, entry.key) === undefined));
-  entries.push({ key: 'restartPolicy', expression: `${native} ? optional.of(dyn("Always")) : optional.none()`, optional: true });
+  if (native === true) entries.push({ key: 'restartPolicy', expression: 'dyn("Always")' });
+  else if (native !== false) entries.push({ key: 'restartPolicy', expression: `${native} ? optional.of(dyn("Always")) : optional.none()`, optional: true });
   return celMap(entries);
 }
 

@@ -2,7 +2,8 @@ import { Annotations, CAPTURE_CHECK_NAME, CAPTURE_INIT_NAME, CAPTURE_LOCK_VOLUME
 import { captureLists, type CaptureLists } from './compile-capture.js';
 import { reorderOps } from './compile-order.js';
 import { classicContainerLists, safeToEvictCandidates } from './compile-lifecycle.js';
-import { celMap, celString } from './cel-literal.js';
+import { celMap, celMapList, celString } from './cel-literal.js';
+import { templateListMax, templateVariable } from './template-variable.js';
 
 /**
  * The mutation's JSON Patch in CEL: per template, the webhook's merge by
@@ -17,7 +18,8 @@ import { celMap, celString } from './cel-literal.js';
  * the template's.
  */
 function templatePatch(template: SidecarTemplate, index: number, capture: CaptureLists | undefined): string {
-  const v = (name: string): string => `variables.t${index}${name}`;
+  const v = templateVariable(template, `t${index}`);
+  const listOps = listOpsOf(templateListMax(template, `t${index}`));
   const native = v('Native');
   const { leading, leadingReversed, trailing, volumes } = patchLists(v, capture);
   // Holding the app with classic sidecars: the proxy first (at most one entry, so its reverse is itself).
@@ -51,14 +53,19 @@ function patchLists(v: (name: string) => string, capture: CaptureLists | undefin
 
 /**
  * Adds `prepend` at the front and `append` at the end of `spec.<field>`: a
- * missing list is added whole (`add .../-` on a missing list fails).
+ * missing list is added whole (`add .../-` on a missing list fails). An
+ * operation per element, unrolled for a template's list (`max` knows its
+ * bound).
  */
-function listOps(field: string, prepend: { list: string; reversed: string } | undefined, append: string): string {
-  const whole = prepend === undefined ? append : `${prepend.list} + ${append}`;
-  const path = (suffix: string): string => celString(`/spec/${field}${suffix}`);
-  const added = `${append}.map(e, JSONPatch{op: "add", path: ${path('/-')}, value: e})`;
-  const existing = prepend === undefined ? added : `${prepend.reversed}.map(e, JSONPatch{op: "add", path: ${path('/0')}, value: e}) + ${added}`;
-  return `(!has(object.spec.${field}) ? (size(${whole}) == 0 ? [] : [JSONPatch{op: "add", path: ${path('')}, value: ${whole}}]) : ${existing})`;
+function listOpsOf(max: (list: string) => number | undefined) {
+  return (field: string, prepend: { list: string; reversed: string } | undefined, append: string): string => {
+    if (prepend === undefined && append === '[]') return '[]';
+    const whole = prepend === undefined ? append : append === '[]' ? prepend.list : `${prepend.list} + ${append}`;
+    const path = (suffix: string): string => celString(`/spec/${field}${suffix}`);
+    const each = (list: string, at: string): string => celMapList(list, (element) => `JSONPatch{op: "add", path: ${path(at)}, value: ${element}}`, max(list));
+    const existing = prepend === undefined ? each(append, '/-') : append === '[]' ? each(prepend.reversed, '/0') : `${each(prepend.reversed, '/0')} + ${each(append, '/-')}`;
+    return `(!has(object.spec.${field}) ? (size(${whole}) == 0 ? [] : [JSONPatch{op: "add", path: ${path('')}, value: ${whole}}]) : ${existing})`;
+  };
 }
 
 /**
@@ -68,12 +75,13 @@ function listOps(field: string, prepend: { list: string; reversed: string } | un
  * literal looked up by name: byte for byte JSON.stringify's.
  */
 export function statusText(template: SidecarTemplate, prefix: string): string {
-  const v = (name: string): string => `variables.${prefix}${name}`;
+  const v = templateVariable(template, prefix);
   const entries = [...template.containers, ...template.initContainers, ...template.volumes, ...template.imagePullSecrets];
   // Capture adds its init container and lock volume: their names can land in the status too.
   const known = [...entries.map((entry) => String(entry['name'])), ...(template.capture === undefined ? [] : [CAPTURE_INIT_NAME, CAPTURE_LOCK_VOLUME, CAPTURE_CHECK_NAME])];
   const encoded = celMap([...new Set(known)].map((name) => ({ key: name, expression: celString(JSON.stringify(name)) })));
-  const names = (list: string): string => `${list}.map(e, ${encoded}[e.name]).join(",")`;
+  const max = templateListMax(template, prefix);
+  const names = (list: string): string => (list === '[]' ? '""' : `${celMapList(list, (element) => `${encoded}[${element}.name]`, max(list))}.join(",")`);
   const native = v('Native');
   const head = JSON.stringify({ template: template.name, hash: template.hash }).slice(0, -1);
   const capture = captureLists(template, prefix);
@@ -83,7 +91,7 @@ export function statusText(template: SidecarTemplate, prefix: string): string {
     celString(`${head},"containers":[`),
     `(${native} ? "" : ${names(v('Containers'))})`,
     celString('],"initContainers":['),
-    `(${native} ? ${names(`(${leading} + ${v('InitContainers')})`)} : ${names(trailing)})`,
+    `(${native} ? ${names(v('InitContainers') === '[]' ? leading : `(${leading} + ${v('InitContainers')})`)} : ${names(trailing)})`,
     celString('],"volumes":['),
     names(volumes),
     celString('],"imagePullSecrets":['),
@@ -121,8 +129,9 @@ export function patchExpression(entries: readonly SidecarTemplate[]): string {
     if (template === undefined) continue;
     expression = `variables.template == ${celString(template.name)} ? ${templatePatch(template, index, captureLists(template, `t${index}`))} : ${expression}`;
   }
-  // A Pod we injected: reinvoked after a later webhook, only the order of its init containers (docs/design.md §14).
-  const padding = 'variables.resourcesPadding';
+  // A Pod without Pod-level resources (most) never evaluates the padding's variables: each costs the API server a program run per Pod.
+  const padding = '(variables.podResources ? variables.resourcesPadding : optional.of([]))';
   const padded = `(${padding}.hasValue() ? (${expression}) + ${padding}.value().map(e, JSONPatch{op: "add", path: e[0], value: e[1]}) : [])`;
-  return `!variables.inject ? [] : variables.injected ? (${reorderOps()}) : ${padded}`;
+  // A Pod we injected (our status): reinvoked after a later webhook, only the order of its init containers (docs/design.md §14).
+  return `!variables.inject ? [] : variables.statusText != "" ? (${reorderOps()}) : ${padded}`;
 }

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { ALWAYS_EXCLUDED_NAMESPACES, DEFAULT_ALLOWED_OVERRIDES, NamespaceLabel, Rule, type JsonObject, type LabelSelector, type OverrideName, type TemplateSet } from '../injection/index.js';
 import { PolicyLimitError } from '../errors.js';
-import { matchConditions } from './compile-match-conditions.js';
+import { MATCH_CONDITION, matchConditions } from './compile-match-conditions.js';
 import { patchExpression } from './compile-patch.js';
 import { policyVariables } from './compile-variables.js';
 import { policyLimitProblems } from './policy-limits.js';
@@ -65,10 +65,10 @@ export interface CompiledPolicy {
  * MutatingAdmissionPolicy and its binding whose JSON Patch has, on every Pod,
  * the effect of the webhook's patch (docs/design.md §4-§5). The split:
  * - the binding's namespaceSelector: excluded namespaces and the `disabled` label;
- * - matchConditions: what the Pod alone decides (opted out, a never-inject
- *   selector, hostNetwork, Windows, an unknown Pod template); an already
- *   injected Pod reaches the mutation, which only restores the order of its
- *   init containers (compile-order.ts);
+ * - the match condition (one, its parts named): what the Pod alone decides
+ *   (opted out, a never-inject selector, hostNetwork, Windows, an unknown Pod
+ *   template); an already injected Pod reaches the mutation, which only
+ *   restores the order of its init containers (compile-order.ts);
  * - the mutation: the always-inject selectors and the namespace's labels and
  *   annotations (`enabled`, its template, its proxy defaults: namespaceObject
  *   is only given to mutations), then the merge by name, per template (a
@@ -136,14 +136,14 @@ export const POLICY_RULE_PLACES: Readonly<Record<Rule, string>> = {
   [Rule.kind]: 'policy matchConstraints: Pods, CREATE',
   [Rule.excludedNamespace]: 'binding namespaceSelector: kubernetes.io/metadata.name NotIn',
   [Rule.namespaceDisabled]: `binding namespaceSelector: ${NamespaceLabel.key} NotIn ${NamespaceLabel.disabled}`,
-  [Rule.podAnnotation]: 'matchCondition not-opted-out; the mutation\'s explicit request',
-  [Rule.podSelector]: 'matchCondition not-never-selected; the mutation\'s inject (always-inject selectors)',
+  [Rule.podAnnotation]: `matchCondition ${MATCH_CONDITION}: not-opted-out; the mutation's explicit request`,
+  [Rule.podSelector]: `matchCondition ${MATCH_CONDITION}: not-never-selected; the mutation's inject (always-inject selectors)`,
   [Rule.namespaceEnabled]: 'the mutation: namespaceObject labels',
-  [Rule.hostNetwork]: 'matchCondition not-host-network',
-  [Rule.windows]: 'matchCondition not-windows',
-  [Rule.alreadyInjected]: 'matchCondition not-injected-without-init-containers; the mutation: variables.injected (the status annotation): only the order of init containers restored (variables.reorder)',
+  [Rule.hostNetwork]: `matchCondition ${MATCH_CONDITION}: not-host-network`,
+  [Rule.windows]: `matchCondition ${MATCH_CONDITION}: not-windows`,
+  [Rule.alreadyInjected]: `matchCondition ${MATCH_CONDITION}: not-injected-without-init-containers; the mutation: variables.statusText (the status annotation): only the order of init containers restored (variables.reorder)`,
   [Rule.podResources]: 'the mutation: variables.resourcesPadding pads spec.resources as the webhook does; a Pod it cannot pad gets no patch',
-  [Rule.template]: 'matchCondition known-template (the Pod\'s); the mutation\'s branch per template (the Pod\'s, else namespaceObject\'s label)',
+  [Rule.template]: `matchCondition ${MATCH_CONDITION}: known-template (the Pod's); the mutation's branch per template (the Pod's, else namespaceObject's label)`,
 };
 
 /** The templates' names and hashes, as the policy's TEMPLATES_ANNOTATION holds them. */

@@ -14,6 +14,7 @@ import {
 } from '../injection/index.js';
 import { captureLists } from './compile-capture.js';
 import { celMap, celString } from './cel-literal.js';
+import { templateVariable } from './template-variable.js';
 
 /**
  * Pod-level resources padded in CEL (docs/design.md §14), as the webhook
@@ -136,7 +137,7 @@ function addedLists(entries: readonly SidecarTemplate[]): string {
   for (let index = entries.length - 1; index >= 0; index -= 1) {
     const template = entries[index];
     if (template === undefined) continue;
-    const v = (name: string): string => `variables.t${index}${name}`;
+    const v = templateVariable(template, `t${index}`);
     const capture = captureLists(template, `t${index}`)?.init ?? '[]';
     const lists = `${v('Native')} ? [dyn([]), dyn(${capture} + ${v('Containers')}), dyn(${v('InitContainers')})] : [dyn(${v('Containers')}), dyn([]), dyn(${v('InitContainers')} + ${capture})]`;
     expression = `variables.template == ${celString(template.name)} ? (${lists}) : ${expression}`;
@@ -146,8 +147,9 @@ function addedLists(entries: readonly SidecarTemplate[]): string {
 
 /**
  * The padding's variables, read by the mutation once the template's lists
- * are known: `resourcesPadding`, an optional list of [path, text] (none
- * when the Pod cannot be padded; JSONPatch is the mutation's own type).
+ * are known, for a Pod with Pod-level resources (`podResources`):
+ * `resourcesPadding`, an optional list of [path, text] (none when the Pod
+ * cannot be padded; JSONPatch is the mutation's own type).
  */
 export function resourcesVariables(entries: readonly SidecarTemplate[]): JsonObject[] {
   const names = paddedResourceNames(entries);
@@ -193,7 +195,7 @@ function paddingExpression(names: readonly string[]): string {
     `size(object.spec.containers) + ${added(0)} > ${MAX_PADDED_CONTAINERS} || ` +
     `(has(object.spec.initContainers) ? size(object.spec.initContainers) : 0) + ${added(1)} + ${added(2)} > ${MAX_PADDED_INIT_CONTAINERS}`;
   const padding = bind('p', `[${each.join(', ')}]`, `p.all(o, o.hasValue()) ? optional.of(${all}) : optional.none()`);
-  return `!variables.podResources || !(${considered}) ? optional.of([]) : ${tooMany} ? optional.none() : ${padding}`;
+  return `!(${considered}) ? optional.of([]) : ${tooMany} ? optional.none() : ${padding}`;
 }
 
 /** The Pod sets resource NAME (index INDEX) at the Pod level and an added container requests or limits it. */

@@ -1,13 +1,15 @@
-import { Annotations, NamespaceLabel, type JsonObject, type LabelSelector, type OverrideName, type SidecarTemplate } from '../injection/index.js';
+import { Annotations, entryName, NamespaceLabel, type JsonObject, type LabelSelector, type OverrideName, type SidecarTemplate } from '../injection/index.js';
 import { captureLists, captureSharedVariables, captureTemplateVariables } from './compile-capture.js';
 import { defaultContainerVariables, lifecycleProxyEntries, lifecycleSharedVariables, lifecycleTemplateVariables, safeToEvictVariables } from './compile-lifecycle.js';
-import { celString, celValue } from './cel-literal.js';
+import { celString, celValue, MAX_UNROLLED } from './cel-literal.js';
 import { annotation, explicitRequest } from './cel-pod.js';
-import { conflictVariables, containerLiteral, overrideVariables } from './compile-overrides.js';
+import { conflictVariables, containerLiteral, OVERRIDES_GIVEN, overrideVariables } from './compile-overrides.js';
+import { MAX_EXPRESSION_CODE_POINTS } from './policy-limits.js';
 import { orderVariables } from './compile-order.js';
 import { anySelectorCel } from './compile-selectors.js';
 import { statusText } from './compile-patch.js';
 import { resourcesVariables } from './compile-resources.js';
+import { hasNoEntries, templateVariable } from './template-variable.js';
 
 /** The policy's variables: what the Pod asks for, the names it holds, the overrides, then each template's lists and status. */
 export function policyVariables(
@@ -45,16 +47,14 @@ function podVariables(defaultName: string, alwaysInject: readonly LabelSelector[
     { name: 'namespaceLabels', expression: 'has(namespaceObject.metadata.labels) ? namespaceObject.metadata.labels : {}' },
     { name: 'namespaceAnnotations', expression: 'has(namespaceObject.metadata.annotations) ? namespaceObject.metadata.annotations : {}' },
     ...(always === undefined ? [] : [{ name: 'podLabels', expression: 'has(object.metadata.labels) ? object.metadata.labels : {}' }]),
-    { name: 'explicit', expression: explicitRequest(annotation) },
     {
       name: 'inject',
-      expression: `variables.explicit || ${always === undefined ? '' : `(${always}) || `}${namespaceLabel(NamespaceLabel.key, '')} == ${celString(NamespaceLabel.enabled)}`,
+      expression: `${explicitRequest(annotation)} || ${always === undefined ? '' : `(${always}) || `}${namespaceLabel(NamespaceLabel.key, '')} == ${celString(NamespaceLabel.enabled)}`,
     },
     {
       name: 'template',
       expression: `variables.annotations[?${celString(Annotations.template)}].orValue(${namespaceLabel(NamespaceLabel.template, defaultName)})`,
     },
-    { name: 'nativeAnnotation', expression: annotation(Annotations.nativeSidecar) },
     // Kubernetes wants container names unique across all container lists.
     { name: 'containerNames', expression: `${names('containers')} + ${names('initContainers')} + ${names('ephemeralContainers')}` },
     { name: 'volumeNames', expression: names('volumes') },
@@ -66,27 +66,64 @@ function podVariables(defaultName: string, alwaysInject: readonly LabelSelector[
 function templateVariables(template: SidecarTemplate, prefix: string, allowed: readonly OverrideName[], nativeDefault: boolean): JsonObject[] {
   const list: JsonObject[] = [...conflictVariables(template.containers[0], prefix, allowed)];
   const add = (name: string, expression: string): void => void list.push({ name, expression });
-  add(`${prefix}Native`, template.nativeSidecar ?? nativeDefault ? 'variables.nativeAnnotation != "false"' : 'variables.nativeAnnotation == "true"');
+  const nativeAnnotation = annotation(Annotations.nativeSidecar);
+  add(`${prefix}Native`, template.nativeSidecar ?? nativeDefault ? `${nativeAnnotation} != "false"` : `${nativeAnnotation} == "true"`);
   list.push(...lifecycleTemplateVariables(template, prefix));
   const native = `variables.${prefix}Native`;
-  const sidecars = template.containers.map((container, position) =>
-    position === 0 ? containerLiteral(container, { prefix, allowed }, native, lifecycleProxyEntries(template, prefix, native)) : containerLiteral(container, undefined, native),
-  );
-  add(`${prefix}Containers`, filterNew(sidecars, 'variables.containerNames'));
+  const sidecar = (position: number, nativeValue: string | boolean, overridden: boolean): string => {
+    const container = template.containers[position] ?? {};
+    return position === 0
+      ? containerLiteral(container, overridden ? { prefix, allowed } : undefined, nativeValue, lifecycleProxyEntries(template, prefix, String(nativeValue)))
+      : containerLiteral(container, undefined, nativeValue);
+  };
+  const entries = (literal: (position: number) => string): NamedLiteral[] => template.containers.map((container, position) => ({ name: entryName(container), literal: literal(position) }));
+  add(`${prefix}Containers`, filterNew(entries((position) => containerExpression(native, position, sidecar)), 'variables.containerNames'));
   // Prepended one by one at index 0: the last first, so they keep the template's order.
-  add(`${prefix}ContainersReversed`, filterNew([...sidecars].reverse(), 'variables.containerNames'));
-  add(`${prefix}InitContainers`, filterNew(template.initContainers.map((entry) => celValue(entry)), 'variables.containerNames'));
-  add(`${prefix}Volumes`, filterNew(template.volumes.map((entry) => celValue(entry)), 'variables.volumeNames'));
-  add(`${prefix}PullSecrets`, filterNew(template.imagePullSecrets.map((entry) => celValue(entry)), 'variables.pullSecretNames'));
+  add(`${prefix}ContainersReversed`, filterNew(entries((position) => sidecar(position, native, true)).reverse(), 'variables.containerNames'));
+  const lists: [string, readonly JsonObject[], string][] = [
+    ['InitContainers', template.initContainers, 'variables.containerNames'],
+    ['Volumes', template.volumes, 'variables.volumeNames'],
+    ['PullSecrets', template.imagePullSecrets, 'variables.pullSecretNames'],
+  ];
+  for (const [name, list, taken] of lists) {
+    if (!hasNoEntries(template, name)) add(`${prefix}${name}`, filterNew(list.map((entry) => ({ name: entryName(entry), literal: celValue(entry) })), taken));
+  }
   list.push(...captureTemplateVariables(template, prefix));
   const captureVolume = captureLists(template, prefix)?.volume;
-  list.push(...safeToEvictVariables(template, prefix, captureVolume === undefined ? `variables.${prefix}Volumes` : `(variables.${prefix}Volumes + ${captureVolume})`));
+  const volumes = templateVariable(template, prefix)('Volumes');
+  list.push(...safeToEvictVariables(template, prefix, captureVolume === undefined ? volumes : `(${volumes} + ${captureVolume})`));
   list.push(...defaultContainerVariables(template, prefix));
   add(`${prefix}Status`, statusText(template, prefix));
   return list;
 }
 
-/** The entries of `literals` whose name is not in `taken` (the Pod's own win). */
-function filterNew(literals: readonly string[], taken: string): string {
-  return literals.length === 0 ? '[]' : `[${literals.join(', ')}].filter(e, !(e.name in ${taken}))`;
+/**
+ * A template container as the Pod gets it. Most Pods give no override: they
+ * get one literal per value of tNNative, each a constant that cel-go builds
+ * once when it plans the expression (its constant folding) instead of map
+ * by map per Pod; the literal with the overrides is read only when one is
+ * given. A container too large for three copies well under the API
+ * server's expression limit keeps the one literal.
+ */
+function containerExpression(native: string, position: number, sidecar: (position: number, native: string | boolean, overridden: boolean) => string): string {
+  const overridden = sidecar(position, native, true);
+  const constant = `(${native} ? ${sidecar(position, true, false)} : ${sidecar(position, false, false)})`;
+  const common = overridden === sidecar(position, native, false) ? constant : `(variables.${OVERRIDES_GIVEN} ? ${overridden} : ${constant})`;
+  return [...common].length <= MAX_EXPRESSION_CODE_POINTS / 4 ? common : overridden;
+}
+
+/** A template entry's CEL literal (or expression) and its name. */
+interface NamedLiteral {
+  readonly name: string | undefined;
+  readonly literal: string;
+}
+
+/**
+ * The entries whose name is not in `taken` (the Pod's own win): a test of
+ * each name, known when compiling, rather than a comprehension per Pod
+ * (celMapList says why); an entry without a name keeps the comprehension.
+ */
+function filterNew(entries: readonly NamedLiteral[], taken: string): string {
+  if (entries.length > MAX_UNROLLED || entries.some((entry) => entry.name === undefined)) return `[${entries.map((entry) => entry.literal).join(', ')}].filter(e, !(e.name in ${taken}))`;
+  return `(${entries.map(({ name, literal }) => `(${celString(name ?? '')} in ${taken} ? [] : [${literal}])`).join(' + ')})`;
 }

@@ -1,0 +1,35 @@
+import type { SidecarTemplate } from '../injection/index.js';
+
+/**
+ * A reference to one of a template's variables (`prefix` is `t<index>`):
+ * `variables.<prefix><name>`, except a list the template does not have
+ * (no init containers, no pull secrets, no volumes), which is `[]` where it
+ * is read and no variable at all. Each variable a Pod reads costs the API
+ * server a program run (cel-go plans the expression and starts a cost
+ * tracker per evaluation): an empty list should not.
+ */
+export function templateVariable(template: SidecarTemplate, prefix: string): (name: string) => string {
+  return (name) => (hasNoEntries(template, name) ? '[]' : `variables.${prefix}${name}`);
+}
+
+/** Whether the template's list NAME (`InitContainers`, `Volumes`, `PullSecrets`) is empty: it then has no variable. */
+export function hasNoEntries(template: SidecarTemplate, name: string): boolean {
+  const list = name === 'InitContainers' ? template.initContainers : name === 'Volumes' ? template.volumes : name === 'PullSecrets' ? template.imagePullSecrets : undefined;
+  return list !== undefined && list.length === 0;
+}
+
+/**
+ * The most elements a template's list variable can hold (its entries, each
+ * added unless the Pod has one of its name), for celMapList; undefined for
+ * any other expression.
+ */
+export function templateListMax(template: SidecarTemplate, prefix: string): (list: string) => number | undefined {
+  const sizes: Record<string, number> = {
+    Containers: template.containers.length,
+    ContainersReversed: template.containers.length,
+    InitContainers: template.initContainers.length,
+    Volumes: template.volumes.length,
+    PullSecrets: template.imagePullSecrets.length,
+  };
+  return (list) => (list.startsWith(`variables.${prefix}`) ? sizes[list.slice(`variables.${prefix}`.length)] : undefined);
+}
