@@ -11,6 +11,7 @@ import { parseTemplateFile, windowsOnly, type JsonObject, type JsonValue } from 
 import { celMapList, celValue, MAX_UNROLLED } from '../src/policy/cel-literal.js';
 import { MATCH_CONDITION, matchConditionParts } from '../src/policy/compile-match-conditions.js';
 import { compilePolicy, TEMPLATES_ANNOTATION } from '../src/policy/compile-policy.js';
+import { readVariables } from '../src/policy/compile-variables.js';
 import { evaluateCondition } from './helpers/selectors.js';
 import { ROOT, seedTemplates } from './helpers/fixtures.js';
 
@@ -150,6 +151,25 @@ describe('celValue', () => {
   it('escapes quotes, backslashes, newlines and non-ASCII text', () => {
     const text = 'a "quoted" \\ back\nslash ~1 /é 日本';
     assert.equal(run(celValue(text), {}), text);
+  });
+});
+
+describe('readVariables', () => {
+  it('leaves out the variables no expression reads, however deep the chain, and keeps the order of the rest', () => {
+    const variables = [
+      { name: 'a', expression: 'variables.b + 1' },
+      { name: 'b', expression: '1' },
+      { name: 'unread', expression: 'variables.onlyUnread' },
+      { name: 'onlyUnread', expression: '2' },
+      { name: 'ab', expression: '3' },
+    ];
+    assert.deepEqual(readVariables(variables, ['variables.a']).map((variable) => variable.name), ['a', 'b']);
+    assert.deepEqual(readVariables(variables, ['variables.ab']).map((variable) => variable.name), ['ab']);
+  });
+
+  it('the compiled seed policy has no variable it does not read (the seed template has no imagePullSecrets)', () => {
+    const names = ((spec(compilePolicy(seedTemplates()).policy)['variables'] as JsonObject[]).map((variable) => variable['name']));
+    assert.ok(!names.includes('pullSecretNames') && names.includes('containerNames'));
   });
 });
 

@@ -3,7 +3,7 @@ import { ALWAYS_EXCLUDED_NAMESPACES, DEFAULT_ALLOWED_OVERRIDES, NamespaceLabel, 
 import { PolicyLimitError } from '../errors.js';
 import { MATCH_CONDITION, matchConditions } from './compile-match-conditions.js';
 import { patchExpression } from './compile-patch.js';
-import { policyVariables } from './compile-variables.js';
+import { policyVariables, readVariables } from './compile-variables.js';
 import { policyLimitProblems } from './policy-limits.js';
 import { policyApiVersionString, type PolicyApiVersion } from './policy-api-version.js';
 
@@ -89,6 +89,7 @@ export function compilePolicy(templates: TemplateSet, settings: PolicySettings =
     ...(owner === undefined ? {} : { ownerReferences: [{ apiVersion: owner.apiVersion, kind: owner.kind, name: owner.name, uid: owner.uid }] }),
   });
 
+  const patch = patchExpression(entries);
   const policy: JsonObject = {
     apiVersion,
     kind: 'MutatingAdmissionPolicy',
@@ -102,8 +103,8 @@ export function compilePolicy(templates: TemplateSet, settings: PolicySettings =
         resourceRules: [{ apiGroups: [''], apiVersions: ['v1'], resources: ['pods'], operations: ['CREATE'], scope: 'Namespaced' }],
       },
       matchConditions: matchConditions([...templates.templates.keys()], templates.defaultTemplate.name, settings.neverInjectSelectors),
-      variables: policyVariables(entries, templates.defaultTemplate.name, allowed, settings.nativeSidecar ?? false, settings.alwaysInjectSelectors),
-      mutations: [{ patchType: 'JSONPatch', jsonPatch: { expression: patchExpression(entries) } }],
+      variables: readVariables(policyVariables(entries, templates.defaultTemplate.name, allowed, settings.nativeSidecar ?? false, settings.alwaysInjectSelectors), [patch]),
+      mutations: [{ patchType: 'JSONPatch', jsonPatch: { expression: patch } }],
     },
   };
   const excluded = [...new Set([...ALWAYS_EXCLUDED_NAMESPACES, ...(settings.injectorNamespace ? [settings.injectorNamespace] : []), ...(settings.excludedNamespaces ?? [])])];

@@ -31,6 +31,21 @@ export function policyVariables(
 }
 
 /**
+ * The variables some expression reads (`readers`: the mutation's patch), the
+ * others left out: the API server builds an entry of its lazy variable map
+ * for each variable on every call, read or not.
+ */
+export function readVariables(variables: readonly JsonObject[], readers: readonly string[]): JsonObject[] {
+  let kept = [...variables];
+  for (;;) {
+    const text = [...kept.map((variable) => String(variable['expression'])), ...readers].join('\n');
+    const read = kept.filter((variable) => new RegExp(`\\bvariables\\.${String(variable['name'])}\\b`).test(text));
+    if (read.length === kept.length) return kept;
+    kept = read;
+  }
+}
+
+/**
  * What the Pod asks for and the names it already holds. Injected when asked
  * for, picked by an always-inject selector (never-inject ones are match
  * conditions), or in a namespace labeled enabled; its template is its own
