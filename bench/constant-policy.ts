@@ -17,7 +17,13 @@ import { apiCall, type ApiAccess } from './pod-load.js';
 /** A Pod as the API server stored it after a policy injected it. */
 export interface InjectedPod {
   readonly metadata: { readonly labels?: Record<string, string>; readonly annotations: Record<string, string> };
-  readonly spec: { readonly containers: readonly JsonObject[]; readonly volumes: readonly JsonObject[] };
+  readonly spec: { readonly containers: readonly JsonObject[]; readonly initContainers?: readonly JsonObject[]; readonly volumes: readonly JsonObject[] };
+}
+
+/** Whether POD holds the containers and init containers STORED holds, by name and in order: a policy injected it alike. */
+export function injectedAlike(pod: InjectedPod, stored: InjectedPod): boolean {
+  const names = (list: readonly JsonObject[] | undefined): string => JSON.stringify((list ?? []).map((entry) => entry['name']));
+  return names(pod.spec.containers) === names(stored.spec.containers) && names(pod.spec.initContainers) === names(stored.spec.initContainers);
 }
 
 export type NamedPolicy = JsonObject & { metadata: { name: string }; spec: { matchConstraints: JsonObject; matchConditions: JsonObject[] } };
@@ -46,18 +52,26 @@ export async function bindPolicy(access: ApiAccess, agent: Agent, group: string,
 }
 
 /**
- * What a policy added to SEED (which has no volumes and no annotations), from
+ * What a policy added to SEED (which has no init containers, volumes or annotations), from
  * STORED: the Pod of the injected shape less what the API server adds itself
  * (the token mount and volume, defaults), and the JSONPatch operations that
  * add it.
  */
 export function injectedShape(stored: InjectedPod, seed: Record<string, unknown>): { shape: Record<string, unknown>; operations: { path: string; value: unknown }[] } {
   const containers = withoutTokenMounts(stored.spec.containers);
+  // Native sidecars (the chart's default where every kubelet is 1.29+) are init containers.
+  const initContainers = withoutTokenMounts(stored.spec.initContainers ?? []);
   const volumes = stored.spec.volumes.filter((volume) => !String(volume['name']).startsWith('kube-api-access-'));
   const { annotations } = stored.metadata;
-  const shape = { apiVersion: 'v1', kind: 'Pod', metadata: { generateName: 'myapp-', labels: stored.metadata.labels, annotations }, spec: { containers, volumes } };
+  const shape = {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { generateName: 'myapp-', labels: stored.metadata.labels, annotations },
+    spec: { ...(initContainers.length === 0 ? {} : { initContainers }), containers, volumes },
+  };
   const seedContainers = new Set((seed as { spec: { containers: { name: string }[] } }).spec.containers.map((container) => container.name));
   const operations = [
+    ...(initContainers.length === 0 ? [] : [{ path: '/spec/initContainers', value: initContainers }]),
     ...containers.filter((container) => !seedContainers.has(String(container['name']))).map((value) => ({ path: '/spec/containers/-', value })),
     ...volumes.map((value) => ({ path: '/spec/volumes/-', value })),
     { path: '/metadata/annotations', value: annotations },

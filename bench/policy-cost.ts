@@ -19,7 +19,7 @@
  */
 import { Agent } from 'node:https';
 import { parseArgs } from 'node:util';
-import { bindPolicy, compiledOurs, constantPolicy, injectedShape, postAsAdmin, type InjectedPod } from './constant-policy.js';
+import { bindPolicy, compiledOurs, constantPolicy, injectedAlike, injectedShape, postAsAdmin, type InjectedPod } from './constant-policy.js';
 import { createNamespace, eventually } from '../test/e2e/cluster.js';
 import { servedPolicyApiVersion, startControlPlane } from '../test/e2e/control-plane.js';
 import { missingAssets } from '../test/e2e/kube-binaries.js';
@@ -60,7 +60,7 @@ try {
   const bodies: Record<Case, Record<string, unknown>> = { none: seed, 'injected shape': shape, 'constant policy': seed, ours: seed };
   await eventually('a Pod injected by the constant policy', async () => {
     const pod = (await post(`/api/v1/namespaces/${NAMESPACES['constant policy']}/pods?dryRun=All`, seed)) as { spec: { containers: unknown[] } };
-    return pod.spec.containers.length === stored.spec.containers.length ? true : undefined;
+    return injectedAlike(pod as unknown as InjectedPod, stored) ? true : undefined;
   }, 60_000, 200);
 
   const apiServerPid = plane.processes.find((managed) => managed.name === 'kube-apiserver')?.child.pid;
