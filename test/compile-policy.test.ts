@@ -307,7 +307,7 @@ describe('the one match condition', () => {
     const parts = matchConditionParts([...templates.templates.keys()], templates.defaultTemplate.name, selectors);
     assert.deepEqual(
       parts.map((part) => part.name),
-      ['not-injected-without-init-containers', 'not-opted-out', 'not-never-selected', 'not-host-network', 'not-windows', 'known-template'],
+      ['nothing-to-reorder', 'not-opted-out', 'not-never-selected', 'not-host-network', 'not-windows', 'known-template'],
     );
     assert.equal(conditions[0]?.['expression'], parts.map((part) => `// ${part.name}\n(${part.expression})`).join('\n&& '));
   });

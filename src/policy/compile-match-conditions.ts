@@ -1,7 +1,7 @@
 import { Annotations, OS_LABEL, type JsonObject, type LabelSelector } from '../injection/index.js';
 import { celString, celValue } from './cel-literal.js';
 import { explicitRequest, podAnnotation } from './cel-pod.js';
-import { notInjectedWithoutInitsCondition } from './compile-order.js';
+import { nothingToReorderCondition } from './compile-order.js';
 import { anySelectorCel, POD_LABELS } from './compile-selectors.js';
 
 /** The policy's one match condition; its parts (matchConditionParts) are named in it, and by `explain`. */
@@ -33,7 +33,7 @@ export interface MatchConditionPart {
 export function matchConditionParts(templateNames: readonly string[], defaultName: string, neverInject?: readonly LabelSelector[]): MatchConditionPart[] {
   const never = anySelectorCel(neverInject, POD_LABELS);
   return [
-    notInjectedWithoutInitsCondition(),
+    nothingToReorderCondition(),
     { name: 'not-opted-out', expression: `${podAnnotation(Annotations.inject)} != "false"` },
     ...(never === undefined ? [] : [{ name: 'not-never-selected', expression: `${explicitRequest((key) => podAnnotation(key))} || !(${never})` }]),
     {

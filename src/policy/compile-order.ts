@@ -29,22 +29,27 @@ const MAX_SETTLED_STATUS = 4096;
 const NO_INIT_CONTAINERS = '"initContainers":[]';
 
 /**
- * A part of the match condition: a Pod we injected whose status names none
- * of our init containers has nothing to reorder (ourInits is empty, so the
- * mutation's answer would be no patch), and is not matched at all. Most injected Pods
- * are such (classic sidecars without capture), and the API server reinvokes
- * the policy on every Pod it injected (the ServiceAccount plugin adds the
- * token mount after us): so that rerun costs the condition, not the
- * mutation's activation and variables. Conservative: any status whose first
- * `initContainers` list is not exactly empty, or longer than ours can be,
- * still reaches the mutation.
+ * A part of the match condition: a Pod we injected has nothing to reorder
+ * (the mutation's answer would be no patch) when its status names none of
+ * our init containers, or when the Pod's init containers are, by name and
+ * in order, exactly those the status names (then the order wanted is the
+ * order it has, whether ours are sidecars or envoy-init goes last). Such a
+ * Pod is not matched at all. Most injected Pods are such, and the API
+ * server reinvokes the policy on every Pod it injected (the ServiceAccount
+ * plugin adds the token mount after us): so that rerun costs the condition,
+ * not the mutation's activation and variables. Conservative: any status
+ * whose first `initContainers` list is neither, or longer than ours can be,
+ * still reaches the mutation. Container names are DNS labels, which JSON
+ * writes as they are: the Pod's list is written as our status writes it.
  */
-export function notInjectedWithoutInitsCondition(): { name: string; expression: string } {
+export function nothingToReorderCondition(): { name: string; expression: string } {
   const status = podAnnotation(Annotations.status);
+  const found = `${status}.find(${listPattern('initContainers')})`;
+  const podList = `${celString('"initContainers":[')} + (has(object.spec.initContainers) ? object.spec.initContainers.map(c, ${celString('"')} + c.name + ${celString('"')}).join(",") : "") + "]"`;
   // A status longer than ours ever is (a Pod's own, copied or made up) goes to the mutation: the condition's cost stays bounded.
   return {
-    name: 'not-injected-without-init-containers',
-    expression: `${status} == "" || size(${status}) > ${MAX_SETTLED_STATUS} || ${status}.find(${listPattern('initContainers')}) != ${celString(NO_INIT_CONTAINERS)}`,
+    name: 'nothing-to-reorder',
+    expression: `${status} == "" || size(${status}) > ${MAX_SETTLED_STATUS} || (${found} != ${celString(NO_INIT_CONTAINERS)} && ${found} != ${podList})`,
   };
 }
 

@@ -58,7 +58,8 @@ export function callsBetween(before: ReadonlyMap<string, WebhookCalls>, after: R
   return delta;
 }
 
-function getMetrics(plane: ApiServerAccess): Promise<string> {
+/** The API server's /metrics text. */
+export function getMetrics(plane: ApiServerAccess): Promise<string> {
   return new Promise((resolve, reject) => {
     const req = request(`${plane.server}/metrics`, { ca: plane.ca, headers: { authorization: `Bearer ${plane.adminToken}` }, timeout: 10_000 }, (response) => {
       let body = '';

@@ -7,6 +7,7 @@ import { OPT_IN_ANNOTATION, startOptInWebhook } from './opt-in-webhook.js';
 import { readyz, startPolicyController, type PolicyController } from './policy-controller-process.js';
 import { kubeCall } from './policy-parity.js';
 import { metricSample } from '../helpers/metric-sample.js';
+import { getMetrics } from './apiserver-metrics.js';
 
 const TEMPLATES_ANNOTATION = 'envoy-injector.io/templates';
 
@@ -109,6 +110,17 @@ forEachKubeVersion('policy mode installed by the chart', (plane, version) => {
     } finally {
       controller = await startController();
     }
+  });
+
+  it('the rerun that the token mount causes on a native Pod the policy injected stops at its match condition (nothing-to-reorder): the mutation runs once per Pod', async () => {
+    const checks = async (): Promise<number> => metricSample(await getMetrics(plane()), 'apiserver_mutating_admission_policy_check_total', { policy: policyName() }) ?? 0;
+    const before = await checks();
+    for (let index = 0; index < 5; index++) {
+      const pod = await core().createNamespacedPod({ namespace: enabled, body: plainPod(`once-${index}`) });
+      assert.deepEqual(pod.spec?.initContainers?.map((container) => container.name), ['envoy'], 'a native sidecar, the only init container');
+      assert.ok(pod.spec?.initContainers?.[0]?.volumeMounts?.some((mount) => mount.name.startsWith('kube-api-access-')), 'the token mounted after the policy: the API server reran the chain');
+    }
+    assert.equal((await checks()) - before, 5, 'one mutation per Pod: the rerun was not matched');
   });
 
   it('a Pod that a webhook opts in after the policy ran is injected: the API server reinvokes the policy (IfNeeded) after that change', async () => {
