@@ -22,7 +22,7 @@ import { parseArgs } from 'node:util';
 import { bindPolicy, compiledOurs, constantPolicy, injectedAlike, injectedShape, postAsAdmin, type InjectedPod } from './constant-policy.js';
 import { createNamespace, eventually } from '../test/e2e/cluster.js';
 import { servedPolicyApiVersion, startControlPlane } from '../test/e2e/control-plane.js';
-import { missingAssets } from '../test/e2e/kube-binaries.js';
+import { exitWithoutAssets } from '../test/e2e/kube-binaries.js';
 import { fmt, table } from './format.js';
 import { apiCall, createPods, percentile, seedPodBody } from './pod-load.js';
 import { readCpuSeconds } from './processes.js';
@@ -30,11 +30,7 @@ import { readCpuSeconds } from './processes.js';
 const { values } = parseArgs({ options: { 'kube-version': { type: 'string', default: '1.34' }, pods: { type: 'string', default: '600' }, rounds: { type: 'string', default: '6' } } });
 const version = values['kube-version'] === '1.36' ? '1.36' : '1.34';
 const [podsPerCase, rounds] = [Number(values.pods), Number(values.rounds)];
-const missing = missingAssets();
-if (missing !== undefined) {
-  process.stderr.write(`${missing}\n`);
-  process.exit(2);
-}
+exitWithoutAssets();
 
 const CASES = ['none', 'injected shape', 'constant policy', 'ours'] as const;
 type Case = (typeof CASES)[number];

@@ -19,7 +19,7 @@ import { parseArgs } from 'node:util';
 import { bindPolicy, compiledOurs, constantPolicy, injectedAlike, injectedShape, postAsAdmin, type InjectedPod } from './constant-policy.js';
 import { createNamespace, eventually } from '../test/e2e/cluster.js';
 import { servedPolicyApiVersion, startControlPlane } from '../test/e2e/control-plane.js';
-import { missingAssets } from '../test/e2e/kube-binaries.js';
+import { exitWithoutAssets } from '../test/e2e/kube-binaries.js';
 import { table } from './format.js';
 import { seedPodBody, type ApiAccess } from './pod-load.js';
 import { readCpuProfile, type ProfileSample } from './pprof.js';
@@ -27,11 +27,7 @@ import { readCpuProfile, type ProfileSample } from './pprof.js';
 const { values } = parseArgs({ options: { 'kube-version': { type: 'string', default: '1.36' }, seconds: { type: 'string', default: '8' }, rounds: { type: 'string', default: '4' } } });
 const version = values['kube-version'] === '1.34' ? '1.34' : '1.36';
 const [seconds, rounds] = [Number(values.seconds), Number(values.rounds)];
-const missing = missingAssets();
-if (missing !== undefined) {
-  process.stderr.write(`${missing}\n`);
-  process.exit(2);
-}
+exitWithoutAssets();
 
 /** The stages, each the samples with a matching function on their stack (inclusive time). */
 const STAGES: readonly [string, RegExp | undefined][] = [

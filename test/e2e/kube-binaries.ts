@@ -32,6 +32,14 @@ export function missingAssets(dir = kubeAssetsDir()): string | undefined {
   return undefined;
 }
 
+/** For a diagnostic script: exits 2 with missingAssets' reason when the assets cannot be used. */
+export function exitWithoutAssets(): void {
+  const missing = missingAssets();
+  if (missing === undefined) return;
+  process.stderr.write(`${missing}\n`);
+  process.exit(2);
+}
+
 const CACHE = join(ROOT, 'node_modules', '.cache', 'envoy-injector-kube');
 
 /**
