@@ -299,14 +299,21 @@ describe('following the cluster: template ConfigMap and Namespace labels', () =>
     harness = await startHarness(fake);
     await until('both watches open', () => (fake.openWatches() === 2 ? true : undefined));
     const watchPorts = fake.requests.filter((request) => request.query['watch'] === 'true').map((request) => request.clientPort);
-    /** Per watch socket, its timer: /proc/net/tcp's local address (hex port after the colon), then "tr:when", tr 2 while a keepalive timer runs. */
+    const serverPort = Number(new URL(fake.url).port);
+    /**
+     * Per watch socket, its timer: /proc/net/tcp's local address (hex port
+     * after the colon), then "tr:when", tr 2 while a keepalive timer runs.
+     * Only the established socket to the fake: an earlier test's socket of
+     * the same client port may linger in TIME_WAIT (timer 3).
+     */
     const timers = (): Map<number, string> => {
       const found = new Map<number, string>();
+      const portOf = (address: string | undefined): number => Number.parseInt(address?.split(':').at(-1) ?? '', 16);
       for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
         for (const line of readFileSync(file, 'utf8').split('\n').slice(1)) {
           const fields = line.trim().split(/\s+/);
-          const port = Number.parseInt(fields[1]?.split(':').at(-1) ?? '', 16);
-          if (watchPorts.includes(port)) found.set(port, fields[5]?.split(':')[0] ?? '');
+          const port = portOf(fields[1]);
+          if (watchPorts.includes(port) && portOf(fields[2]) === serverPort && fields[3] === '01') found.set(port, fields[5]?.split(':')[0] ?? '');
         }
       }
       return found;
