@@ -9,7 +9,7 @@ import { orderVariables } from './compile-order.js';
 import { anySelectorCel } from './compile-selectors.js';
 import { statusText } from './compile-patch.js';
 import { resourcesVariables } from './compile-resources.js';
-import { hasNoEntries, templateVariable } from './template-variable.js';
+import { templateLists, templateVariable } from './template-variable.js';
 
 /** The policy's variables: what the Pod asks for, the names it holds, the overrides, then each template's lists and status. */
 export function policyVariables(
@@ -95,13 +95,9 @@ function templateVariables(template: SidecarTemplate, prefix: string, allowed: r
   add(`${prefix}Containers`, filterNew(entries((position) => containerExpression(native, position, sidecar)), 'variables.containerNames'));
   // Prepended one by one at index 0: the last first, so they keep the template's order.
   add(`${prefix}ContainersReversed`, filterNew(entries((position) => sidecar(position, native, true)).reverse(), 'variables.containerNames'));
-  const lists: [string, readonly JsonObject[], string][] = [
-    ['InitContainers', template.initContainers, 'variables.containerNames'],
-    ['Volumes', template.volumes, 'variables.volumeNames'],
-    ['PullSecrets', template.imagePullSecrets, 'variables.pullSecretNames'],
-  ];
-  for (const [name, list, taken] of lists) {
-    if (!hasNoEntries(template, name)) add(`${prefix}${name}`, filterNew(list.map((entry) => ({ name: entryName(entry), literal: celValue(entry) })), taken));
+  const taken = { InitContainers: 'variables.containerNames', Volumes: 'variables.volumeNames', PullSecrets: 'variables.pullSecretNames' } as const;
+  for (const [name, entries] of Object.entries(templateLists(template)) as [keyof typeof taken, readonly JsonObject[]][]) {
+    if (entries.length > 0) add(`${prefix}${name}`, filterNew(entries.map((entry) => ({ name: entryName(entry), literal: celValue(entry) })), taken[name]));
   }
   list.push(...captureTemplateVariables(template, prefix));
   const captureVolume = captureLists(template, prefix)?.volume;

@@ -1,4 +1,4 @@
-import type { SidecarTemplate } from '../injection/index.js';
+import type { JsonObject, SidecarTemplate } from '../injection/index.js';
 
 /**
  * A reference to one of a template's variables (`prefix` is `t<index>`):
@@ -12,10 +12,14 @@ export function templateVariable(template: SidecarTemplate, prefix: string): (na
   return (name) => (hasNoEntries(template, name) ? '[]' : `variables.${prefix}${name}`);
 }
 
+/** A template's lists that may be empty, by the name their variable ends with (`t<index>InitContainers`, ...). */
+export function templateLists(template: SidecarTemplate): Readonly<Record<'InitContainers' | 'Volumes' | 'PullSecrets', readonly JsonObject[]>> {
+  return { InitContainers: template.initContainers, Volumes: template.volumes, PullSecrets: template.imagePullSecrets };
+}
+
 /** Whether the template's list NAME (`InitContainers`, `Volumes`, `PullSecrets`) is empty: it then has no variable. */
 export function hasNoEntries(template: SidecarTemplate, name: string): boolean {
-  const list = name === 'InitContainers' ? template.initContainers : name === 'Volumes' ? template.volumes : name === 'PullSecrets' ? template.imagePullSecrets : undefined;
-  return list !== undefined && list.length === 0;
+  return (templateLists(template) as Readonly<Record<string, readonly JsonObject[]>>)[name]?.length === 0;
 }
 
 /**
@@ -24,12 +28,7 @@ export function hasNoEntries(template: SidecarTemplate, name: string): boolean {
  * any other expression.
  */
 export function templateListMax(template: SidecarTemplate, prefix: string): (list: string) => number | undefined {
-  const sizes: Record<string, number> = {
-    Containers: template.containers.length,
-    ContainersReversed: template.containers.length,
-    InitContainers: template.initContainers.length,
-    Volumes: template.volumes.length,
-    PullSecrets: template.imagePullSecrets.length,
-  };
+  const sizes: Record<string, number> = { Containers: template.containers.length, ContainersReversed: template.containers.length };
+  for (const [name, entries] of Object.entries(templateLists(template))) sizes[name] = entries.length;
   return (list) => (list.startsWith(`variables.${prefix}`) ? sizes[list.slice(`variables.${prefix}`.length)] : undefined);
 }
