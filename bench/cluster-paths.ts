@@ -31,7 +31,7 @@ import { createNamespace, eventually, helmInstall, sidecar } from '../test/e2e/c
 import { servedPolicyApiVersion, startControlPlane, type KubeVersion, type OwnedControlPlane } from '../test/e2e/control-plane.js';
 import { startChartInjector, type ChartInjector } from '../test/e2e/injector-process.js';
 import { startPolicyController, type PolicyController } from '../test/e2e/policy-controller-process.js';
-import { bindPolicy, compiledOurs, constantPolicy, injectedAlike, injectedShape, postAsAdmin, type InjectedPod } from './constant-policy.js';
+import { bindConstantLike } from './constant-policy.js';
 import { compileBenchScript, log, work } from './harness.js';
 import { httpsRequest } from './https-client.js';
 import { seedPodBody } from './pod-load.js';
@@ -121,12 +121,7 @@ async function bindConstantPolicy(plane: OwnedControlPlane, policy: string, cons
   const agent = new Agent({ keepAlive: true, maxSockets: 2 });
   try {
     const group = `admissionregistration.k8s.io/${servedPolicyApiVersion(plane.version) ?? 'v1'}`;
-    const seed = seedPodBody();
-    const dryRun = async (namespace: string) => (await postAsAdmin(plane, agent, `/api/v1/namespaces/${namespace}/pods?dryRun=All`, seed)) as unknown as InjectedPod;
-    const stored = await dryRun(policy);
-    const { operations } = injectedShape(stored, seed);
-    await bindPolicy(plane, agent, group, constantPolicy('bench-constant', compiledOurs('bench-constant'), operations), constant);
-    await eventually('a Pod injected by the constant policy', async () => (injectedAlike(await dryRun(constant), stored) ? true : undefined), 60_000, 200);
+    await bindConstantLike(plane, agent, group, { ours: policy, constant }, 'bench-constant', seedPodBody());
   } finally {
     agent.destroy();
   }

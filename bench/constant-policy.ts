@@ -12,6 +12,7 @@ import type { Agent } from 'node:https';
 import { Annotations, BUNDLED_TEMPLATE_DATA, InjectedLabel, jsonPointer, parseTemplateData, type JsonObject, type JsonValue } from '../src/injection/index.js';
 import { celValue } from '../src/policy/cel-literal.js';
 import { compilePolicy } from '../src/policy/compile-policy.js';
+import { eventually } from '../test/e2e/cluster.js';
 import { apiCall, type ApiAccess } from './pod-load.js';
 
 /** A Pod as the API server stored it after a policy injected it. */
@@ -96,6 +97,26 @@ export function constantPolicy(name: string, ours: NamedPolicy, operations: read
       mutations: [{ patchType: 'JSONPatch', jsonPatch: { expression: `[${patch}]` } }],
     },
   };
+}
+
+/** A dry-run CREATE of BODY in NAMESPACE: the Pod as the API server would store it. */
+export async function dryRunPod(access: ApiAccess, agent: Agent, namespace: string, body: Record<string, unknown>): Promise<InjectedPod> {
+  return (await postAsAdmin(access, agent, `/api/v1/namespaces/${namespace}/pods?dryRun=All`, body)) as unknown as InjectedPod;
+}
+
+/**
+ * Binds to CONSTANT, in the API group GROUP, the constant policy NAME of what
+ * our policy stored for SEED in OURS (a dry run, once it injects there);
+ * resolves with that Pod once the constant policy injects a Pod alike.
+ */
+export async function bindConstantLike(access: ApiAccess, agent: Agent, group: string, namespaces: { readonly ours: string; readonly constant: string }, name: string, seed: Record<string, unknown>): Promise<InjectedPod> {
+  const stored = await eventually('a Pod injected by our policy', async () => {
+    const pod = await dryRunPod(access, agent, namespaces.ours, seed);
+    return pod.metadata.annotations?.[Annotations.status] === undefined ? undefined : pod;
+  }, 60_000, 200);
+  await bindPolicy(access, agent, group, constantPolicy(name, compiledOurs(name), injectedShape(stored, seed).operations), namespaces.constant);
+  await eventually('a Pod injected by the constant policy', async () => (injectedAlike(await dryRunPod(access, agent, namespaces.constant, seed), stored) ? true : undefined), 60_000, 200);
+  return stored;
 }
 
 /** The containers without the ServiceAccount token mount and what the API server defaults (it would add them again). */

@@ -19,8 +19,8 @@
  */
 import { Agent } from 'node:https';
 import { parseArgs } from 'node:util';
-import { bindPolicy, compiledOurs, constantPolicy, injectedAlike, injectedShape, postAsAdmin, type InjectedPod } from './constant-policy.js';
-import { createNamespace, eventually } from '../test/e2e/cluster.js';
+import { bindConstantLike, bindPolicy, compiledOurs, injectedShape } from './constant-policy.js';
+import { createNamespace } from '../test/e2e/cluster.js';
 import { servedPolicyApiVersion, startControlPlane } from '../test/e2e/control-plane.js';
 import { exitWithoutAssets } from '../test/e2e/kube-binaries.js';
 import { fmt, table } from './format.js';
@@ -40,24 +40,13 @@ const plane = await startControlPlane(version, { controllerManagerArgs: ['--kube
 const agent = new Agent({ keepAlive: true, maxSockets: 4 });
 try {
   const group = `admissionregistration.k8s.io/${servedPolicyApiVersion(version) ?? 'v1'}`;
-  const post = (path: string, body: unknown) => postAsAdmin(plane, agent, path, body);
   // The injected namespace label on every case: only the bindings differ.
   for (const name of Object.values(NAMESPACES)) await createNamespace(plane, name, { 'envoy-injector.io/inject': 'enabled' });
 
   const seed = seedPodBody();
-  const ours = compiledOurs('cost-ours');
-  await bindPolicy(plane, agent, group, ours, NAMESPACES.ours);
-  const stored = await eventually('a Pod injected by our policy', async () => {
-    const pod = (await post(`/api/v1/namespaces/${NAMESPACES.ours}/pods?dryRun=All`, seed)) as { spec: { containers: unknown[] } };
-    return pod.spec.containers.length > 1 ? (pod as unknown as InjectedPod) : undefined;
-  }, 60_000, 200);
-  const { shape, operations } = injectedShape(stored, seed);
-  await bindPolicy(plane, agent, group, constantPolicy('cost-constant', ours, operations), NAMESPACES['constant policy']);
-  const bodies: Record<Case, Record<string, unknown>> = { none: seed, 'injected shape': shape, 'constant policy': seed, ours: seed };
-  await eventually('a Pod injected by the constant policy', async () => {
-    const pod = (await post(`/api/v1/namespaces/${NAMESPACES['constant policy']}/pods?dryRun=All`, seed)) as { spec: { containers: unknown[] } };
-    return injectedAlike(pod as unknown as InjectedPod, stored) ? true : undefined;
-  }, 60_000, 200);
+  await bindPolicy(plane, agent, group, compiledOurs(NAMESPACES.ours), NAMESPACES.ours);
+  const stored = await bindConstantLike(plane, agent, group, { ours: NAMESPACES.ours, constant: NAMESPACES['constant policy'] }, NAMESPACES['constant policy'], seed);
+  const bodies: Record<Case, Record<string, unknown>> = { none: seed, 'injected shape': injectedShape(stored, seed).shape, 'constant policy': seed, ours: seed };
 
   const apiServerPid = plane.processes.find((managed) => managed.name === 'kube-apiserver')?.child.pid;
   if (apiServerPid === undefined) throw new Error('no kube-apiserver process');

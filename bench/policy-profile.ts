@@ -16,8 +16,8 @@
  */
 import { Agent, request } from 'node:https';
 import { parseArgs } from 'node:util';
-import { bindPolicy, compiledOurs, constantPolicy, injectedAlike, injectedShape, postAsAdmin, type InjectedPod } from './constant-policy.js';
-import { createNamespace, eventually } from '../test/e2e/cluster.js';
+import { bindConstantLike, bindPolicy, compiledOurs, dryRunPod, type InjectedPod } from './constant-policy.js';
+import { createNamespace } from '../test/e2e/cluster.js';
 import { servedPolicyApiVersion, startControlPlane } from '../test/e2e/control-plane.js';
 import { exitWithoutAssets } from '../test/e2e/kube-binaries.js';
 import { table } from './format.js';
@@ -53,23 +53,11 @@ const plane = await startControlPlane(version, { apiServerArgs: ['--profiling=tr
 const agent = new Agent({ keepAlive: true, maxSockets: 4 });
 try {
   const group = `admissionregistration.k8s.io/${servedPolicyApiVersion(version) ?? 'v1'}`;
-  const post = (path: string, body: unknown) => postAsAdmin(plane, agent, path, body);
   for (const name of Object.values(NAMESPACES)) await createNamespace(plane, name, { 'envoy-injector.io/inject': 'enabled' });
   const seed = seedPodBody();
-  const ours = compiledOurs(NAMESPACES.ours);
-  await bindPolicy(plane, agent, group, ours, NAMESPACES.ours);
-  const dryRun = async (namespace: string): Promise<InjectedPod> => (await post(`/api/v1/namespaces/${namespace}/pods?dryRun=All`, seed)) as unknown as InjectedPod;
-  const stored = await eventually(
-    'a Pod injected by our policy',
-    async () => {
-      const pod = await dryRun(NAMESPACES.ours);
-      return pod.spec.containers.length > 1 ? pod : undefined;
-    },
-    60_000,
-    200,
-  );
-  await bindPolicy(plane, agent, group, constantPolicy(NAMESPACES['constant policy'], ours, injectedShape(stored, seed).operations), NAMESPACES['constant policy']);
-  await eventually('a Pod injected by the constant policy', async () => (injectedAlike(await dryRun(NAMESPACES['constant policy']), stored) ? true : undefined), 60_000, 200);
+  await bindPolicy(plane, agent, group, compiledOurs(NAMESPACES.ours), NAMESPACES.ours);
+  await bindConstantLike(plane, agent, group, { ours: NAMESPACES.ours, constant: NAMESPACES['constant policy'] }, NAMESPACES['constant policy'], seed);
+  const dryRun = (namespace: string): Promise<InjectedPod> => dryRunPod(plane, agent, namespace, seed);
 
   const samples: Record<Case, ProfileSample[][]> = { 'constant policy': [], ours: [] };
   const pods: Record<Case, number[]> = { 'constant policy': [], ours: [] };
