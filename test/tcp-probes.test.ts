@@ -3,6 +3,8 @@ import { before, describe, it } from 'node:test';
 import { PatchMemo } from '../src/admission/index.js';
 import { storedThroughReview } from './helpers/reviews.js';
 import { admitPod, applyPodPatch, parseTemplateData, parseYaml, type Admission, type JsonObject, type TemplateSet } from '../src/injection/index.js';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { runCli } from '../src/cli.js';
 import { bootstrapProblems, mergeBootstraps } from './helpers/envoy-bootstrap.js';
@@ -68,16 +70,18 @@ describe('tcpSocket probes of a captured Pod', () => {
       assert.deepEqual(app?.['readinessProbe'], { periodSeconds: 2, failureThreshold: 4, httpGet: { path: '/tcp/8081', port: 15020 } });
       assert.deepEqual(app?.['livenessProbe'], { httpGet: { path: '/tcp/8082', port: 15020 } });
       assert.deepEqual(app?.['startupProbe'], { tcpSocket: { port: 9000 } }, 'port 9000 is excluded from capture: the kubelet reaches the app itself');
-      assert.deepEqual(named(injected, 'initContainers', 'log')?.['startupProbe'], { failureThreshold: 30, httpGet: { path: '/tcp/7000', port: 15020 } });
+      // A classic proxy starts after the native sidecar, whose startupProbe holds it: left as written (issue 50).
+      const logStartup = native ? { failureThreshold: 30, httpGet: { path: '/tcp/7000', port: 15020 } } : { tcpSocket: { port: 7000 }, failureThreshold: 30 };
+      assert.deepEqual(named(injected, 'initContainers', 'log')?.['startupProbe'], logStartup);
       const other = named(injected, 'containers', 'other');
       assert.deepEqual(other?.['readinessProbe'], { tcpSocket: { port: 80, host: 'db.example' } });
       assert.deepEqual(other?.['livenessProbe'], { tcpSocket: { port: 'nope' } });
       assert.deepEqual(JSON.parse(annotation(injected, 'envoy-injector.io/tcp-probes') ?? 'null'), [
-        { container: 'log', probe: 'startupProbe', port: 7000 },
+        ...(native ? [{ container: 'log', probe: 'startupProbe', port: 7000 }] : []),
         { container: 'app', probe: 'readinessProbe', port: 8081 },
         { container: 'app', probe: 'livenessProbe', port: 8082 },
       ]);
-      assert.deepEqual(tcpProbes?.kept.map(({ container, probe }) => `${container}.${probe}`), ['app.startupProbe', 'other.readinessProbe', 'other.livenessProbe']);
+      assert.deepEqual(tcpProbes?.kept.map(({ container, probe }) => `${container}.${probe}`), [...(native ? [] : ['log.startupProbe']), 'app.startupProbe', 'other.readinessProbe', 'other.livenessProbe']);
       assert.ok(warnings.some((warning) => warning.includes('("other").livenessProbe.tcpSocket.port: "nope" names no port')), warnings.join('\n'));
       // The proxy reads the probes' bootstrap from the annotation, through a downwardAPI file.
       const envoy = named(injected, native ? 'initContainers' : 'containers', 'envoy');
@@ -131,6 +135,86 @@ describe('tcpSocket probes of a captured Pod', () => {
     for (const [uid, port] of [['a', 8081], ['b', 8082], ['c', 8081]] as const) {
       assert.deepEqual(named(review(uid, port), 'containers', 'app')?.['readinessProbe'], { httpGet: { path: `/tcp/${port}`, port: 15020 } }, uid);
     }
+  });
+});
+
+describe("a native sidecar's tcpSocket probes with a classic proxy (issue 50)", () => {
+  /** The Pod's own native sidecar, probed three ways on 7000, then an app. */
+  const SIDECAR_SPEC: Obj = {
+    initContainers: [
+      {
+        name: 'helper',
+        image: 'h:1',
+        restartPolicy: 'Always',
+        startupProbe: { tcpSocket: { port: 7000 }, periodSeconds: 1 },
+        readinessProbe: { tcpSocket: { port: 7000 } },
+        livenessProbe: { tcpSocket: { port: 7000 }, failureThreshold: 5 },
+      },
+    ],
+    containers: [{ name: 'app', image: 'a:1', livenessProbe: { tcpSocket: { port: 8080 } } }],
+  };
+  const STARTUP_WHY = "a native sidecar starts before a classic proxy and envoy-init's rules, which the kubelet starts only once this probe passes: as written it reaches the sidecar itself (rewritten, it would wait on the proxy for ever)";
+  const LIVENESS_WHY =
+    'a native sidecar runs before a classic proxy, which starts after every init container: as written it reaches the sidecar until envoy-init\'s rules are in (rewritten, it would fail and restart the sidecar until the proxy runs), then passes while the proxy runs, whether or not the sidecar listens on port 7000';
+
+  it('leaves its startup and liveness probes as written, which run before the proxy, and rewrites its readiness probe; a native proxy rewrites all three', () => {
+    const classic = admit(pod(CAPTURE, SIDECAR_SPEC), false);
+    const helper = named(classic.injected, 'initContainers', 'helper');
+    assert.deepEqual(helper?.['startupProbe'], { tcpSocket: { port: 7000 }, periodSeconds: 1 });
+    assert.deepEqual(helper?.['livenessProbe'], { tcpSocket: { port: 7000 }, failureThreshold: 5 });
+    assert.deepEqual(helper?.['readinessProbe'], { httpGet: { path: '/tcp/7000', port: 15020 } });
+    assert.deepEqual(named(classic.injected, 'containers', 'app')?.['livenessProbe'], { httpGet: { path: '/tcp/8080', port: 15020 } });
+    assert.deepEqual(classic.tcpProbes?.kept, [
+      { container: 'helper', probe: 'startupProbe', why: STARTUP_WHY },
+      { container: 'helper', probe: 'livenessProbe', why: LIVENESS_WHY },
+    ]);
+    assert.deepEqual(classic.warnings, []);
+    // envoy-init goes after the sidecar: its rules are not there while the startup probe runs.
+    assert.deepEqual(containers(classic.injected, 'initContainers').map((entry) => entry['name']), ['helper', 'envoy-init']);
+    const native = admit(pod(CAPTURE, SIDECAR_SPEC), true);
+    assert.deepEqual(native.tcpProbes?.rewrites.map(({ container, probe }) => `${container}.${probe}`), ['helper.startupProbe', 'helper.readinessProbe', 'helper.livenessProbe', 'app.livenessProbe']);
+    assert.deepEqual(native.tcpProbes?.kept, []);
+  });
+
+  it('in CNI mode, where the rules come first, leaves the startup probe and warns that it cannot pass; the others are rewritten', async () => {
+    const cni = await templatesOf({ proxy: { capture: { mode: 'cni' } } });
+    const received = pod(CAPTURE, SIDECAR_SPEC);
+    const admission = admitPod({ operation: 'CREATE', kind: { group: '', kind: 'Pod' }, namespace: 'shop', namespaceLabels: {}, pod: received, templates: cni, options: { nativeSidecar: false } });
+    assert.equal(admission.capture?.capture === true ? admission.capture.mode : undefined, 'cni');
+    assert.deepEqual(admission.tcpProbes?.rewrites.map(({ container, probe }) => `${container}.${probe}`), ['helper.readinessProbe', 'helper.livenessProbe', 'app.livenessProbe']);
+    assert.deepEqual(admission.tcpProbes?.kept, [
+      {
+        container: 'helper',
+        probe: 'startupProbe',
+        why: "a native sidecar starts before a classic proxy, which the kubelet starts only once this probe passes, and in CNI mode the rules send port 7000 to the proxy from the Pod's start: it cannot pass, as written or rewritten",
+      },
+    ]);
+    assert.ok(
+      admission.warnings.includes(
+        'initContainers[0] ("helper").startupProbe: with a classic proxy in CNI mode, a native sidecar\'s startup probe of captured port 7000 never passes (the rules are in place before the sidecar starts, the proxy starts only once it passed); exclude the port (envoy-injector.io/capture-exclude-inbound-ports) or use a native proxy (envoy-injector.io/native-sidecar: "true")',
+      ),
+      admission.warnings.join('\n'),
+    );
+  });
+
+  it('explain says which probes are left as written and why', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'tcp-probes-'));
+    const file = join(dir, 'pod.json');
+    await writeFile(file, JSON.stringify(pod({ ...CAPTURE, 'envoy-injector.io/native-sidecar': 'false' }, SIDECAR_SPEC)));
+    let stdout = '';
+    const io = { stdin: process.stdin, stdout: { write: (chunk: string) => (stdout += chunk) }, stderr: { write: () => true } };
+    try {
+      const code = await runCli(['explain', '-f', file, '--template-file', join(ROOT, 'test/golden/tcp-probes-templates.yaml'), '--namespace-labels', 'envoy-injector.io/inject=enabled'], io);
+      assert.equal(code, 0, stdout);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+    const lines = stdout.split('\n').map((line) => line.trim()).filter((line) => line.startsWith('tcpSocket probe helper.'));
+    assert.deepEqual(lines, [
+      'tcpSocket probe helper.readinessProbe (port 7000) -> httpGet :15020/tcp/7000: the proxy answers 200 while 127.0.0.1:7000 accepts, else 503',
+      `tcpSocket probe helper.startupProbe left as written: ${STARTUP_WHY}`,
+      `tcpSocket probe helper.livenessProbe left as written: ${LIVENESS_WHY}`,
+    ]);
   });
 });
 

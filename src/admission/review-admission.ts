@@ -102,7 +102,7 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
   const { memo, templates } = context;
   // The namespace's proxy defaults shape the patch and its warnings (which name the namespace) too.
   // The tcpSocket probes to rewrite (none but under capture) shape the patch: where they are, and what each holds.
-  const probes = planTcpProbes(pod, capture);
+  const probes = planTcpProbes(pod, capture, decision.nativeSidecar);
   const probesKey = probes.rewrites.length + probes.kept.length + probes.warnings.length === 0 ? '' : JSON.stringify(probes);
   // So do the PROXY protocol's ports (and its warnings, which the memo keeps).
   const proxyProtocol = planProxyProtocol(pod, capture);

@@ -56,7 +56,7 @@ export function injectDecided(
   });
   const settings = decision.template.proxyLifecycle;
   const lifecycle = settings === undefined ? undefined : decideLifecycle(input.pod, settings, decision.nativeSidecar);
-  const probePlan = planTcpProbes(input.pod, capture);
+  const probePlan = planTcpProbes(input.pod, capture, decision.nativeSidecar);
   const proxyProtocol = planProxyProtocol(input.pod, capture);
   const proxyConfig = proxyConfigInjection(capture, probePlan, proxyProtocol);
   const lifecycled =

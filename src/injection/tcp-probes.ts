@@ -1,4 +1,4 @@
-import type { CaptureDecision } from './capture.js';
+import { CaptureMode, type CaptureDecision } from './capture.js';
 import type { TcpProbeSettings } from './capture-template.js';
 import { arrayAt, describeValue, entryName, isJsonObject, objectAt, own, type JsonObject } from './json.js';
 import { jsonPointer } from './json-pointer.js';
@@ -50,11 +50,12 @@ const NONE: TcpProbePlan = { rewrites: [], kept: [], warnings: [] };
 /**
  * Which tcpSocket probes of a captured Pod are rewritten: every probe of
  * the app's containers and native sidecars, its named port resolved, except
- * one with a `host` (it does not probe the Pod) or of a port the rules do not
- * redirect (the kubelet reaches the app itself). None when the Pod is not
- * captured, the template has no probe listener, or the Pod says "false".
+ * one with a `host` (it does not probe the Pod), of a port the rules do not
+ * redirect (the kubelet reaches the app itself), or of a native sidecar that
+ * must pass before a classic proxy runs (`beforeClassicProxy`). None when the
+ * Pod is not captured, the template has no probe listener, or the Pod says "false".
  */
-export function planTcpProbes(pod: JsonObject, capture: CaptureDecision | undefined): TcpProbePlan {
+export function planTcpProbes(pod: JsonObject, capture: CaptureDecision | undefined, nativeSidecar: boolean): TcpProbePlan {
   if (capture === undefined || !capture.capture) return NONE;
   const warnings: string[] = [];
   const asked = own(objectAt(objectAt(pod, 'metadata'), 'annotations') ?? {}, Annotations.rewriteTcpProbes);
@@ -92,7 +93,10 @@ export function planTcpProbes(pod: JsonObject, capture: CaptureDecision | undefi
           keep(`port ${port} is not captured: the kubelet reaches the app itself`);
           continue;
         }
-        if (off !== undefined) keep(`${off}: it passes while the proxy runs, whether or not the app listens on port ${port}`);
+        const early = list === 'initContainers' && !nativeSidecar ? beforeClassicProxy(capture.mode, probe, port) : undefined;
+        if (early?.warning !== undefined) warnings.push(`${list}[${index}] ("${container}").${probe}: ${early.warning}`);
+        if (early !== undefined) keep(early.why);
+        else if (off !== undefined) keep(`${off}: it passes while the proxy runs, whether or not the app listens on port ${port}`);
         else rewrites.push({ list, index, container, probe, port, original });
       }
     });
@@ -102,6 +106,38 @@ export function planTcpProbes(pod: JsonObject, capture: CaptureDecision | undefi
     warnings.push(`tcpSocket probes of captured ports (${which.join(', ')}) pass while the proxy runs, whether or not the app listens: ${off}; use httpGet, grpc or exec probes, or a template that has one`);
   }
   return { rewrites, kept, warnings };
+}
+
+/**
+ * A native sidecar's probe that must pass before a classic proxy runs (issue
+ * 50): the proxy is in `containers`, which the kubelet starts once every init
+ * container has started, so a probe sent to its listener fails until then.
+ * The startup probe holds the proxy itself (rewritten: both wait for ever);
+ * the liveness probe would restart the sidecar while later init containers
+ * run. With envoy-init, which goes after every other init container, both
+ * reach the sidecar as written until its rules are in; the readiness probe
+ * only holds the Pod's Ready, which waits for the proxy anyway: rewritten. In
+ * CNI mode the rules are there from the Pod's start: no probe of a captured
+ * port passes before the proxy, so only the startup probe is kept, and warned
+ * about. Undefined: rewrite it.
+ */
+function beforeClassicProxy(mode: CaptureMode, probe: ProbeKind, port: number): { why: string; warning?: string } | undefined {
+  if (mode === CaptureMode.cni) {
+    if (probe !== 'startupProbe') return undefined;
+    return {
+      why: `a native sidecar starts before a classic proxy, which the kubelet starts only once this probe passes, and in CNI mode the rules send port ${port} to the proxy from the Pod's start: it cannot pass, as written or rewritten`,
+      warning: `with a classic proxy in CNI mode, a native sidecar's startup probe of captured port ${port} never passes (the rules are in place before the sidecar starts, the proxy starts only once it passed); exclude the port (${Annotations.captureExcludeInboundPorts}) or use a native proxy (${Annotations.nativeSidecar}: "true")`,
+    };
+  }
+  if (probe === 'startupProbe') {
+    return { why: "a native sidecar starts before a classic proxy and envoy-init's rules, which the kubelet starts only once this probe passes: as written it reaches the sidecar itself (rewritten, it would wait on the proxy for ever)" };
+  }
+  if (probe === 'livenessProbe') {
+    return {
+      why: `a native sidecar runs before a classic proxy, which starts after every init container: as written it reaches the sidecar until envoy-init's rules are in (rewritten, it would fail and restart the sidecar until the proxy runs), then passes while the proxy runs, whether or not the sidecar listens on port ${port}`,
+    };
+  }
+  return undefined;
 }
 
 /** Whether the rules send inbound TCP to PORT to the proxy (init/capture-rules.sh's inbound chain). */
