@@ -79,6 +79,26 @@ describe('TPROXY interception', () => {
     assert.equal(statusOf(admit(pod({ ...CAPTURE, [ASK]: 'redirect' }), tproxyDefault).injected)['interception'], undefined);
   });
 
+  it("the TPROXY proxy is hardened whatever the template's own securityContext: drop ALL, add NET_ADMIN only, no privilege escalation, not privileged", () => {
+    const hardened = { runAsUser: 0, runAsGroup: 1337, runAsNonRoot: false, privileged: false, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'], add: ['NET_ADMIN'] } };
+    const contexts: Obj[] = [
+      {},
+      { runAsUser: 1337 },
+      { runAsUser: 1337, allowPrivilegeEscalation: true, privileged: true, capabilities: { add: ['NET_RAW', 'SYS_ADMIN'], drop: ['KILL'] } },
+      { runAsUser: 1337, capabilities: { add: ['NET_ADMIN', 'NET_ADMIN'] }, readOnlyRootFilesystem: true, seccompProfile: { type: 'RuntimeDefault' } },
+    ];
+    for (const context of contexts) {
+      const envoy = JSON.stringify({ name: 'envoy', image: 'e:1', securityContext: context });
+      const own = parseTemplateData({ config: `containers: [${envoy}]\ncapture: {image: "init:1", proxyUid: 1337, outboundPort: 15001, inboundPort: 15006, proxyPorts: [9901], interception: tproxy, tproxyPort: 15007}\n` });
+      const { injected, capture } = admit(pod(CAPTURE), own);
+      assert.equal(capture?.capture === true ? capture.interception : undefined, 'tproxy');
+      const stored = (initOf(injected, 'envoy')?.['securityContext'] ?? {}) as Obj;
+      // What the template says beyond the privileges is kept (read-only root, seccomp); the privileges are ours.
+      const kept = Object.fromEntries(Object.entries(context).filter(([key]) => !(key in hardened)));
+      assert.deepEqual(stored, { ...kept, ...hardened }, JSON.stringify(context));
+    }
+  });
+
   it('where TPROXY cannot be: a warning, and REDIRECT; never an invalid Pod nor one left uncaptured', () => {
     const cases: [Record<string, string>, TemplateSet, Record<string, string>, string][] = [
       [{ ...CAPTURE, [ASK]: 'TPROXY' }, templates, {}, `${ASK}: "TPROXY" is not one of redirect, tproxy; ignored, redirect applies`],
@@ -135,6 +155,8 @@ describe('TPROXY interception', () => {
     assert.deepEqual(broken('"transparent":true', '"transparent":true,"freebind":true'), ['listeners[0].freebind: not a field of listener']);
     const unprivileged = { ...envoy, securityContext: { ...(envoy['securityContext'] as Obj), runAsUser: 1337 } };
     assert.deepEqual(broken('', '', unprivileged), ['listener inbound_tproxy: a transparent socket needs the proxy to run as root with NET_ADMIN (capabilities lost at exec otherwise)']);
+    const rootWithMore = { ...envoy, securityContext: { ...(envoy['securityContext'] as Obj), capabilities: { add: ['NET_ADMIN', 'NET_RAW'] } } };
+    assert.deepEqual(broken('', '', rootWithMore), ['listener inbound_tproxy: the proxy runs as root, so it must drop ALL, add NET_ADMIN only, and allow no privilege escalation']);
   });
 
   it('a container running as the proxy\'s group gets a warning under TPROXY only (the rules let that group out)', () => {

@@ -1,6 +1,6 @@
 import { CaptureModeSetting, Interception, type CaptureSettings } from './capture-template.js';
 import { everyAddress, tcpProxyFilter } from './envoy-listener.js';
-import { arrayAt, describeValue, objectAt, own, type JsonObject } from './json.js';
+import { describeValue, objectAt, own, type JsonObject } from './json.js';
 import { Annotations } from './names.js';
 import { containersRunningAs } from './run-as.js';
 
@@ -91,16 +91,18 @@ export function tproxyResources(port: number): { listeners: JsonObject[]; cluste
 }
 
 /**
- * The proxy of a TPROXY Pod: root with exactly NET_ADMIN added (transparent
+ * The proxy of a TPROXY Pod: root with exactly NET_ADMIN (transparent
  * sockets, SO_MARK), in the proxy's uid as its group. A capability added to a
  * non-root container is lost at exec (Kubernetes gives no ambient
  * capabilities), so the proxy runs as uid 0; the rules let its traffic out by
- * that group (`--gid-owner`), as they do by uid in REDIRECT mode.
+ * that group (`--gid-owner`), as they do by uid in REDIRECT mode. Root keeps
+ * the runtime's default capabilities unless dropped, so the privileges are
+ * ours whatever the template's securityContext says (issue 50): every
+ * capability dropped but NET_ADMIN, no privilege escalation, not privileged;
+ * the rest of the template's (read-only root, seccomp, SELinux) is kept.
  */
 export function tproxyProxy(container: JsonObject, proxyUid: number): JsonObject {
   const context = objectAt(container, 'securityContext') ?? {};
-  const capabilities = objectAt(context, 'capabilities') ?? {};
-  const added = (arrayAt(capabilities, 'add') ?? []).filter((name) => name !== 'NET_ADMIN');
   return {
     ...container,
     securityContext: {
@@ -108,7 +110,9 @@ export function tproxyProxy(container: JsonObject, proxyUid: number): JsonObject
       runAsUser: 0,
       runAsGroup: proxyUid,
       runAsNonRoot: false,
-      capabilities: { ...capabilities, add: [...added, 'NET_ADMIN'] },
+      privileged: false,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ['ALL'], add: ['NET_ADMIN'] },
     },
   };
 }
