@@ -264,6 +264,11 @@ describe('TPROXY in explain and inject', () => {
     const report = { ...admission, kind: 'Pod', name: 'shop', namespace: 'shop' } as Parameters<typeof toExplanation>[0];
     assert.ok(toExplanation(report, 'policy').warnings.some((warning) => warning.startsWith('policy mode captures this Pod by REDIRECT, not TPROXY')));
     assert.ok(!toExplanation(report, 'webhook').warnings.some((warning) => warning.startsWith('policy mode')));
+    // Not allowed (issue 50): both modes capture by REDIRECT, so policy mode has nothing to add to the webhook's warning.
+    const refused = admit(pod(TPROXY), templates, {});
+    const refusedReport = { ...refused, kind: 'Pod', name: 'shop', namespace: 'shop' } as Parameters<typeof toExplanation>[0];
+    const policyWarnings = toExplanation(refusedReport, 'policy').warnings;
+    assert.ok(policyWarnings.some((warning) => warning.startsWith(`${ASK}: tproxy is not allowed for this Pod`)) && !policyWarnings.some((warning) => warning.startsWith('policy mode')), policyWarnings.join('\n'));
   });
 });
 
