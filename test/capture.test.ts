@@ -277,7 +277,7 @@ describe('traffic capture: the template\'s capture section', () => {
 
   it('names every problem, and rejects the template', () => {
     assert.deepEqual(problemsOf('{outboundPort: 15001, inboundPort: 15001, proxyPorts: [0], enabled: "yes", excludeOutboundPorts: "1,2,", colour: red}'), [
-      'config: capture.colour: unknown field (capture may hold image, mode, checkImage, imagePullPolicy, proxyUid, outboundPort, inboundPort, proxyPorts, enabled, excludeOutboundCidrs, excludeOutboundPorts, excludeInboundPorts, includeInboundPorts, resources, tcpProbes, inboundHandoff, interception, tproxyPort)',
+      'config: capture.colour: unknown field (capture may hold image, mode, checkImage, imagePullPolicy, proxyUid, outboundPort, inboundPort, proxyPorts, enabled, excludeOutboundCidrs, excludeOutboundPorts, excludeInboundPorts, includeInboundPorts, resources, tcpProbes, inboundHandoff, interception, tproxyPort, allowTproxy)',
       'config: capture.image: required (the envoy-init image)',
       "config: capture.proxyUid: required when the proxy container sets no securityContext.runAsUser (the rules must know the proxy's user)",
       'config: capture.inboundPort: must differ from outboundPort',

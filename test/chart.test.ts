@@ -889,6 +889,7 @@ describe('Helm chart charts/envoy-injector', { timeout: 180_000 }, () => {
       inboundHandoff: true,
       interception: 'redirect',
       tproxyPort: 15007,
+      allowTproxy: false,
     });
     // Off by default, with the chart's own init image at its appVersion.
     const byDefault = templatesOf(manifestsOf('default')).defaultTemplate.capture;

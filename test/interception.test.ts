@@ -34,11 +34,13 @@ before(async () => {
 const CAPTURE = { 'envoy-injector.io/capture': 'true' };
 const ASK = 'envoy-injector.io/capture-interception';
 const TPROXY = { ...CAPTURE, [ASK]: 'tproxy' };
+/** The namespace label by which the platform team lets a namespace's Pods ask for TPROXY (issue 50). */
+const ALLOWED = { 'envoy-injector.io/allow-tproxy': 'true' };
 
 function pod(annotations: Record<string, string>): JsonObject {
   return { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'shop', annotations: { 'envoy-injector.io/inject': 'true', ...annotations } }, spec: { containers: [{ name: 'app', image: 'a:1' }] } } as JsonObject;
 }
-function admit(received: JsonObject, set: TemplateSet = templates, namespaceLabels: Record<string, string> = {}): Admission & { injected: Obj } {
+function admit(received: JsonObject, set: TemplateSet = templates, namespaceLabels: Record<string, string> = ALLOWED): Admission & { injected: Obj } {
   const admission = admitPod({ operation: 'CREATE', kind: { group: '', kind: 'Pod' }, namespace: 'shop', namespaceLabels, pod: received, templates: set, options: { nativeSidecar: true } });
   assert.ok(admission.injection !== undefined, 'the Pod is injected');
   return { ...admission, injected: applyPodPatch(received, admission.injection.patch) as Obj };
@@ -79,11 +81,59 @@ describe('TPROXY interception', () => {
     assert.equal(statusOf(admit(pod({ ...CAPTURE, [ASK]: 'redirect' }), tproxyDefault).injected)['interception'], undefined);
   });
 
+  it("the TPROXY proxy is hardened whatever the template's own securityContext: drop ALL, add NET_ADMIN only, no privilege escalation, not privileged", () => {
+    const hardened = { runAsUser: 0, runAsGroup: 1337, runAsNonRoot: false, privileged: false, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'], add: ['NET_ADMIN'] } };
+    const contexts: Obj[] = [
+      {},
+      { runAsUser: 1337 },
+      { runAsUser: 1337, allowPrivilegeEscalation: true, privileged: true, capabilities: { add: ['NET_RAW', 'SYS_ADMIN'], drop: ['KILL'] } },
+      { runAsUser: 1337, capabilities: { add: ['NET_ADMIN', 'NET_ADMIN'] }, readOnlyRootFilesystem: true, seccompProfile: { type: 'RuntimeDefault' } },
+    ];
+    for (const context of contexts) {
+      const envoy = JSON.stringify({ name: 'envoy', image: 'e:1', securityContext: context });
+      const own = parseTemplateData({ config: `containers: [${envoy}]\ncapture: {image: "init:1", proxyUid: 1337, outboundPort: 15001, inboundPort: 15006, proxyPorts: [9901], interception: tproxy, tproxyPort: 15007}\n` });
+      const { injected, capture } = admit(pod(CAPTURE), own);
+      assert.equal(capture?.capture === true ? capture.interception : undefined, 'tproxy');
+      const stored = (initOf(injected, 'envoy')?.['securityContext'] ?? {}) as Obj;
+      // What the template says beyond the privileges is kept (read-only root, seccomp); the privileges are ours.
+      const kept = Object.fromEntries(Object.entries(context).filter(([key]) => !(key in hardened)));
+      assert.deepEqual(stored, { ...kept, ...hardened }, JSON.stringify(context));
+    }
+  });
+
+  it('TPROXY is the platform team\'s to allow: a Pod alone asking gets REDIRECT and a warning; the template or the namespace\'s label allows it', async () => {
+    const refusal = (template: string, namespace: string): string =>
+      `${ASK}: tproxy is not allowed for this Pod: its proxy would run as root with NET_ADMIN, which neither template "${template}" (capture.allowTproxy, capture.interception: tproxy) nor ${namespace} allows; captured by REDIRECT instead (the app sees its own Pod as the client)`;
+    const cases: [string, TemplateSet, Record<string, string> | undefined, string | undefined][] = [
+      ['a Pod alone', templates, {}, refusal('config', 'the label envoy-injector.io/allow-tproxy: "true" of namespace "shop"')],
+      ['a label of another value', templates, { 'envoy-injector.io/allow-tproxy': 'yes' }, refusal('config', 'the label envoy-injector.io/allow-tproxy: "true" of namespace "shop" (it is "yes")')],
+      ['labels unknown (offline)', templates, undefined, refusal('config', 'the label envoy-injector.io/allow-tproxy: "true" of namespace "shop"')],
+      ['the namespace\'s label', templates, ALLOWED, undefined],
+      ['the template\'s capture.allowTproxy', await chartTemplates({ proxy: { capture: { allowTproxy: true } } }), {}, undefined],
+      ['the template\'s default', tproxyDefault, {}, undefined],
+    ];
+    for (const [what, set, labels, warning] of cases) {
+      const admission = admitPod({ operation: 'CREATE', kind: { group: '', kind: 'Pod' }, namespace: 'shop', namespaceLabels: labels, pod: pod(TPROXY), templates: set, options: { nativeSidecar: true } });
+      assert.ok(admission.injection !== undefined && admission.capture?.capture === true, `${what}: injected and captured`);
+      const injected = applyPodPatch(pod(TPROXY), admission.injection.patch) as Obj;
+      const context = initOf(injected, 'envoy')?.['securityContext'] as Obj;
+      if (warning === undefined) {
+        assert.deepEqual([admission.warnings, admission.capture.interception, context['runAsUser']], [[], 'tproxy', 0], what);
+      } else {
+        assert.deepEqual(admission.warnings, [warning], what);
+        assert.deepEqual([admission.capture.interception, context['runAsUser'], statusOf(injected)['interception']], ['redirect', 1337, undefined], what);
+        assert.ok(!(initOf(injected, 'envoy-init')?.['args'] as string[]).includes('--interception=tproxy'), what);
+      }
+    }
+    // Asking for REDIRECT needs no allowance; a template's default TPROXY is left by it.
+    assert.deepEqual(admit(pod({ ...CAPTURE, [ASK]: 'redirect' }), tproxyDefault, {}).warnings, []);
+  });
+
   it('where TPROXY cannot be: a warning, and REDIRECT; never an invalid Pod nor one left uncaptured', () => {
     const cases: [Record<string, string>, TemplateSet, Record<string, string>, string][] = [
-      [{ ...CAPTURE, [ASK]: 'TPROXY' }, templates, {}, `${ASK}: "TPROXY" is not one of redirect, tproxy; ignored, redirect applies`],
-      [TPROXY, withoutPort, {}, `${ASK}: tproxy needs a transparent listener, and the template has no capture.tproxyPort; captured by REDIRECT instead (the app sees its own Pod as the client)`],
-      [TPROXY, cniTemplates, {}, `${ASK}: tproxy cannot be done where the template captures in CNI mode: the node plugin installs the REDIRECT rules only; captured by REDIRECT instead (the app sees its own Pod as the client)`],
+      [{ ...CAPTURE, [ASK]: 'TPROXY' }, templates, ALLOWED, `${ASK}: "TPROXY" is not one of redirect, tproxy; ignored, redirect applies`],
+      [TPROXY, withoutPort, ALLOWED, `${ASK}: tproxy needs a transparent listener, and the template has no capture.tproxyPort; captured by REDIRECT instead (the app sees its own Pod as the client)`],
+      [TPROXY, cniTemplates, ALLOWED, `${ASK}: tproxy cannot be done where the template captures in CNI mode: the node plugin installs the REDIRECT rules only; captured by REDIRECT instead (the app sees its own Pod as the client)`],
     ];
     for (const [annotations, set, labels, warning] of cases) {
       const { injected, warnings, capture } = admit(pod(annotations), set, labels);
@@ -92,7 +142,7 @@ describe('TPROXY interception', () => {
       assert.equal(statusOf(injected)['interception'], undefined);
     }
     // Pod Security baseline: initContainer mode leaves capture out (NET_ADMIN in envoy-init and in the proxy); CNI mode is REDIRECT's.
-    const baseline = { 'pod-security.kubernetes.io/enforce': 'baseline' };
+    const baseline = { ...ALLOWED, 'pod-security.kubernetes.io/enforce': 'baseline' };
     const forbidden = admit(pod(TPROXY), templates, baseline);
     assert.equal(forbidden.capture?.reason, 'pod_security');
     assert.equal(initOf(forbidden.injected, 'envoy')?.['securityContext'] !== undefined && (initOf(forbidden.injected, 'envoy')?.['securityContext'] as Obj)['runAsUser'], 1337);
@@ -111,6 +161,12 @@ describe('TPROXY interception', () => {
       }
     };
     assert.deepEqual(problemsOf('interception: tproxy, tproxyPort: 15007'), []);
+    assert.deepEqual(problemsOf('allowTproxy: true, tproxyPort: 15007'), []);
+    assert.deepEqual(problemsOf('allowTproxy: "yes", tproxyPort: 15007'), ['config: capture.allowTproxy: must be true or false']);
+    assert.deepEqual(problemsOf('allowTproxy: true'), ['config: capture.allowTproxy: TPROXY needs capture.tproxyPort (the port of the transparent listener)']);
+    assert.deepEqual(problemsOf('mode: cni, checkImage: "i:1", allowTproxy: true, tproxyPort: 15007'), [
+      "config: capture.allowTproxy: TPROXY cannot be CNI mode's: the node plugin installs the REDIRECT rules only, and the proxy's NET_ADMIN is what Pod Security forbids",
+    ]);
     assert.deepEqual(problemsOf('interception: TPROXY'), ['config: capture.interception: "TPROXY" is not one of redirect, tproxy']);
     assert.deepEqual(problemsOf('interception: tproxy'), ['config: capture.interception: tproxy needs capture.tproxyPort (the port of the transparent listener)']);
     assert.deepEqual(problemsOf('tproxyPort: 9901'), ["config: capture.tproxyPort: 9901 is taken by another of the proxy's listeners (outboundPort, inboundPort, proxyPorts)"]);
@@ -135,6 +191,8 @@ describe('TPROXY interception', () => {
     assert.deepEqual(broken('"transparent":true', '"transparent":true,"freebind":true'), ['listeners[0].freebind: not a field of listener']);
     const unprivileged = { ...envoy, securityContext: { ...(envoy['securityContext'] as Obj), runAsUser: 1337 } };
     assert.deepEqual(broken('', '', unprivileged), ['listener inbound_tproxy: a transparent socket needs the proxy to run as root with NET_ADMIN (capabilities lost at exec otherwise)']);
+    const rootWithMore = { ...envoy, securityContext: { ...(envoy['securityContext'] as Obj), capabilities: { add: ['NET_ADMIN', 'NET_RAW'] } } };
+    assert.deepEqual(broken('', '', rootWithMore), ['listener inbound_tproxy: the proxy runs as root, so it must drop ALL, add NET_ADMIN only, and allow no privilege escalation']);
   });
 
   it('a container running as the proxy\'s group gets a warning under TPROXY only (the rules let that group out)', () => {
@@ -157,15 +215,18 @@ describe('TPROXY interception', () => {
     assert.equal(again.decision.reason, 'already_injected');
     const memo = new PatchMemo();
     const review = (uid: string, interception: string): Obj =>
-      storedThroughReview(pod({ ...CAPTURE, [ASK]: interception }), uid, 'shop', { templates, namespaceLabels: {}, options: { nativeSidecar: true }, memo }) as Obj;
+      storedThroughReview(pod({ ...CAPTURE, [ASK]: interception }), uid, 'shop', { templates, namespaceLabels: ALLOWED, options: { nativeSidecar: true }, memo }) as Obj;
     for (const [uid, interception, expected] of [['a', 'tproxy', 'tproxy'], ['b', 'redirect', undefined], ['c', 'tproxy', 'tproxy']] as const) {
       assert.equal(statusOf(review(uid, interception))['interception'], expected, uid);
     }
+    // The same Pod in a namespace that does not allow it, after the allowed one's answer is memoised: REDIRECT.
+    const refused = storedThroughReview(pod(TPROXY), 'd', 'shop', { templates, namespaceLabels: {}, options: { nativeSidecar: true }, memo }) as Obj;
+    assert.equal(statusOf(refused)['interception'], undefined);
   });
 });
 
 describe('TPROXY in the chart', () => {
-  it('renders tproxyPort (0: none) and interception when not redirect; helm fails on tproxy with CNI mode or without the port', async () => {
+  it('renders tproxyPort (0: none), interception when not redirect and allowTproxy; helm fails on tproxy with CNI mode, without the port or with mode policy', async () => {
     assert.equal(templates.defaultTemplate.capture?.tproxyPort, 15007);
     assert.equal(templates.defaultTemplate.capture?.interception, 'redirect');
     assert.equal(withoutPort.defaultTemplate.capture?.tproxyPort, undefined);
@@ -174,6 +235,14 @@ describe('TPROXY in the chart', () => {
       await assert.rejects(renderChart({ proxy: { capture } }), /proxy\.capture\.interception: tproxy needs proxy\.capture\.tproxyPort \(its transparent listener\) and cannot be proxy\.capture\.mode cni's/, JSON.stringify(capture));
     }
     await assert.rejects(renderChart({ mode: 'policy', proxy: { capture: { interception: 'tproxy' } } }), /proxy\.capture\.interception: tproxy is the webhook's only: mode policy captures by REDIRECT/);
+    // The allowance (issue 50): off by default, rendered when on, with the same limits.
+    assert.equal(templates.defaultTemplate.capture?.allowTproxy, false);
+    assert.equal((await chartTemplates({ proxy: { capture: { allowTproxy: true } } })).defaultTemplate.capture?.allowTproxy, true);
+    for (const capture of [{ allowTproxy: true, mode: 'cni' }, { allowTproxy: true, tproxyPort: 0 }]) {
+      await assert.rejects(renderChart({ proxy: { capture } }), /proxy\.capture\.allowTproxy: TPROXY needs proxy\.capture\.tproxyPort \(its transparent listener\) and cannot be proxy\.capture\.mode cni's/, JSON.stringify(capture));
+    }
+    await assert.rejects(renderChart({ mode: 'policy', proxy: { capture: { allowTproxy: true } } }), /proxy\.capture\.allowTproxy: TPROXY is the webhook's only: mode policy captures by REDIRECT/);
+    await assert.rejects(renderChart({ proxy: { capture: { allowTproxy: 'yes' } } }), /at '\/proxy\/capture\/allowTproxy': got string, want boolean/);
     await assert.rejects(renderChart({ proxy: { capture: { interception: 'TPROXY' } } }), /at '\/proxy\/capture\/interception': value must be one of 'redirect', 'tproxy'/);
   });
 });
@@ -195,6 +264,11 @@ describe('TPROXY in explain and inject', () => {
     const report = { ...admission, kind: 'Pod', name: 'shop', namespace: 'shop' } as Parameters<typeof toExplanation>[0];
     assert.ok(toExplanation(report, 'policy').warnings.some((warning) => warning.startsWith('policy mode captures this Pod by REDIRECT, not TPROXY')));
     assert.ok(!toExplanation(report, 'webhook').warnings.some((warning) => warning.startsWith('policy mode')));
+    // Not allowed (issue 50): both modes capture by REDIRECT, so policy mode has nothing to add to the webhook's warning.
+    const refused = admit(pod(TPROXY), templates, {});
+    const refusedReport = { ...refused, kind: 'Pod', name: 'shop', namespace: 'shop' } as Parameters<typeof toExplanation>[0];
+    const policyWarnings = toExplanation(refusedReport, 'policy').warnings;
+    assert.ok(policyWarnings.some((warning) => warning.startsWith(`${ASK}: tproxy is not allowed for this Pod`)) && !policyWarnings.some((warning) => warning.startsWith('policy mode')), policyWarnings.join('\n'));
   });
 });
 

@@ -84,6 +84,8 @@ export interface CaptureSettings {
   readonly interception: Interception;
   /** The port of the per-Pod transparent listener TPROXY sends inbound connections to; undefined: the template cannot do TPROXY. */
   readonly tproxyPort: number | undefined;
+  /** Its Pods may ask for TPROXY by annotation in every namespace (else only where the namespace's label allows it). */
+  readonly allowTproxy: boolean;
 }
 
 /**
@@ -122,6 +124,7 @@ const CAPTURE_FIELDS = [
   'inboundHandoff',
   'interception',
   'tproxyPort',
+  'allowTproxy',
 ];
 
 const MAX_ID = 2147483647;
@@ -180,7 +183,7 @@ export function parseCaptureSettings(value: JsonValue | undefined, proxy: JsonOb
   const inboundHandoff = own(value, 'inboundHandoff') ?? false;
   if (typeof inboundHandoff !== 'boolean') problems.add('capture.inboundHandoff', 'must be true or false');
   else if (inboundHandoff && proxyTakesConfigPath(proxy)) problems.add('capture.inboundHandoff', "the proxy's command line sets --config-path already: the PROXY protocol's listeners are given through it");
-  const { interception, tproxyPort } = parseInterception(value, mode, [outboundPort, inboundPort, ...(Array.isArray(proxyPorts) ? proxyPorts : [])], proxyTakesConfigPath(proxy), problems);
+  const { interception, tproxyPort, allowTproxy } = parseInterception(value, mode, [outboundPort, inboundPort, ...(Array.isArray(proxyPorts) ? proxyPorts : [])], proxyTakesConfigPath(proxy), problems);
   if (!problems.isEmpty() || !isJsonObject(resources) || uid === undefined || outboundPort === undefined || inboundPort === undefined || !Array.isArray(proxyPorts)) {
     return problems.list();
   }
@@ -200,14 +203,16 @@ export function parseCaptureSettings(value: JsonValue | undefined, proxy: JsonOb
     inboundHandoff: inboundHandoff === true,
     interception,
     tproxyPort,
+    allowTproxy,
   };
 }
 
 /**
- * `interception` (default redirect) and `tproxyPort`: TPROXY needs the port of
- * its transparent listener, which the per-Pod bootstrap gives the proxy
- * (`--config-path`), and is never CNI mode's (the node plugin installs the nat
- * rules only, and the proxy would need NET_ADMIN where Pod Security forbids it).
+ * `interception` (default redirect), `tproxyPort` and `allowTproxy` (default
+ * false): TPROXY needs the port of its transparent listener, which the
+ * per-Pod bootstrap gives the proxy (`--config-path`), and is never CNI
+ * mode's (the node plugin installs the nat rules only, and the proxy would
+ * need NET_ADMIN where Pod Security forbids it).
  */
 function parseInterception(
   section: JsonObject,
@@ -215,7 +220,7 @@ function parseInterception(
   taken: readonly (JsonValue | undefined)[],
   configPathTaken: boolean,
   problems: ProblemList,
-): { interception: Interception; tproxyPort: number | undefined } {
+): { interception: Interception; tproxyPort: number | undefined; allowTproxy: boolean } {
   const kinds = Object.values(Interception);
   const given = own(section, 'interception') ?? Interception.redirect;
   const interception = kinds.find((kind) => kind === given);
@@ -224,11 +229,15 @@ function parseInterception(
   const tproxyPort = portValue === undefined ? undefined : port(section, 'tproxyPort', problems);
   if (tproxyPort !== undefined && taken.includes(tproxyPort)) problems.add('capture.tproxyPort', `${tproxyPort} is taken by another of the proxy's listeners (outboundPort, inboundPort, proxyPorts)`);
   if (tproxyPort !== undefined && configPathTaken) problems.add('capture.tproxyPort', "the proxy's command line sets --config-path already: the transparent listener is given through it");
-  if (interception === Interception.tproxy) {
-    if (portValue === undefined) problems.add('capture.interception', 'tproxy needs capture.tproxyPort (the port of the transparent listener)');
-    if (mode === CaptureModeSetting.cni) problems.add('capture.interception', "tproxy cannot be CNI mode's: the node plugin installs the REDIRECT rules only, and the proxy's NET_ADMIN is what Pod Security forbids");
-  }
-  return { interception: interception ?? Interception.redirect, tproxyPort };
+  const tproxyLimits = (field: string, what: string): void => {
+    if (portValue === undefined) problems.add(`capture.${field}`, `${what} needs capture.tproxyPort (the port of the transparent listener)`);
+    if (mode === CaptureModeSetting.cni) problems.add(`capture.${field}`, `${what} cannot be CNI mode's: the node plugin installs the REDIRECT rules only, and the proxy's NET_ADMIN is what Pod Security forbids`);
+  };
+  if (interception === Interception.tproxy) tproxyLimits('interception', 'tproxy');
+  const allowTproxy = own(section, 'allowTproxy') ?? false;
+  if (typeof allowTproxy !== 'boolean') problems.add('capture.allowTproxy', 'must be true or false');
+  else if (allowTproxy) tproxyLimits('allowTproxy', 'TPROXY');
+  return { interception: interception ?? Interception.redirect, tproxyPort, allowTproxy: allowTproxy === true };
 }
 
 /** `mode` (default initContainer) and, for the modes that may use CNI, the check container's image. */

@@ -117,7 +117,14 @@ export function decideCapture(input: CaptureInput): CaptureDecision {
   const why = asked === true ? `the Pod is annotated ${Annotations.capture}: "true"` : `capture is on by default (template "${input.template.name}")`;
   const mode = settings.mode === CaptureModeSetting.cni || (settings.mode === CaptureModeSetting.auto && forbidden) ? CaptureMode.cni : CaptureMode.initContainer;
   const message = settings.mode === CaptureModeSetting.auto && forbidden ? `${why}; in CNI mode: ${forbids} envoy-init needs` : why;
-  const { interception, warnings: interceptionWarnings } = decideInterception(annotations, settings, mode === CaptureMode.cni);
+  const { interception, warnings: interceptionWarnings } = decideInterception({
+    annotations,
+    settings,
+    cni: mode === CaptureMode.cni,
+    templateName: input.template.name,
+    namespace: input.namespace,
+    namespaceLabels: input.namespaceLabels,
+  });
   const groupClashes = interception === Interception.tproxy ? proxyGroupClashes(input.pod, settings.proxyUid) : [];
   return { capture: true, mode, reason, message, settings, exclusions, interception, warnings: [...warnings, ...interceptionWarnings, ...groupClashes] };
 }

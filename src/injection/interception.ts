@@ -1,7 +1,7 @@
 import { CaptureModeSetting, Interception, type CaptureSettings } from './capture-template.js';
 import { everyAddress, tcpProxyFilter } from './envoy-listener.js';
-import { arrayAt, describeValue, objectAt, own, type JsonObject } from './json.js';
-import { Annotations } from './names.js';
+import { describeValue, objectAt, own, type JsonObject } from './json.js';
+import { Annotations, NamespaceLabel } from './names.js';
 import { containersRunningAs } from './run-as.js';
 
 /**
@@ -18,14 +18,30 @@ export const TPROXY_LISTENER = 'inbound_tproxy';
 export const TPROXY_CLUSTER = 'inbound_tproxy_passthrough';
 export const TPROXY_LOOP_CLUSTER = 'inbound_tproxy_blackhole';
 
+/** What the interception of a captured Pod is decided on. */
+export interface InterceptionInput {
+  readonly annotations: JsonObject | undefined;
+  readonly settings: CaptureSettings;
+  /** The Pod is captured in CNI mode. */
+  readonly cni: boolean;
+  readonly templateName: string;
+  readonly namespace: string;
+  /** Undefined when unknown (offline without labels): then the namespace allows nothing. */
+  readonly namespaceLabels: Readonly<Record<string, string>> | undefined;
+}
+
 /**
  * The interception of a captured Pod: its annotation
- * `envoy-injector.io/capture-interception`, else the template's. TPROXY where
- * it cannot be (CNI mode, a template without a transparent listener's port)
- * is a warning and REDIRECT: never a Pod the API server would refuse, never
- * one left uncaptured.
+ * `envoy-injector.io/capture-interception`, else the template's. TPROXY runs
+ * the proxy as root with NET_ADMIN, so a Pod's own ask is honoured only where
+ * the platform team allows it (issue 50): the template (`allowTproxy`, or
+ * TPROXY as its default) or the namespace's label. TPROXY where it is not
+ * allowed or cannot be (CNI mode, a template without a transparent
+ * listener's port) is a warning and REDIRECT: never a Pod the API server
+ * would refuse, never one left uncaptured.
  */
-export function decideInterception(annotations: JsonObject | undefined, settings: CaptureSettings, cni: boolean): { interception: Interception; warnings: string[] } {
+export function decideInterception(input: InterceptionInput): { interception: Interception; warnings: string[] } {
+  const { annotations, settings } = input;
   const given = annotations === undefined ? undefined : own(annotations, Annotations.captureInterception);
   const kinds: readonly string[] = Object.values(Interception);
   const warnings: string[] = [];
@@ -37,7 +53,13 @@ export function decideInterception(annotations: JsonObject | undefined, settings
     interception: Interception.redirect,
     warnings: [...warnings, `${Annotations.captureInterception}: tproxy ${why}; captured by REDIRECT instead (the app sees its own Pod as the client)`],
   });
-  if (cni) {
+  const label = input.namespaceLabels === undefined ? undefined : own(input.namespaceLabels, NamespaceLabel.allowTproxy);
+  if (settings.interception !== Interception.tproxy && !settings.allowTproxy && label !== 'true') {
+    const seen = label === undefined ? '' : ` (it is ${describeValue(label)})`;
+    const namespace = `the label ${NamespaceLabel.allowTproxy}: "true" of namespace "${input.namespace}"${seen}`;
+    return redirect(`is not allowed for this Pod: its proxy would run as root with NET_ADMIN, which neither template "${input.templateName}" (capture.allowTproxy, capture.interception: tproxy) nor ${namespace} allows`);
+  }
+  if (input.cni) {
     const where = settings.mode === CaptureModeSetting.cni ? 'the template captures in CNI mode' : "CNI mode serves this namespace (its Pod Security forbids the proxy's NET_ADMIN)";
     return redirect(`cannot be done where ${where}: the node plugin installs the REDIRECT rules only`);
   }
@@ -91,16 +113,18 @@ export function tproxyResources(port: number): { listeners: JsonObject[]; cluste
 }
 
 /**
- * The proxy of a TPROXY Pod: root with exactly NET_ADMIN added (transparent
+ * The proxy of a TPROXY Pod: root with exactly NET_ADMIN (transparent
  * sockets, SO_MARK), in the proxy's uid as its group. A capability added to a
  * non-root container is lost at exec (Kubernetes gives no ambient
  * capabilities), so the proxy runs as uid 0; the rules let its traffic out by
- * that group (`--gid-owner`), as they do by uid in REDIRECT mode.
+ * that group (`--gid-owner`), as they do by uid in REDIRECT mode. Root keeps
+ * the runtime's default capabilities unless dropped, so the privileges are
+ * ours whatever the template's securityContext says (issue 50): every
+ * capability dropped but NET_ADMIN, no privilege escalation, not privileged;
+ * the rest of the template's (read-only root, seccomp, SELinux) is kept.
  */
 export function tproxyProxy(container: JsonObject, proxyUid: number): JsonObject {
   const context = objectAt(container, 'securityContext') ?? {};
-  const capabilities = objectAt(context, 'capabilities') ?? {};
-  const added = (arrayAt(capabilities, 'add') ?? []).filter((name) => name !== 'NET_ADMIN');
   return {
     ...container,
     securityContext: {
@@ -108,7 +132,9 @@ export function tproxyProxy(container: JsonObject, proxyUid: number): JsonObject
       runAsUser: 0,
       runAsGroup: proxyUid,
       runAsNonRoot: false,
-      capabilities: { ...capabilities, add: [...added, 'NET_ADMIN'] },
+      privileged: false,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ['ALL'], add: ['NET_ADMIN'] },
     },
   };
 }

@@ -44,6 +44,12 @@ export const NamespaceLabel = {
   disabled: 'disabled',
   /** The template of the namespace's Pods (a Pod's own annotation of the same key wins). */
   template: 'envoy-injector.io/template',
+  /**
+   * `"true"`: the namespace's Pods may ask for TPROXY (docs/design.md §11), whose
+   * proxy runs as root with NET_ADMIN. A label, as Pod Security's: set by whoever
+   * may change the Namespace object, not by its tenants.
+   */
+  allowTproxy: 'envoy-injector.io/allow-tproxy',
 } as const;
 
 /** The namespace annotations the injector reads (the proxy defaults): all under this prefix, the only ones the watch keeps. */

@@ -19,18 +19,25 @@ export interface CaptureInstall<K extends string = string> {
   teardown(): Promise<void>;
 }
 
+export type PodSecurityLevel = 'privileged' | 'baseline' | 'restricted';
+
 export async function installCaptureChart<K extends string>(
   plane: ControlPlane,
   values: Record<string, unknown>,
-  /** Per namespace to make: its prefix and the Pod Security level it enforces. */
-  levels: Readonly<Record<K, 'privileged' | 'baseline' | 'restricted'>>,
+  /** Per namespace to make: its prefix and the Pod Security level it enforces, or that level and further labels. */
+  levels: Readonly<Record<K, PodSecurityLevel | { readonly level: PodSecurityLevel; readonly labels: Readonly<Record<string, string>> }>>,
   /** A Pod the first namespace injects once the webhook is called. */
   warmupPod: JsonObject,
 ): Promise<CaptureInstall<K>> {
-  const made = (Object.entries(levels) as [K, string][]).map(([key, level]) => ({ key, level, name: uniqueName(`capture-${key}`) }));
+  const made = (Object.entries(levels) as [K, PodSecurityLevel | { level: PodSecurityLevel; labels: Readonly<Record<string, string>> }][]).map(([key, given]) => ({
+    key,
+    level: typeof given === 'string' ? given : given.level,
+    labels: typeof given === 'string' ? {} : given.labels,
+    name: uniqueName(`capture-${key}`),
+  }));
   const namespaces = Object.fromEntries(made.map(({ key, name }) => [key, name])) as Record<K, string>;
   const release = await helmInstall(plane, { name: uniqueName('mesh'), namespace: uniqueName('mesh-system') }, values);
-  await Promise.all(made.map(({ name, level }) => createNamespace(plane, name, { 'envoy-injector.io/inject': 'enabled', 'pod-security.kubernetes.io/enforce': level })));
+  await Promise.all(made.map(({ name, level, labels }) => createNamespace(plane, name, { ...labels, 'envoy-injector.io/inject': 'enabled', 'pod-security.kubernetes.io/enforce': level })));
   const injector = await startChartInjector(plane, release);
   const teardown = async (): Promise<void> => {
     await injector.stop().catch(() => undefined);

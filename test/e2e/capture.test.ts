@@ -14,14 +14,35 @@ import { kubeCall, warningText } from './policy-parity.js';
  * policy-parity.test.ts (its capture cases, a baseline namespace among them).
  * TPROXY (issue 41): the proxy as root with NET_ADMIN is stored where Pod
  * Security is privileged, and left out with capture where it is baseline.
+ * Issue 50: only where the platform team allows it (here the namespace label
+ * envoy-injector.io/allow-tproxy), with NET_ADMIN its only capability and no
+ * privilege escalation whatever the template says; a Pod asking elsewhere is
+ * stored captured by REDIRECT, and its creator hears why.
  */
+
+/** A template of one's own whose proxy asks for more than TPROXY needs: the injector gives it exactly NET_ADMIN. */
+const OWN_TEMPLATE = [
+  'containers:',
+  '  - name: envoy',
+  '    image: registry.example/envoy:1.0',
+  '    securityContext: {runAsUser: 1337, allowPrivilegeEscalation: true, capabilities: {add: [NET_RAW, SETUID]}, readOnlyRootFilesystem: true}',
+  'capture:',
+  '  image: registry.example/envoy-injector-init:1.0',
+  '  outboundPort: 15001',
+  '  inboundPort: 15006',
+  '  proxyPorts: [9901]',
+  '  tproxyPort: 15007',
+  '',
+].join('\n');
+/** The proxy of a TPROXY Pod, as stored: root in the proxy's group with NET_ADMIN only (beside what the template says otherwise). */
+const HARDENED = { runAsUser: 0, runAsGroup: 1337, runAsNonRoot: false, privileged: false, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'], add: ['NET_ADMIN'] } };
 
 type Obj = Record<string, unknown>;
 
 forEachKubeVersion('traffic capture: Pods stored with envoy-init, or without it where Pod Security forbids NET_ADMIN', (plane, version) => {
-  let setup: CaptureInstall<'privileged' | 'baseline'> | undefined;
+  let setup: CaptureInstall<'privileged' | 'baseline' | 'allowed'> | undefined;
   let release: Release | undefined;
-  let ns = { privileged: '', baseline: '' };
+  let ns = { privileged: '', baseline: '', allowed: '' };
   const pod = (name: string, annotations: Record<string, string> = {}): JsonObject => ({
     apiVersion: 'v1',
     kind: 'Pod',
@@ -37,9 +58,11 @@ forEachKubeVersion('traffic capture: Pods stored with envoy-init, or without it 
   const names = (list: Obj[] | undefined): unknown[] => (list ?? []).map((entry) => entry['name']);
 
   before(async () => {
+    const allowTproxy = { 'envoy-injector.io/allow-tproxy': 'true' };
     setup = await installCaptureChart(plane(), {
       proxy: { capture: { enabled: true, excludeOutboundCidrs: ['169.254.169.254/32'], excludeInboundPorts: [15090] } },
-    }, { privileged: 'privileged', baseline: 'baseline' }, pod('warmup'));
+      templates: { named: { own: OWN_TEMPLATE } },
+    }, { privileged: 'privileged', baseline: { level: 'baseline', labels: allowTproxy }, allowed: { level: 'privileged', labels: allowTproxy } }, pod('warmup'));
     ({ release } = setup);
     ns = setup.namespaces;
   });
@@ -98,19 +121,23 @@ forEachKubeVersion('traffic capture: Pods stored with envoy-init, or without it 
     );
   });
 
-  it(`TPROXY (issue 41): a privileged namespace stores the proxy as root with NET_ADMIN and envoy-init in TPROXY mode; baseline stores the Pod without capture, and refuses that proxy (${version})`, async () => {
+  it(`TPROXY (issue 41, 50): a privileged namespace that allows it stores the proxy as root with NET_ADMIN only and envoy-init in TPROXY mode; baseline stores the Pod without capture, and refuses that proxy (${version})`, async () => {
     const tproxy = { 'envoy-injector.io/capture-interception': 'tproxy' };
-    const { stored, warnings } = await create(ns.privileged, pod('tproxy', tproxy));
+    const { stored, warnings } = await create(ns.allowed, pod('tproxy', tproxy));
     assert.deepEqual(warnings, []);
-    const all = [...initContainers(stored), ...((stored['spec'] as Obj)['containers'] as Obj[])];
-    const proxy = all.find((container) => container['name'] === 'envoy');
-    const context = proxy?.['securityContext'] as Obj;
-    assert.deepEqual([context['runAsUser'], context['runAsGroup'], context['runAsNonRoot'], context['capabilities']], [0, 1337, false, { drop: ['ALL'], add: ['NET_ADMIN'] }]);
-    const args = all.find((container) => container['name'] === 'envoy-init')?.['args'] as string[];
+    const proxyOf = (from: Obj): Obj | undefined => [...initContainers(from), ...((from['spec'] as Obj)['containers'] as Obj[])].find((container) => container['name'] === 'envoy');
+    const context = proxyOf(stored)?.['securityContext'] as Obj;
+    // The chart's template keeps its read-only root and seccomp profile; the privileges are the injector's.
+    assert.deepEqual(context, { ...HARDENED, readOnlyRootFilesystem: true, seccompProfile: { type: 'RuntimeDefault' } });
+    const args = initContainers(stored).find((container) => container['name'] === 'envoy-init')?.['args'] as string[];
     assert.deepEqual(args.filter((arg) => arg.startsWith('--inbound-port') || arg.startsWith('--interception')), ['--inbound-port=15007', '--interception=tproxy']);
     const annotations = (stored['metadata'] as Obj)['annotations'] as Record<string, string>;
     assert.equal((JSON.parse(annotations['envoy-injector.io/status'] ?? '{}') as Obj)['interception'], 'tproxy');
     assert.ok((annotations['envoy-injector.io/proxy-config'] ?? '').includes('"transparent":true'));
+    // A template of one's own that asks for NET_RAW, SETUID and privilege escalation: stored with NET_ADMIN only.
+    const own = await create(ns.allowed, pod('tproxy-own', { ...tproxy, 'envoy-injector.io/template': 'own', 'envoy-injector.io/capture': 'true' }));
+    assert.deepEqual(proxyOf(own.stored)?.['securityContext'], { ...HARDENED, readOnlyRootFilesystem: true }, JSON.stringify(own.warnings));
+    // Pod Security baseline, even where TPROXY is allowed: injected without capture.
     const baseline = await create(ns.baseline, pod('tproxy-baseline', { 'envoy-injector.io/capture': 'true', ...tproxy }));
     assert.ok(!names(initContainers(baseline.stored)).includes('envoy-init'), 'no envoy-init');
     assert.ok(baseline.warnings.some((warning) => warning.includes('the Pod was injected without traffic capture')), JSON.stringify(baseline.warnings));
@@ -123,6 +150,20 @@ forEachKubeVersion('traffic capture: Pods stored with envoy-init, or without it 
     });
     assert.equal(refused.status, 403, JSON.stringify(refused.body));
     assert.match(String(refused.body['message']), /violates PodSecurity "baseline:latest": non-default capabilities/);
+  });
+
+  it(`TPROXY asked for by a Pod alone (issue 50): where nothing allows it, stored captured by REDIRECT, with the warning (${version})`, async () => {
+    const { stored, warnings } = await create(ns.privileged, pod('tproxy-alone', { 'envoy-injector.io/capture-interception': 'tproxy' }));
+    assert.deepEqual(warnings, [
+      `envoy-injector.io/capture-interception: tproxy is not allowed for this Pod: its proxy would run as root with NET_ADMIN, which neither template "config" (capture.allowTproxy, capture.interception: tproxy) nor the label envoy-injector.io/allow-tproxy: "true" of namespace "${ns.privileged}" allows; captured by REDIRECT instead (the app sees its own Pod as the client)`,
+    ]);
+    const args = initContainers(stored).find((container) => container['name'] === 'envoy-init')?.['args'] as string[] | undefined;
+    assert.ok(args?.includes('--inbound-port=15006') === true && !args.some((arg) => arg.startsWith('--interception')), `captured by REDIRECT: ${JSON.stringify(args)}`);
+    const proxy = [...initContainers(stored), ...((stored['spec'] as Obj)['containers'] as Obj[])].find((container) => container['name'] === 'envoy');
+    const context = proxy?.['securityContext'] as Obj;
+    assert.deepEqual([context['runAsUser'], context['runAsNonRoot'], (context['capabilities'] as Obj)['add']], [1337, true, undefined]);
+    const annotations = (stored['metadata'] as Obj)['annotations'] as Record<string, string>;
+    assert.equal((JSON.parse(annotations['envoy-injector.io/status'] ?? '{}') as Obj)['interception'], undefined);
   });
 
   it(`a baseline namespace refuses the very init container we leave out (${version})`, async () => {

@@ -358,6 +358,8 @@ function captureCases(): ParityCase[] {
     c('a template on by default, "false"', 'enabled', { [TEMPLATE]: 'capture-on', [CAPTURE]: 'false' }),
     c('a template on by default, in a baseline namespace', 'baseline', { [TEMPLATE]: 'capture-on' }),
     c('a template that cannot capture, asked for', 'enabled', { [TEMPLATE]: 'debug', [CAPTURE]: 'true' }),
+    // TPROXY asked for where neither the template nor the namespace allows it (issue 50): REDIRECT in both (the webhook warns).
+    c('TPROXY asked for, not allowed: REDIRECT', 'enabled', { [CAPTURE]: 'true', [x('interception')]: 'tproxy' }),
     // CNI mode (issue 37): the check container instead of envoy-init, the status's captureMode.
     c('CNI mode: the check, no lock volume', 'enabled', { [TEMPLATE]: 'capture-cni', [CAPTURE]: 'true', [x('exclude-outbound-ports')]: '5432' }),
     c('CNI mode in a baseline namespace: captured all the same', 'baseline', { [TEMPLATE]: 'capture-cni', [CAPTURE]: 'true' }),

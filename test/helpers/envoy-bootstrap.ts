@@ -231,7 +231,7 @@ function captureProblems(listeners: Obj[], portsOf: Map<string, number[]>, admin
  * capture.tproxyPort (IPv4 and IPv6), original_dst then original_src with the
  * rules' mark 1337 (0x539), a guard chain for its own port, then one TCP
  * proxy to an ORIGINAL_DST cluster; and a proxy that can open transparent
- * sockets: root with NET_ADMIN added.
+ * sockets: root with NET_ADMIN added, and nothing else (issue 50).
  */
 function tproxyProblems(listeners: Obj[], clusters: Obj[], container: Obj, capture: CaptureSettings | undefined): string[] {
   const problems: string[] = [];
@@ -252,6 +252,10 @@ function tproxyProblems(listeners: Obj[], clusters: Obj[], container: Obj, captu
     const context = (container['securityContext'] ?? {}) as Obj;
     const added = ((context['capabilities'] as Obj | undefined)?.['add'] ?? []) as unknown[];
     if (context['runAsUser'] !== 0 || !added.includes('NET_ADMIN')) problems.push(`listener ${name}: a transparent socket needs the proxy to run as root with NET_ADMIN (capabilities lost at exec otherwise)`);
+    const dropped = ((context['capabilities'] as Obj | undefined)?.['drop'] ?? []) as unknown[];
+    if (added.some((capability) => capability !== 'NET_ADMIN') || !dropped.includes('ALL') || context['allowPrivilegeEscalation'] !== false || context['privileged'] === true) {
+      problems.push(`listener ${name}: the proxy runs as root, so it must drop ALL, add NET_ADMIN only, and allow no privilege escalation`);
+    }
   }
   return problems;
 }

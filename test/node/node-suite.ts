@@ -58,12 +58,13 @@ export function nodeVersions(): KubeVersion[] {
  * `describe(TITLE on VERSION)` per node version. With `injector: 'process'`
  * (the default) the suite's release (the chart with VALUES of the plane) runs
  * the injector as a local process on its Service's ClusterIP; with 'none' the
- * suite has no release and installs what it needs itself.
+ * suite has no release and installs what it needs itself. NAMESPACE_LABELS
+ * go on the suite's namespace beside its own (the injection and Pod Security).
  */
 export function forEachNode(
   title: string,
   body: (suite: () => NodeSuite, version: KubeVersion) => void,
-  options: { injector?: 'process' | 'none'; values?: (plane: ControlPlane) => Record<string, unknown> } = {},
+  options: { injector?: 'process' | 'none'; values?: (plane: ControlPlane) => Record<string, unknown>; namespaceLabels?: Readonly<Record<string, string>> } = {},
 ): void {
   const withInjector = options.injector !== 'none';
   for (const version of nodeVersions()) {
@@ -79,7 +80,7 @@ export function forEachNode(
           node = await startNode(version);
           plane = node.plane;
         }
-        current = await setUp(version, plane, withInjector, options.values?.(plane) ?? {});
+        current = await setUp(version, plane, withInjector, options.values?.(plane) ?? {}, options.namespaceLabels ?? {});
         if (current.release === undefined) return;
         injector = await startChartInjector(plane, current.release);
         const namespace = current.namespace;
@@ -113,12 +114,12 @@ async function saveRecords(version: KubeVersion, title: string, recorder: Record
   await writeFile(join(dir, `records-${title.replace(/[^a-z0-9]+/gi, '-')}.jsonl`), recorder.records.map((record) => JSON.stringify(record)).join('\n'));
 }
 
-async function setUp(version: KubeVersion, plane: ControlPlane, withRelease: boolean, values: Record<string, unknown>): Promise<NodeSuite> {
+async function setUp(version: KubeVersion, plane: ControlPlane, withRelease: boolean, values: Record<string, unknown>, labels: Readonly<Record<string, string>>): Promise<NodeSuite> {
   const core = plane.kubeConfig.makeApiClient(CoreV1Api);
   const recorder = await startRecorder();
   const release = withRelease ? await helmInstall(plane, { name: uniqueName('mesh'), namespace: uniqueName('mesh-system') }, values) : undefined;
   const namespace = uniqueName('node');
-  await createNamespace(plane, namespace, { 'envoy-injector.io/inject': 'enabled', 'pod-security.kubernetes.io/enforce': 'privileged' });
+  await createNamespace(plane, namespace, { ...labels, 'envoy-injector.io/inject': 'enabled', 'pod-security.kubernetes.io/enforce': 'privileged' });
   // The OpenShift fork's token volume needs this ConfigMap; its controller publishes it into every namespace.
   if (version !== '1.28') {
     await eventually(`ConfigMap ${namespace}/openshift-service-ca.crt (service-ca-certificate-publisher-controller)`, () =>

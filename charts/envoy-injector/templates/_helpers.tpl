@@ -280,6 +280,16 @@ capture:
 {{- end }}
   interception: {{ $p.capture.interception }}
 {{- end }}
+{{- if $p.capture.allowTproxy }}
+{{- if or (eq $p.capture.mode "cni") (not $p.capture.tproxyPort) }}
+{{- fail "proxy.capture.allowTproxy: TPROXY needs proxy.capture.tproxyPort (its transparent listener) and cannot be proxy.capture.mode cni's (the node plugin installs the REDIRECT rules only)" }}
+{{- end }}
+{{- if eq $.Values.mode "policy" }}
+{{- fail "proxy.capture.allowTproxy: TPROXY is the webhook's only: mode policy captures by REDIRECT (the transparent listener is in the per-Pod bootstrap, which the policy does not build); use mode webhook, or leave it false" }}
+{{- end }}
+  {{- /* Every Pod may ask for TPROXY (envoy-injector.io/capture-interception); without it only where the namespace is labelled envoy-injector.io/allow-tproxy: "true". */}}
+  allowTproxy: true
+{{- end }}
   resources:
 {{ toYaml $p.capture.resources | indent 4 }}
 {{- end }}
