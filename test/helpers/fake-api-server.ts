@@ -379,6 +379,11 @@ export class FakeApiServer {
         return send(200, this.apply(route.resource, patched));
       }
       if (method === 'DELETE') {
+        // DeleteOptions' uid precondition, as the real API server checks it.
+        const uid = (body as { preconditions?: { uid?: unknown } } | undefined)?.preconditions?.uid;
+        if (typeof uid === 'string' && uid !== existing.metadata['uid']) {
+          return send(409, status(409, 'Conflict', `Operation cannot be fulfilled on ${route.resource} "${route.name}": Precondition failed: UID in precondition: ${uid}, UID in object meta: ${String(existing.metadata['uid'])}`));
+        }
         this.remove(route.resource, route.namespace, route.name ?? '');
         return send(200, status(200, 'Success', 'deleted'));
       }
