@@ -13,8 +13,9 @@
  * variable, an empty line, then stdin as received; the shim then shuts its
  * side. Answer: the exit code in decimal, a newline, then stdout's bytes.
  * Without an answer within TIMEOUT_SECONDS: ADD fails with CNI error 11 (try
- * again later), so a Pod never starts uncaptured; DEL and CHECK succeed, so a
- * teardown never sticks. VERSION is answered here.
+ * again later), so a Pod never starts uncaptured; CHECK succeeds. VERSION and
+ * DEL are answered here: DEL always succeeds (teardown below), so a teardown
+ * never sticks.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -71,6 +72,23 @@ static int unreachable(const char *command, const char *version, const char *det
   return fail(version, 11, "the node agent did not answer: the Pod's capture rules cannot be judged", detail);
 }
 
+/*
+ * DEL: nothing of ours to undo (the rules live in the Pod's network
+ * namespace, which goes with it), so the agent is not asked. The CNI
+ * specification wants DEL to succeed when what it would remove is gone, and
+ * runtimes call it again and again until it does: whatever it is handed
+ * (no configuration, not JSON, too large, an agent down), it reads stdin to
+ * its end, prints nothing and exits 0.
+ */
+static int teardown(void) {
+  char discard[65536];
+  for (;;) {
+    ssize_t got = read(0, discard, sizeof discard);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return 0;
+  }
+}
+
 int main(void) {
   const char *command = getenv("CNI_COMMAND");
   if (command == NULL) command = "";
@@ -78,6 +96,7 @@ int main(void) {
     puts("{\"cniVersion\":\"1.0.0\",\"supportedVersions\":[\"0.3.0\",\"0.3.1\",\"0.4.0\",\"1.0.0\",\"1.1.0\"]}");
     return 0;
   }
+  if (strcmp(command, "DEL") == 0) return teardown();
   char *config = malloc(MAX_CONFIG + 1);
   if (config == NULL) return fail("", 999, "out of memory", "");
   size_t size = 0;

@@ -25,10 +25,23 @@
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { build } from 'esbuild';
+import { build, type Plugin } from 'esbuild';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const OUT_DIR = join(ROOT, 'dist', 'bundle');
+
+/**
+ * node-fetch's `url` is scripts/node-fetch-url.cjs: its `parse` from the
+ * WHATWG parser, so that no request calls the legacy `url.parse()`, which
+ * Node 24 warns about (DEP0169) once the call is in the bundle rather than
+ * in node_modules. Only node-fetch's import: every other module keeps Node's.
+ */
+const nodeFetchUrl: Plugin = {
+  name: 'node-fetch-url',
+  setup(plugins) {
+    plugins.onResolve({ filter: /^url$/ }, (args) => (/[\\/]node_modules[\\/]node-fetch[\\/]/.test(args.importer) ? { path: join(ROOT, 'scripts', 'node-fetch-url.cjs') } : undefined));
+  },
+};
 
 await rm(OUT_DIR, { recursive: true, force: true });
 const result = await build({
@@ -49,6 +62,7 @@ const result = await build({
   banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" },
   // Never used on Node (scripts/whatwg-url-stub.cjs): tr46's tables cost every cluster-mode process ~300 KB of source and its parsed table at rest.
   alias: { 'whatwg-url': './scripts/whatwg-url-stub.cjs' },
+  plugins: [nodeFetchUrl],
   logLevel: 'warning',
 });
 // A warning (a require() esbuild cannot follow, an import it cannot resolve) would be a module missing at run time.

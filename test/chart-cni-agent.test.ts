@@ -43,7 +43,7 @@ describe('chart: the CNI agent', () => {
     assert.deepEqual(volumes, { 'cni-bin': '/opt/cni/bin', 'cni-conf': '/etc/cni/net.d', socket: '/var/run/envoy-injector', netns: '/var/run/netns', tmp: undefined });
     const mounts = Object.fromEntries((agent['volumeMounts'] as Obj[]).map((mount) => [mount['name'], mount['mountPath']]));
     assert.deepEqual(mounts, { 'cni-bin': '/host/cni/bin', 'cni-conf': '/host/cni/net.d', socket: '/var/run/envoy-injector', netns: '/var/run/netns', tmp: '/tmp' });
-    assert.deepEqual(agent['args'], ['--cni-bin-dir=/host/cni/bin', '--cni-conf-dir=/host/cni/net.d', '--socket=/var/run/envoy-injector/cni.sock', '--ready-file=/tmp/cni-ready', '--interval-seconds=2', '--metrics-port=10390']);
+    assert.deepEqual(agent['args'], ['--cni-bin-dir=/host/cni/bin', '--cni-conf-dir=/host/cni/net.d', '--socket=/var/run/envoy-injector/cni.sock', '--ready-file=/tmp/cni-ready', '--interval-seconds=2', '--metrics-port=10390', '--metrics-host=$(HOST_IP)']);
     // Every flag the chart passes is one the command takes.
     for (const arg of agent['args'] as string[]) assert.ok(CNI_AGENT_HELP.includes(`  ${arg.split('=')[0] ?? ''} `), `${arg}: not a flag of cni-agent`);
     assert.deepEqual((agent['readinessProbe'] as Obj)['exec'], { command: ['cat', '/tmp/cni-ready'] });
@@ -98,7 +98,56 @@ describe('chart: the CNI agent', () => {
     assert.equal(container(off)['ports'], undefined);
     assert.equal((((only(off, 'DaemonSet')['spec'] as Obj)['template'] as Obj)['metadata'] as Obj)['annotations'], undefined);
     assert.ok((container(off)['args'] as string[]).includes('--metrics-port=0'));
+    assert.equal((container(off)['args'] as string[]).some((arg) => arg.startsWith('--metrics-host')), false);
     await assert.rejects(renderChart({ proxy: { capture: { mode: 'cni' } }, cniAgent: { metricsPort: 70000 } }), /cniAgent\/metricsPort/);
+  });
+
+  it('its metrics listen on the node\'s own address (status.hostIP), not every address; cniAgent.metricsHost chooses another', async () => {
+    const hostIp = (manifests: readonly Manifest[]): unknown => ((container(manifests)['env'] as Obj[]).find((env) => env['name'] === 'HOST_IP') as Obj | undefined)?.['valueFrom'];
+    const metricsHost = (manifests: readonly Manifest[]): string[] => (container(manifests)['args'] as string[]).filter((arg) => arg.startsWith('--metrics-host='));
+    const byDefault = await renderChart({ proxy: { capture: { mode: 'cni' } } });
+    assert.deepEqual(metricsHost(byDefault), ['--metrics-host=$(HOST_IP)']);
+    assert.deepEqual(hostIp(byDefault), { fieldRef: { apiVersion: 'v1', fieldPath: 'status.hostIP' } });
+    const loopback = await renderChart({ proxy: { capture: { mode: 'cni' } }, cniAgent: { metricsHost: '127.0.0.1' } });
+    assert.deepEqual(metricsHost(loopback), ['--metrics-host=127.0.0.1']);
+    assert.equal(hostIp(loopback), undefined);
+    assert.deepEqual(metricsHost(await renderChart({ proxy: { capture: { mode: 'cni' } }, cniAgent: { metricsHost: '::' } })), ['--metrics-host=::']);
+    await assert.rejects(renderChart({ proxy: { capture: { mode: 'cni' } }, cniAgent: { metricsHost: 'node.example; rm' } }), /cniAgent\/metricsHost/);
+  });
+
+  it('narrows the agent to its node with a ValidatingAdmissionPolicy where the cluster serves v1 (1.30+), none before', async () => {
+    const cni = { proxy: { capture: { mode: 'cni' } } };
+    const policyKinds = async (options: { kubeVersion: string; apiVersions?: string[] }, values: Record<string, unknown> = cni): Promise<string[]> =>
+      (await renderChart(values, options)).filter((manifest) => manifest.kind.startsWith('ValidatingAdmissionPolicy')).map((manifest) => manifest.kind).sort();
+    const both = ['ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding'];
+    // Offline (helm template, no discovery): by --kube-version.
+    assert.deepEqual(await policyKinds({ kubeVersion: '1.28.0' }), []);
+    assert.deepEqual(await policyKinds({ kubeVersion: '1.29.4' }), []);
+    assert.deepEqual(await policyKinds({ kubeVersion: '1.30.0' }), both);
+    assert.deepEqual(await policyKinds({ kubeVersion: '1.36.0' }), both);
+    // A cluster's discovery (kinds listed) decides: v1 served or not, whatever the version says.
+    assert.deepEqual(await policyKinds({ kubeVersion: '1.34.0', apiVersions: ['apps/v1/Deployment'] }), []);
+    assert.deepEqual(await policyKinds({ kubeVersion: '1.28.0', apiVersions: ['apps/v1/Deployment', 'admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy'] }), both);
+    // No agent, no policy.
+    assert.deepEqual(await policyKinds({ kubeVersion: '1.36.0' }, {}), []);
+
+    const manifests = await renderChart(cni, { kubeVersion: '1.34.0' });
+    const policy = only(manifests, 'ValidatingAdmissionPolicy');
+    const spec = policy['spec'] as Obj;
+    assert.equal(spec['failurePolicy'], 'Fail');
+    assert.deepEqual((spec['matchConstraints'] as Obj)['resourceRules'], [
+      { apiGroups: [''], apiVersions: ['v1'], operations: ['DELETE'], resources: ['pods'] },
+      { apiGroups: ['events.k8s.io'], apiVersions: ['v1'], operations: ['CREATE'], resources: ['events'] },
+    ]);
+    const account = only(manifests, 'ServiceAccount', only(manifests, 'DaemonSet').metadata.name);
+    assert.deepEqual(spec['matchConditions'], [{ name: 'is-the-cni-agent', expression: `request.userInfo.username == "system:serviceaccount:injector-system:${account.metadata.name}"` }]);
+    const expressions = (spec['validations'] as Obj[]).map((validation) => String(validation['expression'])).join('\n');
+    assert.match(JSON.stringify(spec['variables']), /request\.userInfo\.extra\['authentication\.kubernetes\.io\/node-name'\]\[0\]/);
+    assert.match(expressions, /oldObject\.spec\.nodeName == variables\.node/);
+    assert.match(expressions, /object\.reportingInstance == 'envoy-injector-cni-agent-' \+ variables\.node/);
+    const binding = only(manifests, 'ValidatingAdmissionPolicyBinding');
+    assert.deepEqual(binding['spec'], { policyName: policy.metadata.name, validationActions: ['Deny'] });
+    assert.equal(policy.metadata.name, 'mesh-envoy-injector-injector-system-cni-agent');
   });
 
   it('is neither selected by the webhook\'s Service and budget nor injected; its ServiceAccount is the one bound, with least privilege', async () => {

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { chainedResult, cniError, decideSetUp, parseShimRequest, podOfRequest, shimAnswer, type ShimRequest } from '../src/cni/cni-request.js';
+import { answerShim } from '../src/commands/cni-agent-core.js';
 import { CNI_PLUGIN_TYPE, insertChainEntry, primaryConfigFile, removeChainEntry } from '../src/cni/chain-config.js';
 import { CAPTURE_NOT_REPAIRED_REASON, CAPTURE_REPAIRED_REASON, needsRepair, notRepairedNote, repairAction, repairNote } from '../src/cni/repair.js';
 import { admitPod, applyPodPatch, parseTemplateFile, type JsonObject } from '../src/injection/index.js';
@@ -95,6 +96,13 @@ describe('the agent decides per Pod', () => {
     assert.deepEqual(chainedResult('{"cniVersion":"1.0.0","prevResult":{"cniVersion":"1.0.0","ips":[{"address":"198.51.100.5/24"}]}}'), { result: '{"cniVersion":"1.0.0","ips":[{"address":"198.51.100.5/24"}]}' });
     assert.ok('problem' in chainedResult('{"cniVersion":"1.0.0"}'));
   });
+
+  it('the agent answers DEL, CHECK and anything but ADD with success, reading nothing, whatever the request holds', async () => {
+    const deps = { readPod: () => Promise.reject(new Error('read')), runRules: () => Promise.reject(new Error('rules')) };
+    for (const text of ['', 'garbage', 'CNI_COMMAND=DEL\n\nnot json', 'CNI_COMMAND=DEL\nCNI_ARGS=K8S_POD_NAMESPACE=shop;K8S_POD_NAME=web\n\n{}', 'CNI_COMMAND=CHECK\n\n', 'CNI_COMMAND=GC\n\n{}']) {
+      assert.equal(await answerShim(parseShimRequest(text), deps), shimAnswer(0, ''), text);
+    }
+  });
 });
 
 async function missingCompiler(): Promise<string | undefined> {
@@ -166,6 +174,17 @@ describe('the plugin\'s static shim and a stand-in agent', { skip: missing !== u
     assert.equal((JSON.parse(add.stdout) as { code: number }).code, 11);
     assert.match(add.stdout, /the node agent did not answer/);
     for (const command of ['DEL', 'CHECK']) assert.deepEqual({ ...(await plugin(command, config())), seconds: 0 }, { code: 0, stdout: '', seconds: 0 });
+  });
+
+  it('DEL succeeds whatever it is handed, printing nothing: no agentSocket, no configuration, not JSON, over 1 MiB, an agent that refuses', async () => {
+    const handed = ['', 'not json', JSON.stringify({ cniVersion: '1.0.0', name: 'ei-node', type: CNI_PLUGIN_TYPE }), config({ agentSocket: join(dir, 'nowhere.sock') }), `{"cniVersion":"1.0.0","pad":"${'x'.repeat(1 << 21)}"}`];
+    for (const stdin of handed) assert.deepEqual({ ...(await plugin('DEL', stdin)), seconds: 0 }, { code: 0, stdout: '', seconds: 0 }, stdin.slice(0, 80));
+    // Even an agent answering with an error: a teardown never sticks on us.
+    await startAgent();
+    respond = (request) => shimAnswer(1, cniError(request.config, 999, 'refused'));
+    assert.deepEqual({ ...(await plugin('DEL', config())), seconds: 0 }, { code: 0, stdout: '', seconds: 0 });
+    agent?.close();
+    agent = undefined;
   });
 
   it('ADD: the agent gets every CNI variable and the configuration, the runtime gets its answer and exit code', async () => {

@@ -7,6 +7,7 @@ import { UsageError } from '../errors.js';
 import { isJsonObject, type JsonObject } from '../injection/index.js';
 import { connectToCluster } from '../kube/cluster-connection.js';
 import { kubeJson, KubeRequestError } from '../kube/kube-json.js';
+import { deletePodByUid, type PodDeleteOutcome } from '../kube/pod-delete.js';
 import { CniAgentMetrics, NODE_LABEL } from '../server/cni-agent-metrics.js';
 import { RELEASE_LABEL } from '../server/metrics.js';
 import { startMetricsServer } from '../server/metrics-server.js';
@@ -170,12 +171,18 @@ async function repair(kubeConfig: KubeConfig, nodeName: string, io: CommandIo, m
       continue;
     }
     await warnOnPod(kubeConfig, nodeName, io, pod, { reason: CAPTURE_REPAIRED_REASON, action: 'Delete', note: repairNote(nodeName) });
+    let outcome: PodDeleteOutcome;
     try {
-      await kubeJson(kubeConfig, { method: 'DELETE', path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}` });
+      outcome = await deletePodByUid(kubeConfig, { namespace, name, uid: String(metadata['uid'] ?? '') });
     } catch (error) {
       // Counted, and the next Pod repaired still: this one is tried again next round.
       metrics.repaired('failed');
       io.stderr.write(`cni-agent: deleting Pod ${namespace}/${name}: ${(error as Error).message}\n`);
+      continue;
+    }
+    if (outcome !== 'deleted') {
+      // Its name now holds a new Pod (a StatefulSet's), or none: nothing of this Pod is left to repair.
+      io.stdout.write(`cni-agent: Pod ${namespace}/${name} not deleted: ${outcome === 'gone' ? 'already gone' : 'replaced by a new Pod of that name, which is kept'}\n`);
       continue;
     }
     metrics.repaired('deleted');

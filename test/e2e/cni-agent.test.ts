@@ -14,6 +14,7 @@ import { ROOT } from '../helpers/fixtures.js';
 import { metricSample } from '../helpers/metric-sample.js';
 import { forEachKubeVersion } from './control-plane.js';
 import { createNamespace, deleteNamespaces, eventually, helmInstall, helmUninstall, uniqueName, type Release } from './cluster.js';
+import { deleteNode, nodeBoundToken } from './node-bound-token.js';
 import { kubeCall } from './policy-parity.js';
 
 /**
@@ -109,9 +110,11 @@ forEachKubeVersion('the CNI agent: plugin installed, rules for Pods in CNI mode,
     release = await helmInstall(plane(), { name: uniqueName('cni'), namespace: uniqueName('cni-system') }, { proxy: { capture: { mode: 'cni' } } });
     const account = release.manifests.find((manifest) => manifest.kind === 'ServiceAccount' && manifest.metadata.name.endsWith('-cni-agent'));
     assert.ok(account !== undefined, 'the chart made no ServiceAccount for the agent');
-    agentToken = await plane().serviceAccountToken(release.namespace, account.metadata.name);
+    // As the kubelet gets it: bound to the agent's Pod on NODE (the chart's node policy admits its deletes and Events there only).
+    const bound = await nodeBoundToken(plane(), { namespace: release.namespace, account: account.metadata.name, node: NODE, pod: 'cni-agent', labels: { 'envoy-injector.io/injector': account.metadata.name } });
+    agentToken = bound.token;
     const asAgent = new KubeConfig();
-    asAgent.loadFromFile(await plane().serviceAccountKubeconfig(release.namespace, account.metadata.name));
+    asAgent.loadFromFile(bound.kubeconfigPath);
     // The repaired Pod needs a controller (the agent deletes only what is made again). Any object will do
     // as its owner for the agent, which reads only the reference; a ConfigMap keeps the garbage collector
     // content (the owner exists) and no controller acts on it, as one would on a ReplicaSet's Pod.
@@ -133,6 +136,7 @@ forEachKubeVersion('the CNI agent: plugin installed, rules for Pods in CNI mode,
     if (dir !== '') await rm(dir, { recursive: true, force: true });
     if (release !== undefined) await helmUninstall(plane(), release).catch(() => undefined);
     await deleteNamespaces(plane(), [namespace, ...(release === undefined ? [] : [release.namespace])]);
+    await deleteNode(plane(), NODE).catch(() => undefined);
   });
 
   it(`the chart's ServiceAccount for the agent may do what the agent does, and no more (${version})`, { skip: missing }, async () => {

@@ -12,7 +12,7 @@ import { makeCertificates } from '../../src/tls/certificates.js';
  * A small Kubernetes API server for tests: HTTPS with its own CA, bearer
  * token auth, LIST (paged with limit/continue, label selectors) and WATCH
  * (newline-delimited events, BOOKMARKs, 410 for an expired resourceVersion,
- * field selectors on metadata.name, metadata-only responses), GET/POST/PUT/PATCH/DELETE with optimistic concurrency, /version,
+ * field selectors on metadata.name and spec.nodeName, metadata-only responses), GET/POST/PUT/PATCH/DELETE with optimistic concurrency, /version,
  * and faults on demand (500s, dropped watches, compacted history).
  */
 
@@ -379,6 +379,11 @@ export class FakeApiServer {
         return send(200, this.apply(route.resource, patched));
       }
       if (method === 'DELETE') {
+        // DeleteOptions' uid precondition, as the real API server checks it.
+        const uid = (body as { preconditions?: { uid?: unknown } } | undefined)?.preconditions?.uid;
+        if (typeof uid === 'string' && uid !== existing.metadata['uid']) {
+          return send(409, status(409, 'Conflict', `Operation cannot be fulfilled on ${route.resource} "${route.name}": Precondition failed: UID in precondition: ${uid}, UID in object meta: ${String(existing.metadata['uid'])}`));
+        }
         this.remove(route.resource, route.namespace, route.name ?? '');
         return send(200, status(200, 'Success', 'deleted'));
       }
@@ -477,15 +482,19 @@ function parsePath(path: string): { resource: string; namespace: string | undefi
   return { resource: rest[0] ?? '', namespace: undefined, name: rest[1] };
 }
 
+/** The field selector, checked: `metadata.name=X` or `spec.nodeName=X` (what `matches` reads). */
 function fieldName(selector: string | undefined): string | undefined {
   if (selector === undefined || selector === '') return undefined;
-  const match = /^metadata\.name=(.+)$/.exec(selector);
-  if (match === null) throw new Error(`the fake API server only supports metadata.name field selectors, got ${selector}`);
-  return match[1];
+  if (!/^(metadata\.name|spec\.nodeName)=.+$/.test(selector)) throw new Error(`the fake API server only supports metadata.name and spec.nodeName field selectors, got ${selector}`);
+  return selector;
 }
 
-function matches(object: KubeObject, namespace: string | undefined, name: string | undefined): boolean {
-  return (namespace === undefined || object.metadata.namespace === namespace) && (name === undefined || object.metadata.name === name);
+function matches(object: KubeObject, namespace: string | undefined, field: string | undefined): boolean {
+  if (namespace !== undefined && object.metadata.namespace !== namespace) return false;
+  if (field === undefined) return true;
+  const at = field.indexOf('=');
+  const value = field.slice(at + 1);
+  return field.startsWith('spec.nodeName=') ? (object['spec'] as { nodeName?: unknown } | undefined)?.nodeName === value : object.metadata.name === value;
 }
 
 /** A continue token: the last key served (and, after a 410, a mark, so the token differs as a real one does). */

@@ -464,6 +464,21 @@ the webhook's Service nor its PodDisruptionBudget selects the agent's Pods.
 {{- if has .Values.proxy.capture.mode (list "cni" "auto") }}true{{ end }}
 {{- end }}
 
+{{- /*
+"true" when the CNI agent's node policy is rendered (cni-agent-node-policy.yaml):
+the agent is, and the cluster serves ValidatingAdmissionPolicy v1. The
+cluster's discovery lists kinds (apps/v1/Deployment); helm template without a
+cluster lists none: then --kube-version decides (v1 is GA from 1.30).
+*/}}
+{{- define "envoy-injector.cniAgentNodePolicy" -}}
+{{- if include "envoy-injector.cniAgentEnabled" . }}
+{{- $caps := .Capabilities.APIVersions }}
+{{- if $caps.Has "apps/v1/Deployment" }}
+{{- if $caps.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy" }}true{{ end }}
+{{- else if semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version }}true{{ end }}
+{{- end }}
+{{- end }}
+
 {{- define "envoy-injector.cniAgentName" -}}
 {{- include "envoy-injector.suffixedName" (list . "cni-agent") }}
 {{- end }}
