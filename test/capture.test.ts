@@ -11,6 +11,7 @@ import {
   formatYaml,
   parseTemplateData,
   parseTemplateFile,
+  Reason,
   type Admission,
   type JsonObject,
   type TemplateSet,
@@ -172,15 +173,12 @@ describe('traffic capture: the decision and the envoy-init container', () => {
     assert.deepEqual(names(admit(withInit, {}, true).injected), ['envoy-init', 'envoy', 'migrate']);
   });
 
-  it('a Pod with its own container of the proxy\'s name keeps it, and is not captured (nothing of ours would listen behind the rules)', () => {
+  it('a Pod with its own container of the proxy\'s name is not injected at all: no rules without a proxy of ours behind them (proxy_name_taken)', () => {
     const own = pod({ 'envoy-injector.io/capture': 'true' }, { containers: [{ name: 'app', image: 'nginx:1.27' }, { name: 'envoy', image: 'my-envoy:1' }] });
-    const { injected, capture, warnings } = admit(own);
-    assert.equal(capture?.reason, 'proxy_not_injected');
-    assert.equal(initOf(injected), undefined);
-    assert.deepEqual(warnings, [
-      'envoy-injector.io/capture: the Pod has its own container "envoy", so the template\'s proxy is not injected and nothing of ours would take the captured traffic; not captured',
-      'containers "envoy" from template "config" is already in the Pod; kept the Pod\'s own',
-    ]);
+    const admission = admitPod({ operation: 'CREATE', kind: { group: '', kind: 'Pod' }, namespace: 'shop', namespaceLabels: {}, pod: own, templates, options: {} });
+    assert.equal(admission.decision.reason, Reason.proxyNameTaken);
+    assert.equal(admission.injection, undefined);
+    assert.equal(admission.capture, undefined);
   });
 
   it('a Pod that already has a container named envoy-init keeps its own, with the merge\'s warning', () => {

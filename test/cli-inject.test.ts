@@ -39,7 +39,11 @@ describe('envoy-injector inject', () => {
   it('reports skipped Pods and warnings on stderr, the output stays clean YAML', async () => {
     const { code, stdout, stderr } = await run(['inject', '-f', 'test/golden/existing-envoy.yaml']);
     assert.equal(code, 0);
-    assert.equal(stderr, 'warning: Pod/custom-proxy: containers "envoy" from template "config" is already in the Pod; kept the Pod\'s own\n');
+    assert.equal(
+      stderr,
+      'warning: Pod/custom-proxy: the Pod already has a container named "envoy" that the injector did not add, the name of template "config"\'s proxy: it was not injected (a second envoy cannot be added, and the Pod\'s own is not ours); rename that container, name another template in envoy-injector.io/template, or annotate the Pod envoy-injector.io/inject: "false" to say it is meant\n' +
+        'Pod/custom-proxy: not injected: the Pod already has a container named "envoy" that the injector did not add, the name of template "config"\'s proxy\n',
+    );
     assert.doesNotThrow(() => parseYamlDocuments(stdout));
   });
 

@@ -7,13 +7,13 @@ import { isCelError, isCelList, isCelMap, run, type CelValue } from '@bufbuild/c
 import fc from 'fast-check';
 import { runCli } from '../src/cli.js';
 import { PolicyLimitError } from '../src/errors.js';
-import { parseTemplateFile, windowsOnly, type JsonObject, type JsonValue } from '../src/injection/index.js';
+import { isJsonObject, otherMeshIn, parseTemplateFile, parseYamlDocuments, windowsOnly, type JsonObject, type JsonValue } from '../src/injection/index.js';
 import { celMapList, celValue, MAX_UNROLLED } from '../src/policy/cel-literal.js';
 import { MATCH_CONDITION, matchConditionParts } from '../src/policy/compile-match-conditions.js';
 import { compilePolicy, TEMPLATES_ANNOTATION } from '../src/policy/compile-policy.js';
 import { readVariables } from '../src/policy/compile-variables.js';
 import { evaluateCondition } from './helpers/selectors.js';
-import { ROOT, seedTemplates } from './helpers/fixtures.js';
+import { repoFile, ROOT, seedTemplates } from './helpers/fixtures.js';
 
 /**
  * The compiler's structure; what the compiled CEL does to Pods is proven
@@ -117,7 +117,7 @@ describe('compilePolicy', () => {
 
   it('reads only the overrides allowed', () => {
     const none = expressions(compilePolicy(seedTemplates(), { allowedOverrides: [] }).policy);
-    assert.ok(!none.includes('proxy-'), 'no override is read when none is allowed');
+    assert.ok(!none.includes('envoy-injector.io/proxy-'), 'no override is read when none is allowed');
     const resources = expressions(compilePolicy(seedTemplates()).policy);
     assert.ok(resources.includes('envoy-injector.io/proxy-cpu') && !resources.includes('envoy-injector.io/proxy-image'));
     const image = expressions(compilePolicy(seedTemplates(), { allowedOverrides: ['proxy-image'] }).policy);
@@ -307,7 +307,7 @@ describe('the one match condition', () => {
     const parts = matchConditionParts([...templates.templates.keys()], templates.defaultTemplate.name, selectors);
     assert.deepEqual(
       parts.map((part) => part.name),
-      ['nothing-to-reorder', 'not-opted-out', 'not-never-selected', 'not-host-network', 'not-windows', 'known-template'],
+      ['nothing-to-reorder', 'not-opted-out', 'not-never-selected', 'not-host-network', 'not-windows', 'not-other-mesh', 'known-template'],
     );
     assert.equal(conditions[0]?.['expression'], parts.map((part) => `// ${part.name}\n(${part.expression})`).join('\n&& '));
   });
@@ -342,6 +342,33 @@ describe('the not-windows part of the match condition', () => {
       assert.equal(windowsOnly(pod) === undefined, expected);
     });
   }
+});
+
+describe('the not-other-mesh part of the match condition', () => {
+  const condition = (): string => {
+    const templates = seedTemplates();
+    const found = matchConditionParts([...templates.templates.keys()], templates.defaultTemplate.name).find((part) => part.name === 'not-other-mesh');
+    assert.ok(found !== undefined, 'a not-other-mesh part of the match condition');
+    return found.expression;
+  };
+  const meshPods = parseYamlDocuments(repoFile('test/fixtures/other-mesh-pods.yaml')).filter(isJsonObject);
+  for (const pod of meshPods) {
+    const name = String((pod['metadata'] as JsonObject)['name']);
+    const expected = otherMeshIn(pod) === undefined;
+    it(`${name}: ${expected ? 'matches' : 'does not match'}, as the webhook's other-mesh rule decides`, () => {
+      assert.equal(evaluateCondition(condition(), pod), expected);
+    });
+  }
+  it("a Pod with our status matches whatever else it holds: the mutation restores its order, as the webhook's rule 7 comes first", () => {
+    const istio = meshPods.find((pod) => otherMeshIn(pod)?.mesh === 'Istio');
+    assert.ok(istio !== undefined);
+    const metadata = istio['metadata'] as { annotations: Record<string, string> };
+    const ours = { ...istio, metadata: { ...metadata, annotations: { ...metadata.annotations, 'envoy-injector.io/status': '{"template":"config"}' } } };
+    assert.equal(evaluateCondition(condition(), ours), true);
+  });
+  it('a Pod without metadata maps or init containers matches', () => {
+    assert.equal(evaluateCondition(condition(), { metadata: {}, spec: { containers: [{ name: 'app', image: 'a' }] } }), true);
+  });
 });
 
 describe('Pod-level resources: padded by the mutation, not left out by a match condition', () => {

@@ -1,13 +1,17 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
+  admitPod,
   decideInjection,
+  isJsonObject,
   parseTemplateData,
+  parseYamlDocuments,
   Reason,
   Rule,
   type DecisionInput,
   type JsonObject,
 } from '../src/injection/index.js';
+import { repoFile } from './helpers/fixtures.js';
 
 const templates = parseTemplateData({
   config: 'containers: [{name: envoy, image: "envoyproxy/envoy:v1.31.2"}]',
@@ -278,7 +282,7 @@ describe('the injection decision (docs/design.md §4), branch by branch', () => 
       const last = decision.trace.at(-1);
       assert.ok(last !== undefined);
       if (!inject) assert.deepEqual(last, { rule, outcome: 'skip', detail: message }, 'a skip ends the trace at the deciding rule');
-      else assert.equal(last.rule, Rule.template, 'an injection ends the trace at the template choice');
+      else assert.equal(last.rule, Rule.proxyName, "an injection ends the trace at the proxy's name, after the template choice");
     });
   }
 
@@ -340,8 +344,106 @@ describe('the injection decision (docs/design.md §4), branch by branch', () => 
         'host-network:continue',
         'windows:continue',
         'already-injected:continue',
+        'other-mesh:continue',
         'template:continue',
+        'proxy-name:continue',
       ],
     );
+  });
+});
+
+/** Other meshes' injected Pods and the Pods that only look alike (test/fixtures/other-mesh-pods.yaml): each says what it expects. */
+function otherMeshPods(): { name: string; expect: string; pod: JsonObject }[] {
+  return parseYamlDocuments(repoFile('test/fixtures/other-mesh-pods.yaml')).filter(isJsonObject).map((document) => {
+    const metadata = document['metadata'] as JsonObject;
+    const annotations = metadata['annotations'] as Record<string, string>;
+    return { name: String(metadata['name']), expect: String(annotations['envoy-injector.example/expect']), pod: document };
+  });
+}
+
+describe('a Pod another mesh injected (rule 7a, other-mesh)', () => {
+  for (const { name, expect, pod: meshPod } of otherMeshPods().filter((entry) => !['inject', 'proxy_name_taken'].includes(entry.expect))) {
+    it(`${name}: left uninjected as ${expect}'s, whoever asked, with a warning naming what was found`, () => {
+      for (const asked of [undefined, 'true']) {
+        const annotations = { ...(meshPod['metadata'] as { annotations: Record<string, string> }).annotations, ...(asked === undefined ? {} : { 'envoy-injector.io/inject': asked }) };
+        const decision = decide({ pod: { ...meshPod, metadata: { ...(meshPod['metadata'] as JsonObject), annotations } } });
+        assert.equal(decision.inject, false);
+        assert.equal(decision.reason, Reason.otherMeshInjected);
+        assert.equal(decision.rule, Rule.otherMesh);
+        assert.match(decision.message, new RegExp(`^the Pod was already injected by ${expect} \\(`));
+        assert.equal(decision.warnings.length, 1);
+        assert.match(decision.warnings[0] ?? '', new RegExp(`^the Pod was already injected by ${expect} \\(.+\\): it was not injected, as two proxies would fight over its traffic;`));
+      }
+    });
+  }
+
+  for (const { name, pod: plainPod } of otherMeshPods().filter((entry) => entry.expect === 'inject')) {
+    it(`${name}: another mesh's opt-in or opt-out marks nothing injected: injected`, () => {
+      const decision = decide({ pod: plainPod });
+      assert.equal(decision.inject, true, decision.message);
+      assert.deepEqual(decision.warnings, []);
+    });
+  }
+
+  it('names every mark found: status annotation, label, containers and init containers', () => {
+    const linkerd = otherMeshPods().find((entry) => entry.name === 'linkerd-classic');
+    assert.ok(linkerd !== undefined);
+    const decision = decide({ pod: linkerd.pod });
+    assert.equal(
+      decision.message,
+      'the Pod was already injected by Linkerd (annotation linkerd.io/proxy-version, label linkerd.io/control-plane-ns, container linkerd-proxy, init container linkerd-init)',
+    );
+  });
+
+  it('our own status wins: a Pod we injected stays already_injected (a reinvocation), whatever else it holds', () => {
+    const status = '{"template":"config","hash":"sha256:0","containers":["envoy"],"initContainers":[]}';
+    const decision = decide({ pod: pod({ 'envoy-injector.io/status': status, 'sidecar.istio.io/status': '{}' }, { containers: [{ name: 'web' }, { name: 'envoy' }, { name: 'istio-proxy' }] }) });
+    assert.equal(decision.reason, Reason.alreadyInjected);
+  });
+
+  it('a Pod that did not ask is not looked at: namespace_not_enabled, no warning', () => {
+    const decision = decide({ namespaceLabels: {}, pod: pod({ 'sidecar.istio.io/status': '{}' }) });
+    assert.equal(decision.reason, Reason.namespaceNotEnabled);
+    assert.deepEqual(decision.warnings, []);
+  });
+});
+
+describe("a Pod whose own container has the template proxy's name (rule 8, proxy-name)", () => {
+  for (const { name, pod: ownPod } of otherMeshPods().filter((entry) => entry.expect === 'proxy_name_taken')) {
+    it(`${name}: not injected, and said plainly (no status, no label, nothing added)`, () => {
+      const admission = admitPod({
+        operation: 'CREATE',
+        kind: { group: '', kind: 'Pod' },
+        namespace: 'shop',
+        namespaceLabels: { 'envoy-injector.io/inject': 'enabled' },
+        pod: ownPod,
+        templates,
+        options: {},
+      });
+      assert.equal(admission.decision.inject, false);
+      assert.equal(admission.decision.reason, Reason.proxyNameTaken);
+      assert.equal(admission.decision.rule, Rule.proxyName);
+      assert.equal(admission.injection, undefined);
+      assert.equal(
+        admission.decision.message,
+        'the Pod already has a container named "envoy" that the injector did not add, the name of template "config"\'s proxy',
+      );
+      assert.deepEqual(admission.warnings, [
+        'the Pod already has a container named "envoy" that the injector did not add, the name of template "config"\'s proxy: it was not injected (a second envoy cannot be added, and the Pod\'s own is not ours); rename that container, name another template in envoy-injector.io/template, or annotate the Pod envoy-injector.io/inject: "false" to say it is meant',
+      ]);
+    });
+  }
+
+  it('only the proxy counts: a Pod whose container has the name of another template container is injected, keeping its own', () => {
+    const two = parseTemplateData({ config: 'containers: [{name: envoy, image: "e:1"}, {name: config-reloader, image: "r:1"}]' });
+    const decision = decide({ templates: two, pod: pod(undefined, { containers: [{ name: 'web' }, { name: 'config-reloader' }] }) });
+    assert.equal(decision.inject, true);
+  });
+
+  it("the template the Pod names decides the proxy's name", () => {
+    const named = parseTemplateData({ config: 'containers: [{name: envoy, image: "e:1"}]', sidecar: 'containers: [{name: mesh-proxy, image: "e:1"}]' });
+    const own = pod({ 'envoy-injector.io/template': 'sidecar' }, { containers: [{ name: 'web' }, { name: 'envoy' }] });
+    assert.equal(decide({ templates: named, pod: own }).inject, true);
+    assert.equal(decide({ templates: named, pod: pod(undefined, { containers: [{ name: 'web' }, { name: 'envoy' }] }) }).reason, Reason.proxyNameTaken);
   });
 });

@@ -13,8 +13,10 @@ const LIVE = parseTemplateData({ config: 'containers: [{name: envoy, image: "env
 /** The status annotation exactly as the webhook writes it, from the injector's own code. */
 const injectedWith = injectedAnnotations;
 
+/** A Pod as it runs: with the sidecars of both templates when it carries our status (the webhook writes both in one patch), else the app alone. */
 function pod(name: string, options: Partial<PodRecord> = {}): PodRecord {
-  return { namespace: 'shop', name, owner: undefined, annotations: {}, labels: {}, containers: ['app', 'envoy', 'tiny'], hostNetwork: false, ...options };
+  const injected = options.annotations?.['envoy-injector.io/status'] !== undefined;
+  return { namespace: 'shop', name, owner: undefined, annotations: {}, labels: {}, containers: injected ? ['app', 'envoy', 'tiny'] : ['app'], hostNetwork: false, ...options };
 }
 
 const LABELS: Record<string, Record<string, string>> = {
@@ -152,6 +154,10 @@ describe('fleet report: current, outdated, not injected', () => {
       pod('kube', { namespace: 'kube-system', annotations: { 'envoy-injector.io/inject': 'true' } }),
       pod('labels-unknown', { namespace: 'unlisted' }),
       pod('unknown-template', { annotations: { 'envoy-injector.io/template': 'nope' } }),
+      // Issue 50: another mesh's Pod, and one with its own envoy, are never the webhook's to inject: not counted, never restarted.
+      pod('other-mesh-istio', { annotations: { 'sidecar.istio.io/status': '{}' }, containers: ['app', 'istio-proxy'] }),
+      pod('other-mesh-linkerd', { containers: ['linkerd-init', 'linkerd-proxy', 'app'] }),
+      pod('own-envoy', { containers: ['shutdown-manager', 'envoy'] }),
     ]);
     assert.deepEqual(workloads.map((w) => `${w.namespace}/${w.name}:${w.notInjected}`), ['plain/annotated-true:1', 'plain/legacy-annotation:1', 'shop/labeled-namespace:1']);
   });

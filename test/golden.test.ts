@@ -57,7 +57,7 @@ const POLICY_CASES: readonly { readonly golden: string; readonly args: readonly 
   { golden: 'policy-capture.golden.yaml', templateFile: 'test/golden/capture-templates.yaml', args: ['--namespace', 'envoy-injector'] },
 ];
 
-/** explain over kinds of Pods: opted in, opted out, excluded namespace, by label, conflict, overrides, native, a copied status, Windows. */
+/** explain over kinds of Pods: opted in, opted out, excluded namespace, by label, a proxy name taken, overrides, native, a copied status, Windows, other meshes. */
 const EXPLAIN_INPUT = 'explain-pods.yaml';
 const EXPLAIN_GOLDEN = { text: 'explain-pods.golden.txt', json: 'explain-pods.golden.json', policy: 'explain-pods.policy.golden.txt' } as const;
 

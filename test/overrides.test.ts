@@ -161,12 +161,13 @@ describe('proxy overrides by Pod annotation', () => {
     assert.deepEqual(templates.defaultTemplate.containers[0]?.['resources'], TEMPLATE_RESOURCES);
   });
 
-  it('warns when the Pod keeps its own proxy and the overrides have nothing to apply to', () => {
+  it('a Pod with its own proxy-named container is not injected: no override is applied to a container not ours', () => {
     const received = pod({ 'envoy-injector.io/inject': 'true', 'envoy-injector.io/proxy-cpu': '250m' });
     ((received['spec'] as JsonObject)['containers'] as JsonObject[]).push({ name: 'envoy', image: 'mine' });
     const admission = admitPod({ operation: 'CREATE', kind: { group: '', kind: 'Pod' }, namespace: 'shop', namespaceLabels: {}, pod: received, templates, options: {} });
+    assert.equal(admission.decision.reason, 'proxy_name_taken');
+    assert.equal(admission.injection, undefined);
     assert.deepEqual(admission.overrides, []);
-    assert.ok(admission.warnings.includes('envoy-injector.io/proxy-cpu: not applied, no proxy container was injected'));
   });
 
   it('re-injecting an overridden or a native-injected Pod is a no-op', () => {

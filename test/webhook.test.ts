@@ -119,7 +119,7 @@ describe('the admission webhook over real HTTPS', () => {
     assert.equal((patched['metadata'] as JsonObject)['generateName'], 'myapp-7d4b9c-');
   });
 
-  it('warns about an unknown template and a container kept from the Pod', async () => {
+  it("warns about an unknown template and a container of the proxy's name the Pod has of its own", async () => {
     const review = exampleReview();
     const pod = requestOf(review)['object'] as JsonObject;
     ((pod['metadata'] as JsonObject)['annotations'] as JsonObject)['envoy-injector.io/template'] = 'missing';
@@ -131,8 +131,10 @@ describe('the admission webhook over real HTTPS', () => {
     const conflictPod = requestOf(conflict)['object'] as JsonObject;
     ((conflictPod['spec'] as JsonObject)['containers'] as JsonObject[]).push({ name: 'envoy', image: 'mine' });
     const kept = await mutate(conflict);
-    assert.deepEqual(kept.response.warnings, ['containers "envoy" from template "config" is already in the Pod; kept the Pod\'s own']);
-    assert.ok(kept.response.patch !== undefined, 'the volume is still added');
+    assert.equal(kept.response.patch, undefined, 'nothing added, not labeled injected');
+    assert.deepEqual(kept.response.warnings, [
+      'the Pod already has a container named "envoy" that the injector did not add, the name of template "config"\'s proxy: it was not injected (a second envoy cannot be added, and the Pod\'s own is not ours); rename that container, name another template in envoy-injector.io/template, or annotate the Pod envoy-injector.io/inject: "false" to say it is meant',
+    ]);
   });
 
   it('answers at the URL the API server calls (with ?timeout=)', async () => {

@@ -47,6 +47,26 @@ describe('which reviews make a workload Event', () => {
     assert.equal(notice?.note, 'Pods were created without the envoy-injector sidecar: the Pod runs on Windows (spec.os.name: windows): a Linux proxy cannot run there; annotate the Pod template envoy-injector.io/inject: "false" to say it is meant, or run it on Linux nodes');
   });
 
+  it('a Pod another mesh injected: OtherMeshInjected, naming the mesh and its marks', () => {
+    const istio = { ...pod({ 'sidecar.istio.io/status': '{"containers":["istio-proxy"]}' }), spec: { containers: [{ name: 'web', image: 'nginx:1.27' }, { name: 'istio-proxy', image: 'istio/proxyv2:1.24.0' }] } };
+    const [notice, ...rest] = notices(istio);
+    assert.deepEqual(rest, []);
+    assert.equal(notice?.reason, 'OtherMeshInjected');
+    assert.equal(notice?.cause, Reason.otherMeshInjected);
+    assert.equal(
+      notice?.note,
+      'Pods were created without the envoy-injector sidecar: the Pod was already injected by Istio (annotation sidecar.istio.io/status, container istio-proxy); a second proxy would fight the first over the traffic: annotate the Pod template envoy-injector.io/inject: "false" to say it is meant, or take its namespace out of one mesh',
+    );
+  });
+
+  it("a Pod with its own container of the proxy's name: ProxyNameTaken, not an injected Pod", () => {
+    const contour = { ...pod({}), spec: { containers: [{ name: 'shutdown-manager', image: 'contour:1' }, { name: 'envoy', image: 'envoyproxy/envoy:v1.31.2' }] } };
+    const [notice, ...rest] = notices(contour);
+    assert.deepEqual(rest, []);
+    assert.equal(notice?.reason, 'ProxyNameTaken');
+    assert.match(notice?.note ?? '', /^Pods were created without the envoy-injector sidecar: the Pod already has a container named "envoy" that the injector did not add/);
+  });
+
   it('an ignored override: OverrideIgnored with the warning that says why', () => {
     const found = notices(pod({ 'envoy-injector.io/proxy-image': 'evil/envoy:1', 'envoy-injector.io/proxy-cpu': '250m' }));
     assert.equal(found.length, 1);

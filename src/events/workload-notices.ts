@@ -38,6 +38,14 @@ export const WORKLOAD_EVENTS: Partial<Readonly<Record<NoticeCause, WorkloadEvent
   [Reason.unknownNamespaceTemplate]: { reason: 'UnknownNamespaceTemplate', fix: `add the template to the injector's ConfigMap, change the namespace's ${Annotations.template} label, or name a template in the Pod template's ${Annotations.template} annotation` },
   [Reason.templateNotLoaded]: { reason: 'TemplateNotLoaded', fix: "the injector's template ConfigMap is missing or invalid: its log names the problem" },
   [Reason.statusCopied]: { reason: 'StatusAnnotationCopied', fix: `remove ${Annotations.status} from the Pod template` },
+  [Reason.otherMeshInjected]: {
+    reason: 'OtherMeshInjected',
+    fix: `a second proxy would fight the first over the traffic: annotate the Pod template ${Annotations.inject}: "false" to say it is meant, or take its namespace out of one mesh`,
+  },
+  [Reason.proxyNameTaken]: {
+    reason: 'ProxyNameTaken',
+    fix: `rename the Pod template's container, name another template in its ${Annotations.template} annotation, or annotate it ${Annotations.inject}: "false" to say it is meant`,
+  },
   [Reason.windowsPod]: { reason: 'WindowsPod', fix: `annotate the Pod template ${Annotations.inject}: "false" to say it is meant, or run it on Linux nodes` },
   [NoticeCause.namespaceLabelsUnknown]: { reason: 'NamespaceLabelsUnknown', fix: 'with failurePolicy Fail the Pod was refused and is retried; with Ignore it runs without the sidecar' },
   [NoticeCause.overrideIgnored]: { reason: 'OverrideIgnored', fix: "the template's value was kept" },

@@ -200,7 +200,8 @@ function classifyPod(pod: PodRecord, input: FleetInput): PodState {
   if (marks.includes(CopiedMark.statusAnnotation)) delete annotations[Annotations.status];
   delete labels[InjectedLabel.key];
   const missing: PodState = marks.length > 0 ? { state: 'copied', marks } : { state: 'notInjected' };
-  const asCreated: JsonObject = { metadata: { annotations, labels }, spec: { hostNetwork: pod.hostNetwork } };
+  // Its containers too: another mesh's, or its own of the proxy's name, mean the webhook leaves it (rules other-mesh, proxy-name).
+  const asCreated: JsonObject = { metadata: { annotations, labels }, spec: { hostNetwork: pod.hostNetwork, containers: pod.containers.map((name) => ({ name })) } };
   const wouldInject = (namespaceLabels: Readonly<Record<string, string>> | undefined): boolean =>
     decideInjection({ operation: 'CREATE', kind: { group: '', kind: 'Pod' }, namespace: pod.namespace, namespaceLabels, pod: asCreated, templates: input.templates, options: input.decision }).inject;
   if (input.namespaceLabelsUnreadable?.(pod.namespace) === true) {

@@ -2,7 +2,7 @@ import { captureCheckContainer } from './capture-check.js';
 import { captureInitContainer, captureLockVolume, CaptureMode, decideCapture, type CaptureDecision } from './capture.js';
 import { decideInjection, Reason, Rule, type Decision, type DecisionInput, type DecisionOptions } from './decide-injection.js';
 import { injectPod, type InjectionResult, type InjectOptions } from './inject-pod.js';
-import { entryName, objectAt, type JsonObject } from './json.js';
+import { objectAt, type JsonObject } from './json.js';
 import type { ResourceChange } from './pod-resources.js';
 import { applyLifecycle, decideLifecycle, lifecycleIgnoredWarnings, type LifecycleDecision } from './proxy-lifecycle.js';
 import { proxyConfigInjection } from './proxy-config.js';
@@ -73,17 +73,11 @@ export function injectDecided(
     proxyConfig,
   });
   if (injection.podResourcesProblem !== undefined) return unpaddable(decision, capture, injection.podResourcesProblem);
-  // The proxy is the template's first container; the Pod may already have its own by that name.
-  const proxyName = entryName(decision.template.containers[0]);
-  const proxyInjected = proxyName !== undefined && !injection.kept.some((kept) => kept.list === 'containers' && kept.name === proxyName);
-  const overrideWarnings =
-    overrides.applied.length > 0 && !proxyInjected
-      ? [`${overrides.applied.map((o) => o.annotation).join(', ')}: not applied, no proxy container was injected`]
-      : [];
   return {
     decision,
     injection,
-    overrides: proxyInjected ? overrides.applied : [],
+    // The proxy is always ours: a Pod with its own container of that name is not injected (decide-injection.ts, rule proxy-name).
+    overrides: overrides.applied,
     capture,
     lifecycle,
     tcpProbes: probePlan,
@@ -95,7 +89,6 @@ export function injectDecided(
       ...proxyProtocol.warnings,
       ...(lifecycle?.warnings ?? lifecycleIgnoredWarnings(input.pod)),
       ...overrides.warnings,
-      ...overrideWarnings,
       ...injection.warnings,
       ...paddingWarnings(injection.podResources),
     ],

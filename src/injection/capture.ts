@@ -9,7 +9,7 @@ import {
   type CaptureExclusions,
   type CaptureSettings,
 } from './capture-template.js';
-import { arrayAt, describeValue, entryName, objectAt, own, type JsonObject } from './json.js';
+import { describeValue, objectAt, own, type JsonObject } from './json.js';
 import { decideInterception, proxyGroupClashes } from './interception.js';
 import { Annotations, PodSecurityLabel } from './names.js';
 import { containersRunningAs } from './run-as.js';
@@ -23,7 +23,6 @@ export const CaptureReason = {
   notEnabled: 'not_enabled',
   noCaptureSettings: 'no_capture_settings',
   hostNetwork: 'host_network',
-  proxyNotInjected: 'proxy_not_injected',
   podSecurity: 'pod_security',
 } as const;
 export type CaptureReason = (typeof CaptureReason)[keyof typeof CaptureReason];
@@ -93,14 +92,6 @@ export function decideCapture(input: CaptureInput): CaptureDecision {
   if (own(objectAt(input.pod, 'spec') ?? {}, 'hostNetwork') === true) {
     const message = 'the Pod uses hostNetwork: its traffic is never captured (the rules would change the node\'s network)';
     return off(CaptureReason.hostNetwork, message, `${Annotations.capture}: ${message}`);
-  }
-  // The Pod's own container of the proxy's name is kept: nothing of ours would listen behind the rules.
-  const proxyName = entryName(input.template.containers[0]);
-  const spec = objectAt(input.pod, 'spec');
-  const taken = ['containers', 'initContainers', 'ephemeralContainers'].some((list) => (arrayAt(spec, list) ?? []).some((entry) => entryName(entry) === proxyName));
-  if (proxyName !== undefined && taken) {
-    const message = `the Pod has its own container "${proxyName}", so the template's proxy is not injected and nothing of ours would take the captured traffic`;
-    return off(CaptureReason.proxyNotInjected, message, `${Annotations.capture}: ${message}; not captured`);
   }
   const labels = input.namespaceLabels ?? {};
   const level = Object.hasOwn(labels, PodSecurityLabel.enforce) ? labels[PodSecurityLabel.enforce] : undefined;

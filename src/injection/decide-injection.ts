@@ -1,8 +1,10 @@
-import { describeValue, objectAt, own, stringAt, type JsonObject } from './json.js';
+import { arrayAt, describeValue, entryName, objectAt, own, stringAt, type JsonObject } from './json.js';
 import { describeSelector, selectorMatches, type LabelSelector } from './label-selector.js';
 import { ALWAYS_EXCLUDED_NAMESPACES, Annotations, NamespaceLabel } from './names.js';
 import type { SidecarTemplate, TemplateSet } from './parse-template.js';
+import { otherMeshIn } from './other-meshes.js';
 import { windowsOnly } from './pod-os.js';
+import { copiedStatusProblem } from './status-annotation.js';
 
 /**
  * Why a Pod was or was not injected: a fixed set, used as metric labels, log
@@ -26,6 +28,10 @@ export const Reason = {
   windowsPod: 'windows_pod',
   alreadyInjected: 'already_injected',
   statusCopied: 'status_copied',
+  /** Another mesh (Istio, Linkerd, Kuma, Consul: other-meshes.ts) already injected the Pod: a second proxy would fight its own over the traffic. */
+  otherMeshInjected: 'other_mesh_injected',
+  /** The Pod's own container has the chosen template's proxy name (Contour's `envoy`): not ours, and ours cannot be added beside it. */
+  proxyNameTaken: 'proxy_name_taken',
   unknownTemplate: 'unknown_template',
   /** The namespace's `envoy-injector.io/template` label names no template (the Pod names none). */
   unknownNamespaceTemplate: 'unknown_namespace_template',
@@ -47,7 +53,10 @@ export const Rule = {
   hostNetwork: 'host-network',
   windows: 'windows',
   alreadyInjected: 'already-injected',
+  otherMesh: 'other-mesh',
   template: 'template',
+  /** After the template: the Pod has no container of its own by the template proxy's name. */
+  proxyName: 'proxy-name',
   /** After the merge: the Pod-level resources padded (pod-resources.ts). */
   podResources: 'pod-resources',
 } as const;
@@ -134,11 +143,14 @@ export function decideInjection(input: DecisionInput): Decision {
   const optIn = optInRules(input, annotations, namespaceLabel, walk);
   if ('inject' in optIn) return optIn;
   walk.trace.push({ rule: optIn.rule, outcome: 'inject', detail: optIn.message });
-  const podSkip = hostNetworkRule(input.pod, optIn, walk) ?? windowsRule(input.pod, walk) ?? alreadyInjectedRule(input.pod, annotations, walk);
+  const podSkip =
+    hostNetworkRule(input.pod, optIn, walk) ?? windowsRule(input.pod, walk) ?? alreadyInjectedRule(input.pod, annotations, walk) ?? otherMeshRule(input.pod, walk);
   if (podSkip !== undefined) return podSkip;
   const chosen = templateRule(input, annotations, labels, walk);
   if ('inject' in chosen) return chosen;
   const { template, source: templateSource } = chosen;
+  const clash = proxyNameRule(input.pod, template, walk);
+  if (clash !== undefined) return clash;
 
   const nativeAnnotation = readBooleanAnnotation(annotations, Annotations.nativeSidecar, walk.warnings);
   const nativeSidecar = nativeAnnotation ?? template.nativeSidecar ?? input.options.nativeSidecar ?? false;
@@ -257,6 +269,40 @@ function alreadyInjectedRule(pod: JsonObject, annotations: JsonObject | undefine
   return undefined;
 }
 
+/** 7a. Another mesh's proxy and rules already hold the Pod's traffic: whoever asked, a second proxy would fight them. */
+function otherMeshRule(pod: JsonObject, walk: RuleWalk): Decision | undefined {
+  const found = otherMeshIn(pod);
+  if (found !== undefined) {
+    const message = `the Pod was already injected by ${found.mesh} (${found.marks.join(', ')})`;
+    walk.warnings.push(
+      `${message}: it was not injected, as two proxies would fight over its traffic; annotate it ${Annotations.inject}: "false" to say it is meant, or take it out of one mesh`,
+    );
+    return walk.skip(Rule.otherMesh, Reason.otherMeshInjected, message);
+  }
+  walk.pass(Rule.otherMesh, 'the Pod holds no mark of another mesh (Istio, Linkerd, Kuma, Consul)');
+  return undefined;
+}
+
+/**
+ * 8. A container of the Pod's own with the proxy's name (Contour's `envoy`):
+ * names are unique across the lists, so ours cannot be added, and the Pod's
+ * own is not ours (our status, rule 7, marks a Pod we injected).
+ */
+function proxyNameRule(pod: JsonObject, template: SidecarTemplate, walk: RuleWalk): Decision | undefined {
+  const proxyName = entryName(template.containers[0]);
+  const spec = objectAt(pod, 'spec');
+  const taken = ['containers', 'initContainers', 'ephemeralContainers'].some((list) => (arrayAt(spec, list) ?? []).some((entry) => entryName(entry) === proxyName));
+  if (proxyName !== undefined && taken) {
+    const message = `the Pod already has a container named "${proxyName}" that the injector did not add, the name of template "${template.name}"'s proxy`;
+    walk.warnings.push(
+      `${message}: it was not injected (a second ${proxyName} cannot be added, and the Pod's own is not ours); rename that container, name another template in ${Annotations.template}, or annotate the Pod ${Annotations.inject}: "false" to say it is meant`,
+    );
+    return walk.skip(Rule.proxyName, Reason.proxyNameTaken, message);
+  }
+  walk.pass(Rule.proxyName, `the Pod has no container named "${proxyName ?? ''}" of its own`);
+  return undefined;
+}
+
 /** Template choice (the Pod's, its namespace's, the default): a missing set or an unknown name must never crash or block the Pod. */
 function templateRule(
   { templates, namespace }: DecisionInput,
@@ -326,35 +372,6 @@ export function chooseTemplate(templates: TemplateSet, annotations: JsonObject |
 
 export function describeTemplateSource(source: TemplateSource, namespace: string): string {
   return source === 'pod' ? `named by the Pod's ${Annotations.template} annotation` : source === 'namespace' ? `picked by namespace "${namespace}"'s ${NamespaceLabel.template} label` : 'the default';
-}
-
-/**
- * Why a status annotation cannot be one this injector wrote into this Pod
- * (not its JSON, or naming containers the Pod lacks); undefined when it can.
- * The webhook adds the containers and the status in one patch, so a Pod that
- * has the status has them, on reinvocation and retries alike.
- */
-export function copiedStatusProblem(status: unknown, pod: JsonObject): string | undefined {
-  let parsed: unknown;
-  try {
-    parsed = typeof status === 'string' ? JSON.parse(status) : undefined;
-  } catch {
-    parsed = undefined;
-  }
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return 'not the JSON the injector writes';
-  const spec = objectAt(pod, 'spec');
-  const present = new Set(
-    ['containers', 'initContainers'].flatMap((list) => {
-      const entries = spec === undefined ? undefined : own(spec, list);
-      return Array.isArray(entries) ? entries.map((entry) => (entry !== null && typeof entry === 'object' && !Array.isArray(entry) ? own(entry, 'name') : undefined)) : [];
-    }),
-  );
-  const named = ['containers', 'initContainers'].flatMap((list) => {
-    const names = own(parsed as JsonObject, list);
-    return Array.isArray(names) ? names.filter((name): name is string => typeof name === 'string') : [];
-  });
-  const missing = named.filter((name) => !present.has(name));
-  return missing.length === 0 ? undefined : `it names containers the Pod does not have (${missing.map((name) => `"${name}"`).join(', ')})`;
 }
 
 export function isExcludedNamespace(namespace: string, options: DecisionOptions): boolean {

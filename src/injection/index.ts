@@ -22,6 +22,7 @@ export * from './lifecycle-template.js';
 export * from './proxy-lifecycle.js';
 export * from './token-mount.js';
 export * from './pod-os.js';
+export * from './other-meshes.js';
 export * from './milli-quantity.js';
 export * from './pod-resources.js';
 export * from './init-order.js';

@@ -7,7 +7,6 @@ import {
   captureInitContainer,
   captureLockVolume,
   CaptureModeSetting,
-  entryName,
   MAX_CAPTURE_LIST_LENGTH,
   PodSecurityLabel,
   PORT_LIST_PATTERN,
@@ -79,15 +78,12 @@ export function captureTemplateVariables(template: SidecarTemplate, prefix: stri
   const init = container(captureInitContainer(capture, placeholders));
   const check = container(captureCheckContainer(capture, placeholders));
   const volume = `[${celValue(captureLockVolume())}]`;
-  // As the webhook: the Pod's own container of the proxy's name means no proxy of ours behind the rules.
-  const proxyName = entryName(template.containers[0]);
-  const proxyInjected = proxyName === undefined ? 'true' : `!(${celString(proxyName)} in variables.containerNames)`;
   const allowed = capture.mode === CaptureModeSetting.initContainer ? '!variables.captureForbidden' : 'true';
   const cni = { [CaptureModeSetting.initContainer]: 'false', [CaptureModeSetting.cni]: 'true', [CaptureModeSetting.auto]: 'variables.captureForbidden' }[capture.mode];
   const capturing = `variables.${prefix}Capture`;
   const inCni = `variables.${prefix}CaptureCni`;
   return [
-    { name: `${prefix}Capture`, expression: `(${wanted}) && variables.captureNotHostNetwork && ${allowed} && ${proxyInjected}` },
+    { name: `${prefix}Capture`, expression: `(${wanted}) && variables.captureNotHostNetwork && ${allowed}` },
     { name: `${prefix}CaptureCni`, expression: `${capturing} && ${cni}` },
     { name: `${prefix}CaptureInit`, expression: `!${capturing} ? [] : (${inCni} ? ${check} : ${init}).filter(e, !(e.name in variables.containerNames))` },
     { name: `${prefix}CaptureVolume`, expression: `${capturing} && !${inCni} ? ${volume}.filter(e, !(e.name in variables.volumeNames)) : []` },

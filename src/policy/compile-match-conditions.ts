@@ -1,4 +1,4 @@
-import { Annotations, OS_LABEL, type JsonObject, type LabelSelector } from '../injection/index.js';
+import { Annotations, OS_LABEL, OTHER_MESHES, type JsonObject, type LabelSelector } from '../injection/index.js';
 import { celString, celValue } from './cel-literal.js';
 import { explicitRequest, podAnnotation } from './cel-pod.js';
 import { nothingToReorderCondition } from './compile-order.js';
@@ -41,11 +41,32 @@ export function matchConditionParts(templateNames: readonly string[], defaultNam
       expression: `!has(object.spec.hostNetwork) || !object.spec.hostNetwork || ${explicitRequest((key) => podAnnotation(key))}`,
     },
     { name: 'not-windows', expression: notWindows() },
+    { name: 'not-other-mesh', expression: notOtherMesh() },
     {
       name: 'known-template',
       expression: `${podAnnotation(Annotations.template, defaultName)} in ${celValue([...templateNames])}`,
     },
   ];
+}
+
+/**
+ * As the webhook's other-mesh rule (injection/other-meshes.ts): no mark of
+ * another mesh's injection, unless the Pod carries our status (rule 7 comes
+ * first: the mutation restores its order, as the webhook does).
+ */
+function notOtherMesh(): string {
+  const keys = (field: 'annotations' | 'labels'): string[] => OTHER_MESHES.flatMap((mesh) => mesh[field]);
+  const names = celValue([...new Set(OTHER_MESHES.flatMap((mesh) => mesh.containers))]);
+  const metadata = (field: 'annotations' | 'labels'): string[] =>
+    keys(field).length === 0 ? [] : [`(has(object.metadata.${field}) && ${celValue(keys(field))}.exists(k, k in object.metadata.${field}))`];
+  const marks = [
+    ...metadata('annotations'),
+    ...metadata('labels'),
+    ...['containers', 'initContainers'].map((list) => `(has(object.spec.${list}) && object.spec.${list}.exists(c, c.name in ${names}))`),
+  ];
+  const status = celString(Annotations.status);
+  const ours = `(has(object.metadata.annotations) && ${status} in object.metadata.annotations && object.metadata.annotations[${status}] != "")`;
+  return `${ours} || !(${marks.join(' || ')})`;
 }
 
 /** As the webhook's windows rule (injection/pod-os.ts): spec.os.name, the nodeSelector, every required node affinity term. */

@@ -1,4 +1,4 @@
-import { Annotations, CAPTURE_CHECK_NAME, CAPTURE_INIT_NAME, CAPTURE_LOCK_VOLUME, InjectedLabel, type SidecarTemplate } from '../injection/index.js';
+import { Annotations, CAPTURE_CHECK_NAME, CAPTURE_INIT_NAME, CAPTURE_LOCK_VOLUME, entryName, InjectedLabel, type SidecarTemplate } from '../injection/index.js';
 import { captureLists, type CaptureLists } from './compile-capture.js';
 import { reorderOps } from './compile-order.js';
 import { classicContainerLists, safeToEvictCandidates } from './compile-lifecycle.js';
@@ -133,5 +133,18 @@ export function patchExpression(entries: readonly SidecarTemplate[]): string {
   const padding = '(variables.podResources ? variables.resourcesPadding : optional.of([]))';
   const padded = `(${padding}.hasValue() ? (${expression}) + ${padding}.value().map(e, JSONPatch{op: "add", path: e[0], value: e[1]}) : [])`;
   // A Pod we injected (our status): reinvoked after a later webhook, only the order of its init containers (docs/design.md §14).
-  return `!variables.inject ? [] : variables.statusText != "" ? (${reorderOps()}) : ${padded}`;
+  return `!variables.inject ? [] : variables.statusText != "" ? (${reorderOps()}) : ${proxyNameTaken(entries)} ? [] : ${padded}`;
+}
+
+/**
+ * The webhook's proxy-name rule: the Pod has a container of its own by the
+ * proxy's name of the template it gets. One test when every template's proxy
+ * has the same name (most sets); else one per template.
+ */
+function proxyNameTaken(entries: readonly SidecarTemplate[]): string {
+  const taken = (template: SidecarTemplate): string => `${celString(entryName(template.containers[0]) ?? '')} in variables.containerNames`;
+  const names = new Set(entries.map((template) => entryName(template.containers[0])));
+  const [first] = entries;
+  if (names.size === 1 && first !== undefined) return `(${taken(first)})`;
+  return `(${entries.map((template) => `variables.template == ${celString(template.name)} ? ${taken(template)} : `).join('')}false)`;
 }

@@ -142,6 +142,8 @@ export const POLICY_RULE_PLACES: Readonly<Record<Rule, string>> = {
   [Rule.namespaceEnabled]: 'the mutation: namespaceObject labels',
   [Rule.hostNetwork]: `matchCondition ${MATCH_CONDITION}: not-host-network`,
   [Rule.windows]: `matchCondition ${MATCH_CONDITION}: not-windows`,
+  [Rule.otherMesh]: `matchCondition ${MATCH_CONDITION}: not-other-mesh`,
+  [Rule.proxyName]: "the mutation: no patch when the Pod has a container of its own by the template proxy's name (variables.containerNames)",
   [Rule.alreadyInjected]: `matchCondition ${MATCH_CONDITION}: nothing-to-reorder; the mutation: variables.statusText (the status annotation): only the order of init containers restored (variables.reorder)`,
   [Rule.podResources]: 'the mutation: variables.resourcesPadding pads spec.resources as the webhook does; a Pod it cannot pad gets no patch',
   [Rule.template]: `matchCondition ${MATCH_CONDITION}: known-template (the Pod's); the mutation's branch per template (the Pod's, else namespaceObject's label)`,

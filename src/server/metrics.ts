@@ -49,6 +49,8 @@ export const ADMISSION_REASONS: Readonly<Record<AdmissionResult, readonly (Reaso
     Reason.windowsPod,
     Reason.alreadyInjected,
     Reason.statusCopied,
+    Reason.otherMeshInjected,
+    Reason.proxyNameTaken,
     Reason.unknownTemplate,
     Reason.unknownNamespaceTemplate,
     Reason.templateNotLoaded,

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, it, type TestContext } from 'node:test';
 import { AdmissionregistrationV1Api, AppsV1Api, CoreV1Api, type V1Pod } from '@kubernetes/client-node';
-import { parseYaml } from '../../src/injection/index.js';
+import { isJsonObject, parseYaml, parseYamlDocuments } from '../../src/injection/index.js';
+import { repoFile } from '../helpers/fixtures.js';
 import { largePod } from '../helpers/large-pod.js';
 import { forEachKubeVersion, type KubeVersion } from './control-plane.js';
 import { createNamespace, deleteNamespaces, envoyImage, eventually, followLiveChange, helmInstall, helmUninstall, LIVE_CHANGE_TARGET_MS, plainPod, type Release, sidecar, uniqueName, webhookNames } from './cluster.js';
@@ -172,6 +173,24 @@ forEachKubeVersion('the injector as the chart\'s ServiceAccount, called by the A
       const pod = await create(ns.enabled, plainPod(probeName('tag')), 'All');
       return envoyImage(pod) === 'envoyproxy/envoy:v1.99.0' ? true : undefined;
     });
+  });
+
+  it("a Pod another mesh injected (Istio, Linkerd, Kuma, Consul) or with its own envoy is stored as written, not labeled injected (issue 50)", async () => {
+    const fixtures = parseYamlDocuments(repoFile('test/fixtures/other-mesh-pods.yaml')).filter(isJsonObject);
+    const names = (pod: V1Pod): string[][] => [pod.spec?.containers.map((container) => container.name) ?? [], pod.spec?.initContainers?.map((container) => container.name) ?? []];
+    for (const fixture of fixtures) {
+      const written = fixture as unknown as V1Pod;
+      const expect = written.metadata?.annotations?.['envoy-injector.example/expect'];
+      const stored = await create(ns.enabled, { ...written, metadata: { ...written.metadata, name: probeName('mesh') } }, 'All');
+      const title = `${String(written.metadata?.name)} (expects ${String(expect)})`;
+      if (expect === 'inject') {
+        assert.notEqual(sidecar(stored), 'none', `${title}: injected`);
+        continue;
+      }
+      assert.equal(stored.metadata?.annotations?.['envoy-injector.io/status'], undefined, `${title}: no status`);
+      assert.equal(stored.metadata?.labels?.['envoy-injector.io/injected'], undefined, `${title}: not labeled injected`);
+      assert.deepEqual(names(stored), names(written), `${title}: its containers as written`);
+    }
   });
 
   it(`labeling a namespace enabled is followed (target ${LIVE_CHANGE_TARGET_MS / 1000} s)`, async (t: TestContext) => {

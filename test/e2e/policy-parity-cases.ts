@@ -148,7 +148,7 @@ function handWritten(): ParityCase[] {
     c('classic, with init containers of its own: the template\'s init container goes last', 'enabled', {
       spec: { initContainers: [{ name: 'migrate', image: 'registry.example/migrate:1' }] },
     }),
-    c('the Pod has its own envoy: kept, no overrides applied to it', 'enabled', {
+    c('the Pod has its own envoy: not injected (proxy_name_taken), its overrides never reach it', 'enabled', {
       annotations: { [override('proxy-cpu')]: '300m' },
       spec: { containers: [{ name: 'app', image: 'registry.example/app:1.0' }, { name: 'envoy', image: 'registry.example/my-envoy:2' }] },
     }),
@@ -164,7 +164,7 @@ function handWritten(): ParityCase[] {
     c('existing lists without the template\'s names: appended', 'enabled', {
       spec: { volumes: [{ name: 'data', emptyDir: {} }], imagePullSecrets: [{ name: 'other' }] },
     }),
-    c('every template name already taken: only the status annotation', 'enabled', {
+    c('every template name already taken, the proxy\'s too: not injected (proxy_name_taken)', 'enabled', {
       spec: {
         containers: [{ name: 'envoy', image: 'a:1' }, { name: 'config-reloader', image: 'b:1' }],
         initContainers: [{ name: 'envoy-init', image: 'c:1' }],
@@ -347,10 +347,10 @@ function captureCases(): ParityCase[] {
       initContainers: [{ name: 'envoy-init', image: 'registry.example/mine:1' }],
       volumes: [{ name: 'envoy-init-xtables-lock', emptyDir: {} }],
     }),
-    c('the Pod has its own envoy: kept, and not captured', 'enabled', { [CAPTURE]: 'true' }, {
+    c('the Pod has its own envoy: not injected, so not captured', 'enabled', { [CAPTURE]: 'true' }, {
       containers: [{ name: 'app', image: 'registry.example/app:1.0' }, { name: 'envoy', image: 'registry.example/my-envoy:2' }],
     }),
-    c('its own envoy as an init container, native', 'enabled', { [CAPTURE]: 'true', [NATIVE]: 'true' }, { initContainers: [{ name: 'envoy', image: 'registry.example/my-envoy:2' }] }),
+    c('its own envoy as an init container, native: not injected', 'enabled', { [CAPTURE]: 'true', [NATIVE]: 'true' }, { initContainers: [{ name: 'envoy', image: 'registry.example/my-envoy:2' }] }),
     c('hostNetwork: injected, never captured', 'plain', { [INJECT]: 'true', [CAPTURE]: 'true' }, { hostNetwork: true }),
     c('a Pod Security baseline namespace: injected, never captured', 'baseline', { [CAPTURE]: 'true' }),
     c('a baseline namespace, not asked', 'baseline', {}),
@@ -439,7 +439,7 @@ function lifecycleCases(): ParityCase[] {
     c("the Pod's own autoscaler list ending in a comma", { [EVICT]: 'cache,' }),
     c("the Pod's own autoscaler list, empty", { [EVICT]: '' }),
     c("the Pod's own envoy-scratch volume: not named", {}, { volumes: [{ name: 'envoy-scratch', configMap: { name: 'x' } }] }),
-    c("the Pod's own envoy: kept, nothing added to it", {}, { containers: [{ name: 'app', image: 'registry.example/app:1.0' }, { name: 'envoy', image: 'registry.example/my-envoy:2' }] }),
+    c("the Pod's own envoy: not injected, nothing added", {}, { containers: [{ name: 'app', image: 'registry.example/app:1.0' }, { name: 'envoy', image: 'registry.example/my-envoy:2' }] }),
     c('a Pod without annotations otherwise', {}),
     { title: 'lifecycle: a Pod without annotations (the default template is not the lifecycle one)', namespace: 'enabled', pod: pod({}) },
     c('own hooks and probe, classic', { [TEMPLATE]: 'lifecycle-own' }),
@@ -512,8 +512,32 @@ function podResourcesCases(): ParityCase[] {
   ];
 }
 
+/**
+ * Issue 50: Pods other meshes injected (Istio, Linkerd, Kuma, Consul), Pods
+ * that only carry their opt-ins, and Pods with a container of the proxy's
+ * name of their own (test/fixtures/other-mesh-pods.yaml), in an enabled
+ * namespace and asking.
+ */
+export function otherMeshCases(): ParityCase[] {
+  return parseYamlDocuments(readFileSync(join(ROOT, OTHER_MESH_PODS), 'utf8'))
+    .filter(isJsonObject)
+    .flatMap((document) => {
+      const metadata = document['metadata'] as JsonObject;
+      const { name, ...rest } = metadata;
+      const asking = { ...rest, annotations: { ...(rest['annotations'] as JsonObject), [INJECT]: 'true' } };
+      return [
+        { title: `other meshes: ${String(name)}`, namespace: NamespaceKind.enabled, pod: { ...document, metadata: rest } },
+        { title: `other meshes: ${String(name)}, asking`, namespace: NamespaceKind.plain, pod: { ...document, metadata: asking } },
+      ];
+    });
+}
+
+/** Other meshes' Pods, each annotated with what it expects (`OTHER_MESH_EXPECT`): a mesh's name, `proxy_name_taken` or `inject`. */
+export const OTHER_MESH_PODS = 'test/fixtures/other-mesh-pods.yaml';
+export const OTHER_MESH_EXPECT = 'envoy-injector.example/expect';
+
 export const RANDOM_SEED = 12;
 
 export function parityCases(randomCount = 40): ParityCase[] {
-  return [...goldenCorpus(), ...handWritten(), ...captureCases(), ...namespaceCases(), ...lifecycleCases(), ...podResourcesCases(), ...combinations(), ...randomPods(randomCount, RANDOM_SEED)];
+  return [...goldenCorpus(), ...handWritten(), ...captureCases(), ...namespaceCases(), ...lifecycleCases(), ...podResourcesCases(), ...otherMeshCases(), ...combinations(), ...randomPods(randomCount, RANDOM_SEED)];
 }

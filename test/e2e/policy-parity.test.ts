@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, it } from 'node:test';
 import { forEachKubeVersion, servedPolicyApiVersion } from './control-plane.js';
-import { parityCases } from './policy-parity-cases.js';
-import { kubeCall, ParityRun } from './policy-parity.js';
+import { OTHER_MESH_EXPECT, otherMeshCases, parityCases } from './policy-parity-cases.js';
+import { isInjected, kubeCall, ParityRun, Path, warningText } from './policy-parity.js';
+import type { JsonObject } from '../../src/injection/index.js';
 
 /** The issue's floor for the number of Pods compared. */
 const MIN_CASES = 30;
@@ -43,5 +44,29 @@ forEachKubeVersion('policy mode: the same Pods through the webhook and through t
     assert.ok(report.injected >= 30, `only ${report.injected} Pods were injected`);
     assert.equal(report.policyInjected, report.injected);
     assert.ok(report.podResourcesPadded >= 20, `only ${report.podResourcesPadded} Pods with spec.resources were padded`);
+  });
+
+  it("leaves a Pod another mesh injected, or with its own container of the proxy's name, as it was written on both paths; the webhook says why (issue 50)", async () => {
+    assert.ok(run !== undefined);
+    const names = (pod: unknown, list: string): string[] => (((pod as JsonObject)['spec'] as JsonObject)[list] as JsonObject[] | undefined ?? []).map((entry) => String(entry['name']));
+    for (const [index, { title, namespace, pod }] of otherMeshCases().entries()) {
+      const expect = String(((pod['metadata'] as JsonObject)['annotations'] as JsonObject)[OTHER_MESH_EXPECT]);
+      for (const path of [Path.webhook, Path.policy]) {
+        const { stored, warnings } = await run.createIn(path, namespace, pod, `mesh-${index}`);
+        assert.equal((stored as JsonObject)['refused'], undefined, `${title} (${path}): refused: ${JSON.stringify(stored)}`);
+        if (expect === 'inject') {
+          assert.ok(isInjected(stored), `${title} (${path}): injected`);
+          continue;
+        }
+        assert.ok(!isInjected(stored), `${title} (${path}): not injected`);
+        const labels = ((stored as JsonObject)['metadata'] as JsonObject)['labels'] as JsonObject | undefined;
+        assert.equal(labels?.['envoy-injector.io/injected'], undefined, `${title} (${path}): not labeled injected`);
+        assert.deepEqual([names(stored, 'containers'), names(stored, 'initContainers')], [names(pod, 'containers'), names(pod, 'initContainers')], `${title} (${path}): its containers as written`);
+        if (path === Path.policy) continue;
+        const said = warnings.map(warningText);
+        const why = expect === 'proxy_name_taken' ? /the Pod already has a container named "envoy" that the injector did not add/ : new RegExp(`the Pod was already injected by ${expect} \\(`);
+        assert.ok(said.some((warning) => why.test(warning)), `${title}: the webhook's warning says why (got ${JSON.stringify(said)})`);
+      }
+    }
   });
 });
