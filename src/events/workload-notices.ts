@@ -39,6 +39,10 @@ export const WORKLOAD_EVENTS: Partial<Readonly<Record<NoticeCause, WorkloadEvent
   [Reason.templateNotLoaded]: { reason: 'TemplateNotLoaded', fix: "the injector's template ConfigMap is missing or invalid: its log names the problem" },
   [Reason.statusCopied]: { reason: 'StatusAnnotationCopied', fix: `remove ${Annotations.status} from the Pod template` },
   [Reason.windowsPod]: { reason: 'WindowsPod', fix: `annotate the Pod template ${Annotations.inject}: "false" to say it is meant, or run it on Linux nodes` },
+  [Reason.annotationsTooLarge]: {
+    reason: 'AnnotationsTooLarge',
+    fix: `cut the Pod template's own annotations, or what the sidecar writes for it: fewer ports in ${Annotations.inboundProxyProtocol}, fewer tcpSocket probes of captured ports (or ${Annotations.rewriteTcpProbes}: "false")`,
+  },
   [NoticeCause.namespaceLabelsUnknown]: { reason: 'NamespaceLabelsUnknown', fix: 'with failurePolicy Fail the Pod was refused and is retried; with Ignore it runs without the sidecar' },
   [NoticeCause.overrideIgnored]: { reason: 'OverrideIgnored', fix: "the template's value was kept" },
 };
