@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
 import { PatchMemo, reviewAdmission, type AdmissionRequest } from '../src/admission/index.js';
-import { admitPod, applyPodPatch, parseTemplateData, processManifests, Reason, type Admission, type JsonObject, type TemplateSet } from '../src/injection/index.js';
+import { admitPod, applyPodPatch, parseTemplateData, processManifests, Reason, utf8Length, type Admission, type JsonObject, type TemplateSet } from '../src/injection/index.js';
 import { formatExplanation, toExplanation } from '../src/commands/explain.js';
 import { only, renderChart } from './helpers/helm.js';
 
@@ -89,6 +89,10 @@ describe('the annotations of the injected Pod stay within the API server\'s boun
     const wide = pod({ 'example.com/filler': 'é'.repeat(Math.ceil(filler.length / 2) + 1) });
     assert.ok(annotationsBytes(wide as Obj) <= LIMIT, 'the Pod as written is valid');
     assert.equal(admit(wide).decision.reason, Reason.annotationsTooLarge);
+  });
+
+  it('utf8Length is what Go\'s len() gives of the string the API server decodes (Buffer.byteLength: a lone surrogate is U+FFFD)', () => {
+    for (const text of ['', 'a', 'é', '€', '\u{1F600}', '\ud800', 'x\udc00y', 'a\u{1F600}é\ud83d', 'é'.repeat(1000)]) assert.equal(utf8Length(text), Buffer.byteLength(text, 'utf8'), JSON.stringify(text));
   });
 
   it('through the webhook: a patch the memo holds for the shape is not served to a Pod whose own annotations it would push over', () => {
