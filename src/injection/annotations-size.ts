@@ -26,9 +26,14 @@ export function utf8Length(text: string): number {
   return bytes;
 }
 
-/** What ValidateAnnotationsSize counts of one entry; a value that is no string counts as its JSON (the API server refuses it anyway). */
+/**
+ * What ValidateAnnotationsSize counts of one entry. A value that is no string
+ * counts as none: the API server decodes the Pod (map[string]string) before
+ * admission, so only a review sent by hand has one, and it may be nested too
+ * deep for anything but a glance.
+ */
 function entryBytes(key: string, value: unknown): number {
-  return utf8Length(key) + utf8Length(typeof value === 'string' ? value : JSON.stringify(value) ?? '');
+  return utf8Length(key) + (typeof value === 'string' ? utf8Length(value) : 0);
 }
 
 /**
@@ -40,7 +45,7 @@ export function annotationsSizeProblem(pod: JsonObject, written: Readonly<Record
   const own = objectAt(objectAt(pod, 'metadata'), 'annotations') ?? {};
   // Every review of an injected Pod asks: a UTF-16 unit is at most 3 bytes of UTF-8, so most Pods are answered without reading a character.
   let units = 0;
-  for (const [key, value] of Object.entries(own)) units += key.length + (typeof value === 'string' ? value.length : MAX_ANNOTATIONS_BYTES);
+  for (const [key, value] of Object.entries(own)) units += key.length + (typeof value === 'string' ? value.length : 0);
   for (const [key, value] of Object.entries(written)) units += key.length + value.length;
   if (3 * units <= MAX_ANNOTATIONS_BYTES) return undefined;
   let ownBytes = 0;
