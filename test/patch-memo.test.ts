@@ -203,8 +203,8 @@ describe('the patch memo', () => {
       assert.ok(memo.bytes <= limits.maxBytes, `bytes ${memo.bytes} > ${limits.maxBytes}`);
     }
     assert.ok(memo.size > 1, 'it held some');
-    // An answer larger than the whole bound is computed and not kept.
-    const huge = { metadata: { annotations: { [`${OVERRIDE_ANNOTATION_PREFIX}proxy-image`]: `envoy:${'1'.repeat(300_000)}` } }, spec: {} };
+    // An answer larger than the whole bound is computed and not kept (its Pod's annotations within the API server's 256 KiB).
+    const huge = { metadata: { annotations: { [`${OVERRIDE_ANNOTATION_PREFIX}proxy-image`]: `envoy:${'1'.repeat(250_000)}` } }, spec: {} };
     const sizeBefore = memo.size;
     const answer = reviewAdmission(request(huge, 'h'), context(false, ['proxy-image' as OverrideName], memo));
     assert.equal(answer.result, 'injected');

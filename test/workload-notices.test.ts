@@ -30,6 +30,14 @@ describe('which reviews make a workload Event', () => {
     assert.doesNotMatch(notice.note, /web-5d8f7-/, 'no Pod name in the note: every Pod of the template shares it');
   });
 
+  it('annotations the injection would push over the API server\'s bound: AnnotationsTooLarge, saying how many bytes and what to cut', () => {
+    const [notice, ...rest] = notices(pod({ 'example.com/filler': 'x'.repeat(262100) }));
+    assert.deepEqual(rest, []);
+    assert.equal(notice?.reason, 'AnnotationsTooLarge');
+    assert.equal(notice?.cause, Reason.annotationsTooLarge);
+    assert.match(notice?.note ?? '', /over the API server's limit of 262144 .*envoy-injector\.io\/inbound-proxy-protocol/);
+  });
+
   it('a copied status and the namespace labels unknown have theirs; an injected Pod or an opt-out has none', () => {
     assert.equal(notices(pod({ 'envoy-injector.io/status': '{"containers":["envoy"]}' }))[0]?.reason, 'StatusAnnotationCopied');
     assert.equal(notices(pod({}), { labelsUnknown: true })[0]?.reason, 'NamespaceLabelsUnknown');

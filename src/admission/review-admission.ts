@@ -1,5 +1,7 @@
 import {
   ALL_OVERRIDES,
+  annotationsSizeProblem,
+  annotationsTooLarge,
   decideCapture,
   decideInjection,
   DEFAULT_ALLOWED_OVERRIDES,
@@ -89,12 +91,10 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
   const tokenMount = tokenVolume === undefined ? undefined : TOKEN_MOUNT_PLACEHOLDER;
   // Pod-level resources are padded from the Pod's own values, which no shape holds: computed per request, and may skip the Pod.
   const direct = objectAt(objectAt(pod, 'spec'), 'resources') === undefined ? undefined : injectDecided(input, decision, capture, tokenMount);
-  if (direct !== undefined && direct.injection === undefined) {
-    const { decision: skipped } = direct;
-    return { ...direct, review: toReview(allowed(request.uid, { decision: 'skipped', reason: skipped.reason, rule: skipped.rule }, direct.warnings)), result: 'skipped', reason: skipped.reason };
-  }
+  if (direct !== undefined && direct.injection === undefined) return skippedAfterMerge(request, direct);
   const compute = (): MemoizedInjection => {
-    const { injection, overrides, warnings } = direct ?? injectDecided(input, decision, capture, tokenMount);
+    // Unbounded: the bound reads the Pod's own annotations, which no shape holds; it is checked per request below.
+    const { injection, overrides, warnings } = direct ?? injectDecided(input, decision, capture, tokenMount, false);
     if (injection === undefined) throw new Error('a merge without spec.resources always injects');
     // Its warnings start with the decision's and the capture's, which are per request.
     return { injection, overrides, warnings: warnings.slice(decision.warnings.length + capture.warnings.length), patch: encodePatchPieces(injection.patch) };
@@ -113,6 +113,9 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
     podShape(pod, decision.template, decision.nativeSidecar, context.options.allowedOverrides ?? DEFAULT_ALLOWED_OVERRIDES, captureKey, tokenVolume !== undefined);
   const perPod = memo === undefined || templates === undefined || direct !== undefined;
   const { injection, overrides, warnings: injectionWarnings, patch: pieces } = perPod ? compute() : memo.answer(templates, shape(), compute);
+  // Per request: the Pod's own annotations count too, and no shape holds them.
+  const tooLarge = direct === undefined ? annotationsSizeProblem(pod, injection.writtenAnnotations) : undefined;
+  if (tooLarge !== undefined) return skippedAfterMerge(request, annotationsTooLarge(decision, capture, tooLarge));
   const patch = fillPatch(pieces, tokenVolume);
   // Most injected Pods hear nothing: no array made for them.
   const warnings = decision.warnings.length + capture.warnings.length + injectionWarnings.length === 0 ? NO_WARNINGS : [...decision.warnings, ...capture.warnings, ...injectionWarnings];
@@ -122,6 +125,12 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
 }
 
 const NO_WARNINGS: readonly string[] = Object.freeze([]);
+
+/** The answer for a Pod the merge left as it was (its resources unpaddable, its annotations too large), with the reason why. */
+function skippedAfterMerge(request: AdmissionRequest, admission: Admission): ReviewOutcome {
+  const { decision } = admission;
+  return { ...admission, review: toReview(allowed(request.uid, { decision: 'skipped', reason: decision.reason, rule: decision.rule }, admission.warnings)), result: 'skipped', reason: decision.reason };
+}
 
 /** The answer that puts our init containers back where the design needs them. */
 function reordered(request: AdmissionRequest, decision: Decision, audit: Record<string, string>, patch: readonly PatchOperation[]): ReviewOutcome {

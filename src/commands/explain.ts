@@ -96,6 +96,10 @@ const POLICY_TCP_PROBES =
 const POLICY_PROXY_PROTOCOL =
   'policy mode ignores envoy-injector.io/inbound-proxy-protocol: the app gets no PROXY protocol header and sees the Pod\'s own address as every client\'s; the webhook gives the proxy the per-Pod listeners that send it';
 
+/** A Pod the webhook leaves uninjected for its per-Pod bootstrap's size, which policy mode never writes (docs/policy-mode.md). */
+const POLICY_INJECTS_WITHOUT_BOOTSTRAP =
+  'policy mode injects this Pod: it writes no per-Pod bootstrap (envoy-injector.io/proxy-config), and without it the annotations fit; its tcpSocket probes are left as written and its app gets no PROXY protocol header';
+
 /** What policy mode does with TPROXY interception (docs/policy-mode.md). */
 const POLICY_TPROXY =
   "policy mode captures this Pod by REDIRECT, not TPROXY (envoy-injector.io/capture-interception, capture.interception): the app sees the Pod's own address as every client's; the webhook gives envoy-init the TPROXY rules and the proxy its transparent listener and NET_ADMIN";
@@ -187,6 +191,7 @@ export function toExplanation(report: ManifestReport, mode: 'webhook' | 'policy'
       ...(mode === 'policy' && (report.tcpProbes?.rewrites.length ?? 0) > 0 ? [POLICY_TCP_PROBES] : []),
       ...(mode === 'policy' && (report.proxyProtocol?.ports.length ?? 0) > 0 ? [POLICY_PROXY_PROTOCOL] : []),
       ...(mode === 'policy' && report.capture?.capture === true && report.capture.interception === 'tproxy' ? [POLICY_TPROXY] : []),
+      ...(mode === 'policy' && report.fitsWithoutBootstrap === true ? [POLICY_INJECTS_WITHOUT_BOOTSTRAP] : []),
     ],
     patch: injection?.patch ?? [],
   };

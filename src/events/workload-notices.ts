@@ -47,6 +47,10 @@ export const WORKLOAD_EVENTS: Partial<Readonly<Record<NoticeCause, WorkloadEvent
     fix: `rename the Pod template's container, name another template in its ${Annotations.template} annotation, or annotate it ${Annotations.inject}: "false" to say it is meant`,
   },
   [Reason.windowsPod]: { reason: 'WindowsPod', fix: `annotate the Pod template ${Annotations.inject}: "false" to say it is meant, or run it on Linux nodes` },
+  [Reason.annotationsTooLarge]: {
+    reason: 'AnnotationsTooLarge',
+    fix: `cut the Pod template's own annotations, or what the sidecar writes for it: fewer ports in ${Annotations.inboundProxyProtocol}, fewer tcpSocket probes of captured ports (or ${Annotations.rewriteTcpProbes}: "false")`,
+  },
   [NoticeCause.namespaceLabelsUnknown]: { reason: 'NamespaceLabelsUnknown', fix: 'with failurePolicy Fail the Pod was refused and is retried; with Ignore it runs without the sidecar' },
   [NoticeCause.overrideIgnored]: { reason: 'OverrideIgnored', fix: "the template's value was kept" },
 };

@@ -1,8 +1,10 @@
+import { annotationsSizeProblem } from './annotations-size.js';
 import { captureCheckContainer } from './capture-check.js';
 import { captureInitContainer, captureLockVolume, CaptureMode, decideCapture, type CaptureDecision } from './capture.js';
 import { decideInjection, Reason, Rule, type Decision, type DecisionInput, type DecisionOptions } from './decide-injection.js';
 import { injectPod, type InjectionResult, type InjectOptions } from './inject-pod.js';
 import { objectAt, type JsonObject } from './json.js';
+import { Annotations } from './names.js';
 import type { ResourceChange } from './pod-resources.js';
 import { applyLifecycle, decideLifecycle, lifecycleIgnoredWarnings, type LifecycleDecision } from './proxy-lifecycle.js';
 import { proxyConfigInjection } from './proxy-config.js';
@@ -31,6 +33,8 @@ export interface Admission {
   readonly proxyProtocol?: ProxyProtocolPlan | undefined;
   /** Everything a user should hear: the decision's, the overrides', the merge's. */
   readonly warnings: readonly string[];
+  /** Skipped as annotations_too_large: whether they would fit without the per-Pod bootstrap, which policy mode never writes (explain --mode policy). */
+  readonly fitsWithoutBootstrap?: boolean;
 }
 
 /** The whole pure pipeline for one Pod: decide, resolve overrides, merge. The webhook, the CLI and the tests share it. */
@@ -42,12 +46,18 @@ export function admitPod(input: DecisionInput & { readonly options: AdmitOptions
 
 export type InjectInput = Pick<DecisionInput, 'pod' | 'namespace' | 'namespaceLabels' | 'namespaceAnnotations'> & { readonly options: AdmitOptions };
 
-/** What follows a decision to inject: capture decided, overrides resolved, the template merged. */
+/**
+ * What follows a decision to inject: capture decided, overrides resolved, the
+ * template merged, and the result's annotations held to the API server's
+ * bound (`bounded`: the webhook's patch memo checks that per request, since
+ * it reads the Pod's own annotations, which no shape holds).
+ */
 export function injectDecided(
   input: InjectInput,
   decision: Extract<Decision, { inject: true }>,
   capture: CaptureDecision = decideCapture({ ...input, template: decision.template }),
   tokenMount: JsonObject | undefined = defaultTokenMount(input.pod),
+  bounded = true,
 ): Admission & { readonly capture: CaptureDecision } {
   const annotations = objectAt(objectAt(input.pod, 'metadata'), 'annotations');
   const overrides = resolveOverrides(annotations, decision.template.containers[0], input.options.allowedOverrides ?? DEFAULT_ALLOWED_OVERRIDES, {
@@ -73,6 +83,8 @@ export function injectDecided(
     proxyConfig,
   });
   if (injection.podResourcesProblem !== undefined) return unpaddable(decision, capture, injection.podResourcesProblem);
+  const tooLarge = bounded ? annotationsSizeProblem(input.pod, injection.writtenAnnotations) : undefined;
+  if (tooLarge !== undefined) return { ...annotationsTooLarge(decision, capture, tooLarge), fitsWithoutBootstrap: fitsWithoutBootstrap(input.pod, injection.writtenAnnotations) };
   return {
     decision,
     injection,
@@ -105,16 +117,32 @@ function captureEntries(capture: CaptureDecision): InjectOptions['capture'] {
 /** The merge could not keep the Pod valid: it is left as it was, and says why. */
 function unpaddable(decision: Extract<Decision, { inject: true }>, capture: CaptureDecision, problem: string): Admission & { readonly capture: CaptureDecision } {
   const message = `the Pod's spec.resources cannot be padded by what the sidecar adds (${problem})`;
-  const warnings = [...decision.warnings, `${message}; the Pod was not injected (as in policy mode), rather than made invalid`];
-  const skipped: Decision = {
-    inject: false,
-    reason: Reason.podResourcesUnpaddable,
-    rule: Rule.podResources,
-    message,
-    warnings,
-    trace: [...decision.trace, { rule: Rule.podResources, outcome: 'skip', detail: message }],
-  };
+  return leftAsItWas(decision, capture, Reason.podResourcesUnpaddable, Rule.podResources, message, `${message}; the Pod was not injected (as in policy mode), rather than made invalid`);
+}
+
+/** The injected Pod's annotations would be over the API server's bound (PROBLEM says by how much, and whose): the Pod is left as it was. */
+export function annotationsTooLarge(decision: Extract<Decision, { inject: true }>, capture: CaptureDecision, problem: string): Admission & { readonly capture: CaptureDecision } {
+  const message = `the injected Pod would be refused: ${problem}`;
+  return leftAsItWas(decision, capture, Reason.annotationsTooLarge, Rule.annotationsSize, message, `${message}; the Pod was not injected, rather than made invalid`);
+}
+
+function leftAsItWas(
+  decision: Extract<Decision, { inject: true }>,
+  capture: CaptureDecision,
+  reason: Reason,
+  rule: Rule,
+  message: string,
+  warning: string,
+): Admission & { readonly capture: CaptureDecision } {
+  const warnings = [...decision.warnings, warning];
+  const skipped: Decision = { inject: false, reason, rule, message, warnings, trace: [...decision.trace, { rule, outcome: 'skip', detail: message }] };
   return { decision: skipped, injection: undefined, overrides: [], capture, warnings };
+}
+
+/** Whether the annotations WRITTEN but the per-Pod bootstrap's (proxy-config.ts) would fit: what policy mode writes, near enough (its status lacks the bootstrap's record). */
+function fitsWithoutBootstrap(pod: JsonObject, written: Readonly<Record<string, string>>): boolean {
+  const { [Annotations.proxyConfig]: _bootstrap, [Annotations.tcpProbes]: _probes, ...rest } = written;
+  return annotationsSizeProblem(pod, rest) === undefined;
 }
 
 /** What was padded, said once (kubectl prints it): the values before and after. */

@@ -38,6 +38,8 @@ export const Reason = {
   requestedOffline: 'requested_offline',
   /** A value of the Pod's spec.resources cannot be padded by what the injected containers add (pod-resources.ts). */
   podResourcesUnpaddable: 'pod_resources_unpaddable',
+  /** The injected Pod's annotations would be over the API server's bound, 256 KiB of keys and values (annotations-size.ts). */
+  annotationsTooLarge: 'annotations_too_large',
   templateNotLoaded: 'template_not_loaded',
 } as const;
 export type Reason = (typeof Reason)[keyof typeof Reason];
@@ -59,6 +61,8 @@ export const Rule = {
   proxyName: 'proxy-name',
   /** After the merge: the Pod-level resources padded (pod-resources.ts). */
   podResources: 'pod-resources',
+  /** After the merge: the injected Pod's annotations within the API server's bound (annotations-size.ts). */
+  annotationsSize: 'annotations-size',
 } as const;
 export type Rule = (typeof Rule)[keyof typeof Rule];
 

@@ -31,3 +31,4 @@ export * from './tcp-probes.js';
 export * from './proxy-protocol.js';
 export * from './proxy-config.js';
 export * from './interception.js';
+export * from './annotations-size.js';

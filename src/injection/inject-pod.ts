@@ -50,6 +50,8 @@ export interface InjectionResult {
   readonly warnings: readonly string[];
   /** The annotations the patch writes: the status, the autoscaler's when it names volumes, kubectl's default container when the proxy goes first. */
   readonly annotations: readonly string[];
+  /** Those annotations with their values, as the patch writes them (annotations-size.ts bounds the Pod's total). */
+  readonly writtenAnnotations: Readonly<Record<string, string>>;
   /** The labels the patch writes: InjectedLabel. */
   readonly labels: readonly string[];
   /** When the Pod sets `spec.resources`: each value the patch pads, before and after (pod-resources.ts). */
@@ -167,7 +169,7 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
   const warnings = kept.map(
     ({ list, name }) => `${list} "${name}" from template "${template.name}" is already in the Pod; kept the Pod's own`,
   );
-  return { patch, status, kept, warnings, annotations: Object.keys(annotations), labels: Object.keys(labels), ...resources };
+  return { patch, status, kept, warnings, annotations: Object.keys(annotations), writtenAnnotations: annotations, labels: Object.keys(labels), ...resources };
 }
 
 /** Pod-level resources padded by what the added containers bring to the API server's aggregate: the operations into PATCH, what InjectionResult says. */

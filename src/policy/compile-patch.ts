@@ -1,4 +1,4 @@
-import { Annotations, CAPTURE_CHECK_NAME, CAPTURE_INIT_NAME, CAPTURE_LOCK_VOLUME, entryName, InjectedLabel, type SidecarTemplate } from '../injection/index.js';
+import { Annotations, CAPTURE_CHECK_NAME, CAPTURE_INIT_NAME, CAPTURE_LOCK_VOLUME, entryName, InjectedLabel, MAX_ANNOTATIONS_BYTES, utf8Length, type SidecarTemplate } from '../injection/index.js';
 import { captureLists, type CaptureLists } from './compile-capture.js';
 import { reorderOps } from './compile-order.js';
 import { classicContainerLists, safeToEvictCandidates } from './compile-lifecycle.js';
@@ -25,10 +25,7 @@ function templatePatch(template: SidecarTemplate, index: number, capture: Captur
   // Holding the app with classic sidecars: the proxy first (at most one entry, so its reverse is itself).
   const classic = classicContainerLists(template, `t${index}`);
   const containers = classic === undefined ? listOps('containers', undefined, v('Containers')) : listOps('containers', { list: classic.lead, reversed: classic.lead }, classic.rest);
-  const optional = [
-    ...(safeToEvictCandidates(template).length > 0 ? [{ key: Annotations.safeToEvictLocalVolumes, value: v('Evict') }] : []),
-    ...(classic === undefined ? [] : [{ key: Annotations.defaultContainer, value: v('DefaultContainer') }]),
-  ];
+  const optional = optionalAnnotations(template, index);
   const parts = [
     `(${native} ? [] : ${containers})`,
     `(${native} ? ${listOps('initContainers', { list: leading, reversed: leadingReversed }, v('InitContainers'))} : ${listOps('initContainers', undefined, trailing)})`,
@@ -38,6 +35,30 @@ function templatePatch(template: SidecarTemplate, index: number, capture: Captur
     labelOps(),
   ];
   return parts.join(' + ');
+}
+
+/** The annotations a template's patch writes when their value is not "": the autoscaler's, kubectl's default container. */
+function optionalAnnotations(template: SidecarTemplate, index: number): { readonly key: string; readonly value: string }[] {
+  const v = templateVariable(template, `t${index}`);
+  return [
+    ...(safeToEvictCandidates(template).length > 0 ? [{ key: Annotations.safeToEvictLocalVolumes, value: v('Evict') }] : []),
+    ...(classicContainerLists(template, `t${index}`) === undefined ? [] : [{ key: Annotations.defaultContainer, value: v('DefaultContainer') }]),
+  ];
+}
+
+/**
+ * Whether the Pod's annotations, with what the template's patch writes
+ * (replacing the Pod's own of the same key), stay within the API server's
+ * bound: the webhook's annotationsSizeProblem (docs/design.md §14), in bytes
+ * of UTF-8 as ValidateAnnotationsSize counts them (CEL's size() of a string
+ * counts code points; of its bytes(), bytes).
+ */
+function annotationsFit(template: SidecarTemplate, index: number): string {
+  const v = templateVariable(template, `t${index}`);
+  const written = (key: string, value: string): string => `${utf8Length(key)} + size(bytes(${value}))`;
+  const replaced = (key: string): string => `variables.annotations[?${celString(key)}].hasValue() ? ${written(key, `variables.annotations[${celString(key)}]`)} : 0`;
+  const optional = optionalAnnotations(template, index).map(({ key, value }) => `(${value} == "" ? 0 : ${written(key, value)} - (${replaced(key)}))`);
+  return [`variables.annotationsBytes`, written(Annotations.status, v('Status')), ...optional].join(' + ') + ` <= ${MAX_ANNOTATIONS_BYTES}`;
 }
 
 /** The lists of a template's patch, capture's entries included when it has them. */
@@ -124,14 +145,17 @@ function labelOps(): string {
 /** The patch of the template the Pod names; none when the Pod is not to be injected. */
 export function patchExpression(entries: readonly SidecarTemplate[]): string {
   let expression = '[]';
+  let fits = 'true';
   for (let index = entries.length - 1; index >= 0; index -= 1) {
     const template = entries[index];
     if (template === undefined) continue;
     expression = `variables.template == ${celString(template.name)} ? ${templatePatch(template, index, captureLists(template, `t${index}`))} : ${expression}`;
+    fits = `variables.template == ${celString(template.name)} ? ${annotationsFit(template, index)} : ${fits}`;
   }
   // A Pod without Pod-level resources (most) never evaluates the padding's variables: each costs the API server a program run per Pod.
   const padding = '(variables.podResources ? variables.resourcesPadding : optional.of([]))';
-  const padded = `(${padding}.hasValue() ? (${expression}) + ${padding}.value().map(e, JSONPatch{op: "add", path: e[0], value: e[1]}) : [])`;
+  // A Pod whose annotations our patch would push over the API server's bound gets no patch (the webhook's annotations_too_large).
+  const padded = `(${padding}.hasValue() && (${fits}) ? (${expression}) + ${padding}.value().map(e, JSONPatch{op: "add", path: e[0], value: e[1]}) : [])`;
   // A Pod we injected (our status): reinvoked after a later webhook, only the order of its init containers (docs/design.md §14).
   return `!variables.inject ? [] : variables.statusText != "" ? (${reorderOps()}) : ${proxyNameTaken(entries)} ? [] : ${padded}`;
 }

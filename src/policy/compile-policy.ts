@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { ALWAYS_EXCLUDED_NAMESPACES, DEFAULT_ALLOWED_OVERRIDES, NamespaceLabel, Rule, type JsonObject, type LabelSelector, type OverrideName, type TemplateSet } from '../injection/index.js';
+import { ALWAYS_EXCLUDED_NAMESPACES, DEFAULT_ALLOWED_OVERRIDES, MAX_ANNOTATIONS_BYTES, NamespaceLabel, Rule, type JsonObject, type LabelSelector, type OverrideName, type TemplateSet } from '../injection/index.js';
 import { PolicyLimitError } from '../errors.js';
 import { MATCH_CONDITION, matchConditions } from './compile-match-conditions.js';
 import { patchExpression } from './compile-patch.js';
@@ -146,6 +146,7 @@ export const POLICY_RULE_PLACES: Readonly<Record<Rule, string>> = {
   [Rule.proxyName]: "the mutation: no patch when the Pod has a container of its own by the template proxy's name (variables.containerNames)",
   [Rule.alreadyInjected]: `matchCondition ${MATCH_CONDITION}: nothing-to-reorder; the mutation: variables.statusText (the status annotation): only the order of init containers restored (variables.reorder)`,
   [Rule.podResources]: 'the mutation: variables.resourcesPadding pads spec.resources as the webhook does; a Pod it cannot pad gets no patch',
+  [Rule.annotationsSize]: `the mutation: variables.annotationsBytes plus what the patch writes, within ${MAX_ANNOTATIONS_BYTES} bytes, else no patch`,
   [Rule.template]: `matchCondition ${MATCH_CONDITION}: known-template (the Pod's); the mutation's branch per template (the Pod's, else namespaceObject's label)`,
 };
 

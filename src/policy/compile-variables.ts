@@ -59,6 +59,8 @@ function podVariables(defaultName: string, alwaysInject: readonly LabelSelector[
   const always = anySelectorCel(alwaysInject, 'variables.podLabels');
   return [
     { name: 'annotations', expression: 'has(object.metadata.annotations) ? object.metadata.annotations : {}' },
+    // What the API server's ValidateAnnotationsSize counts of them: bytes of keys and values (compile-patch.ts, annotationsFit).
+    { name: 'annotationsBytes', expression: 'variables.annotations.map(k, size(bytes(k)) + size(bytes(variables.annotations[k]))).sum()' },
     { name: 'namespaceLabels', expression: 'has(namespaceObject.metadata.labels) ? namespaceObject.metadata.labels : {}' },
     { name: 'namespaceAnnotations', expression: 'has(namespaceObject.metadata.annotations) ? namespaceObject.metadata.annotations : {}' },
     ...(always === undefined ? [] : [{ name: 'podLabels', expression: 'has(object.metadata.labels) ? object.metadata.labels : {}' }]),

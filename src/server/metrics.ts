@@ -55,6 +55,7 @@ export const ADMISSION_REASONS: Readonly<Record<AdmissionResult, readonly (Reaso
     Reason.unknownNamespaceTemplate,
     Reason.templateNotLoaded,
     Reason.podResourcesUnpaddable,
+    Reason.annotationsTooLarge,
   ],
   error: Object.values(ErrorReason),
 };

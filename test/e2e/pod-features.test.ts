@@ -29,13 +29,60 @@ interface Feature {
   readonly restricted?: boolean;
   /** The Pod's own annotations, beside each variant's. */
   readonly annotations?: Record<string, string>;
-  /** What each mode does when the Pod as written is accepted (default: injected). */
-  readonly webhook?: Outcome;
+  /** What each mode does when the Pod as written is accepted (default: injected); per variant when it depends on capture. */
+  readonly webhook?: Outcome | ((variant: Variant) => Outcome);
   readonly policy?: Outcome;
+  /** A warning the webhook gives when it leaves the Pod as it was. */
+  readonly skipWarning?: RegExp;
 }
 
 const app = (extra: JsonObject = {}): JsonObject => ({ name: 'app', image: 'registry.example/app:1.0', ...extra });
 const restrictedContext = { runAsNonRoot: true, runAsUser: 1000, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] }, seccompProfile: { type: 'RuntimeDefault' } };
+
+/** The API server's bound on a Pod's annotations, keys and values in bytes (ValidateAnnotationsSize). */
+const ANNOTATIONS_LIMIT = 262144;
+const TOO_LARGE = /annotations would total \d+ bytes, over the API server's limit of 262144/;
+
+/**
+ * Issue 50: 341 PROXY protocol ports (2,045 characters, the list's bound is
+ * 2,048) and 70 containers with 210 tcpSocket probes of captured ports: a
+ * valid Pod whose per-Pod bootstrap alone is over 256 KiB.
+ */
+function bootstrapTooLarge(): Feature {
+  const containers = Array.from({ length: 70 }, (_, index) => {
+    const probe = (offset: number): JsonObject => ({ tcpSocket: { port: 30000 + 3 * index + offset }, periodSeconds: 10 });
+    return { name: `app-${index}`, image: 'registry.example/app:1.0', startupProbe: probe(0), readinessProbe: probe(1), livenessProbe: probe(2) };
+  });
+  return {
+    title: 'the PROXY protocol on 341 ports and 70 containers with 210 tcpSocket probes (a per-Pod bootstrap over 256 KiB under capture, issue 50)',
+    annotations: { 'envoy-injector.io/inbound-proxy-protocol': Array.from({ length: 341 }, (_, index) => 20000 + index).join(',') },
+    spec: { containers },
+    // Without capture there is no bootstrap; policy mode writes none (docs/policy-mode.md).
+    webhook: (variant) => (variant.capture === 'true' ? 'uninjected' : 'injected'),
+    skipWarning: TOO_LARGE,
+  };
+}
+
+/**
+ * Issue 50: a Pod whose own annotations are 100 bytes short of the bound, in
+ * two-byte characters (as many code points as half the bytes: a count of
+ * characters would let the status annotation through). Any injection pushes
+ * it over: both modes leave it as it was.
+ */
+function ownAnnotationsNearBound(): Feature {
+  const fixed = { 'envoy-injector.io/inject': 'true', 'envoy-injector.io/native-sidecar': 'false', 'envoy-injector.io/capture': 'false' };
+  const key = 'example.com/notes';
+  const fixedBytes = Object.entries(fixed).reduce((sum, [name, value]) => sum + Buffer.byteLength(name) + Buffer.byteLength(value), 0);
+  const room = ANNOTATIONS_LIMIT - 100 - fixedBytes - Buffer.byteLength(key);
+  return {
+    title: 'its own annotations 100 bytes short of the API server\'s 256 KiB, in two-byte characters (issue 50)',
+    annotations: { [key]: 'é'.repeat(Math.floor(room / 2)) },
+    spec: { containers: [app()] },
+    webhook: 'uninjected',
+    policy: 'uninjected',
+    skipWarning: TOO_LARGE,
+  };
+}
 
 const FEATURES: readonly Feature[] = [
   { title: 'a plain Pod', spec: { containers: [app()] } },
@@ -97,6 +144,8 @@ const FEATURES: readonly Feature[] = [
     annotations: { 'envoy-injector.io/inbound-proxy-protocol': '5672,8080' },
     spec: { containers: [app({ ports: [{ name: 'amqp', containerPort: 5672 }], readinessProbe: { tcpSocket: { port: 'amqp' } } })] },
   },
+  bootstrapTooLarge(),
+  ownAnnotationsNearBound(),
   {
     title: 'an image volume (ImageVolume)',
     spec: { volumes: [{ name: 'models', image: { reference: 'registry.example/models:1', pullPolicy: 'IfNotPresent' } }], containers: [app({ volumeMounts: [{ name: 'models', mountPath: '/models' }] })] },
@@ -109,6 +158,7 @@ const VARIANTS = [
   { name: 'native', native: 'true', capture: 'false' },
   { name: 'native, capture', native: 'true', capture: 'true' },
 ] as const;
+type Variant = (typeof VARIANTS)[number];
 
 forEachKubeVersion('every valid Pod stays valid: the Pod features of Kubernetes 1.33-1.36, as written and injected', (plane, version) => {
   const apiVersion = servedPolicyApiVersion(version);
@@ -167,9 +217,14 @@ forEachKubeVersion('every valid Pod stays valid: the Pod features of Kubernetes 
             problems.push(`${where}: accepted as written, refused injected: ${String(answer['message'])}`);
             continue;
           }
-          const expected = (path === Path.webhook ? feature.webhook : feature.policy) ?? 'injected';
+          const wanted = path === Path.webhook ? feature.webhook : feature.policy;
+          const expected = (typeof wanted === 'function' ? wanted(variant) : wanted) ?? 'injected';
           const outcome: Outcome = isInjected(stored) ? 'injected' : 'uninjected';
           if (outcome !== expected) problems.push(`${where}: ${outcome}, expected ${expected}${warnings.length > 0 ? ` (warnings: ${warnings.join(' | ')})` : ''}`);
+          const { skipWarning } = feature;
+          if (path === Path.webhook && outcome === 'uninjected' && skipWarning !== undefined && !warnings.some((warning) => skipWarning.test(warning))) {
+            problems.push(`${where}: left as it was without the warning ${String(skipWarning)} (warnings: ${warnings.join(' | ')})`);
+          }
         }
         // Pod-level resources: both modes store the same padded values.
         if (resources.webhook !== resources.policy) problems.push(`${feature.title} (${variant.name}): spec.resources ${String(resources.webhook)} through the webhook, ${String(resources.policy)} through the policy`);

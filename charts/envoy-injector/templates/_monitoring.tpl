@@ -46,7 +46,7 @@ reason the injector can give to this list or to its list of reasons that
 deliberately do not alert.
 */}}
 {{- define "envoy-injector.misconfigurationReasons" -}}
-unknown_template|unknown_namespace_template|status_copied|template_not_loaded|namespace_labels_unknown
+unknown_template|unknown_namespace_template|status_copied|template_not_loaded|annotations_too_large|namespace_labels_unknown
 {{- end }}
 
 {{/*
