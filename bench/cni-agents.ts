@@ -245,8 +245,22 @@ async function stopAgents(agents: readonly Agent[]): Promise<void> {
   );
 }
 
+/**
+ * What the agents ask, per second: Pods and Events, and the non-resource GETs
+ * (`/version`, the watch's liveness check) beyond the floor's; not the API
+ * server's own informers, whose watches end now and then whoever is there.
+ */
+function agentRequests(floor: RestFigures, loaded: RestFigures): number {
+  let total = 0;
+  for (const [key, rate] of Object.entries(loaded.perSecond)) {
+    if (/ (pods|events)$/.test(key)) total += rate - (floor.perSecond[key] ?? 0);
+    else if (key === 'GET -') total += Math.max(0, rate - (floor.perSecond[key] ?? 0));
+  }
+  return total;
+}
+
 function report(settings: Settings, floor: RestFigures, loaded: RestFigures, outage: OutageFigures): void {
-  const perAgent = (loaded.totalPerSecond - floor.totalPerSecond) / settings.agents;
+  const perAgent = agentRequests(floor, loaded) / settings.agents;
   const coresPerAgent = (loaded.apiServerCores - floor.apiServerCores) / settings.agents;
   const keys = [...new Set([...Object.keys(floor.perSecond), ...Object.keys(loaded.perSecond)])].sort();
   const rows = keys.map((key) => `| ${key} | ${(floor.perSecond[key] ?? 0).toFixed(3)} | ${(loaded.perSecond[key] ?? 0).toFixed(3)} |`);
