@@ -112,7 +112,8 @@ function apiServerPid(server: string): number {
         return [];
       }
     })();
-    if ((words[0] ?? '').endsWith('kube-apiserver') && words.includes(`--secure-port=${port}`)) return Number(entry);
+    // The binaries are cached as kube-apiserver-<hash>.
+    if (basename(words[0] ?? '').startsWith('kube-apiserver') && words.includes(`--secure-port=${port}`)) return Number(entry);
   }
   throw new Error(`no kube-apiserver with --secure-port=${port}`);
 }
@@ -334,23 +335,25 @@ forEachNode('capture in CNI mode', (suite, version) => {
     const manifest = join(STATIC_POD_DIR, 'outage-static.json');
     const pod = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'outage-static', namespace: 'kube-system' }, spec: { terminationGracePeriodSeconds: 5, containers: [appContainer()] } };
     const pid = apiServerPid(suite().plane.server);
-    process.kill(pid, 'SIGSTOP');
     try {
-      await writeFile(manifest, JSON.stringify(pod));
-      // A sandbox ready is a network set up: the chain, our plugin last, answered "go" (with the API stopped).
-      const sandbox = await eventually('the static Pod\'s sandbox ready while kube-apiserver is stopped', async () => (await crictl('pods', '--namespace', 'kube-system', '--name', 'outage-static', '--state', 'ready', '-q')).split('\n')[0] || undefined, 90_000, 500).catch(async (error: Error) => {
-        throw new Error(`${error.message}; the sandboxes: ${await crictl('pods', '--namespace', 'kube-system', '--name', 'outage-static').catch((failed: Error) => failed.message)}`);
+      process.kill(pid, 'SIGSTOP');
+      try {
+        await writeFile(manifest, JSON.stringify(pod));
+        // A sandbox ready is a network set up: the chain, our plugin last, answered "go" (with the API stopped).
+        const sandbox = await eventually('the static Pod\'s sandbox ready while kube-apiserver is stopped', async () => (await crictl('pods', '--namespace', 'kube-system', '--name', 'outage-static', '--state', 'ready', '-q')).split('\n')[0] || undefined, 90_000, 500).catch(async (error: Error) => {
+          throw new Error(`${error.message}; the sandboxes: ${await crictl('pods', '--namespace', 'kube-system', '--name', 'outage-static').catch((failed: Error) => failed.message)}`);
+        });
+        await eventually('its app running', async () => ((await crictl('ps', '--pod', sandbox, '--name', 'app', '--state', 'running', '-q')) === '' ? undefined : true), 60_000, 500);
+      } finally {
+        process.kill(pid, 'SIGCONT');
+      }
+      // The API server back: the kubelet's mirror Pod says the same.
+      await waitIn('kube-system', `outage-static-${NODE_NAME}`, running('app'), 'the static Pod\'s mirror Pod running', 90_000).catch(async (error: Error) => {
+        throw new Error(`${error.message}; the agent's log: ${await agentLogs()}`);
       });
-      await eventually('its app running', async () => ((await crictl('ps', '--pod', sandbox, '--name', 'app', '--state', 'running', '-q')) === '' ? undefined : true), 60_000, 500);
     } finally {
-      process.kill(pid, 'SIGCONT');
       await rm(manifest, { force: true });
     }
-    // The API server back: the kubelet's mirror Pod says the same.
-    const mirror = `outage-static-${NODE_NAME}`;
-    await waitIn('kube-system', mirror, running('app'), 'the static Pod\'s mirror Pod running', 60_000).catch(async (error: Error) => {
-      throw new Error(`${error.message}; the agent's log: ${await agentLogs()}`);
-    });
     await eventually('the static Pod gone', async () => ((await crictl('pods', '--namespace', 'kube-system', '--name', 'outage-static', '--state', 'ready', '-q')) === '' ? true : undefined), 60_000, 500);
   });
 
