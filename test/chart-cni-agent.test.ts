@@ -167,4 +167,18 @@ describe('chart: the CNI agent', () => {
       { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create'] },
     ]);
   });
+
+  it('knows the namespaces the injector never captures, as the injector does: its own and excludedNamespaces (issue 50)', async () => {
+    const plain = (container(await renderChart({ proxy: { capture: { mode: 'cni' } } }))['env'] as Obj[]).map((entry) => entry['name']);
+    assert.ok(plain.includes('POD_NAMESPACE') && !plain.includes('EXCLUDED_NAMESPACES'), JSON.stringify(plain));
+    const manifests = await renderChart({ proxy: { capture: { mode: 'cni' } }, excludedNamespaces: ['tools', 'batch'] });
+    const agentEnv = container(manifests)['env'] as Obj[];
+    assert.deepEqual(agentEnv.find((entry) => entry['name'] === 'POD_NAMESPACE'), { name: 'POD_NAMESPACE', valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } } });
+    const injectorEnv = (((only(manifests, 'Deployment')['spec'] as Obj)['template'] as Obj)['spec'] as Obj)['containers'] as Obj[];
+    const excluded = (injectorEnv[0]?.['env'] as Obj[]).find((entry) => entry['name'] === 'EXCLUDED_NAMESPACES');
+    assert.deepEqual(agentEnv.find((entry) => entry['name'] === 'EXCLUDED_NAMESPACES'), excluded);
+    assert.equal(excluded?.['value'], 'tools,batch');
+    // The variables the command reads.
+    for (const name of ['POD_NAMESPACE', 'EXCLUDED_NAMESPACES']) assert.ok(CNI_AGENT_HELP.includes(`(${name})`), `${name}: not read by cni-agent`);
+  });
 });

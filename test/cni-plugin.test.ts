@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import { chainedResult, cniError, decideSetUp, parseShimRequest, podOfRequest, shimAnswer, type ShimRequest } from '../src/cni/cni-request.js';
+import { chainedResult, cniError, decideSetUp, neverCapturedNamespace, parseShimRequest, podOfRequest, shimAnswer, type ShimRequest } from '../src/cni/cni-request.js';
 import { answerShim } from '../src/commands/cni-agent-core.js';
 import { CNI_PLUGIN_TYPE, insertChainEntry, primaryConfigFile, removeChainEntry } from '../src/cni/chain-config.js';
 import { CAPTURE_NOT_REPAIRED_REASON, CAPTURE_REPAIRED_REASON, needsRepair, notRepairedNote, repairAction, repairNote } from '../src/cni/repair.js';
@@ -91,7 +91,9 @@ describe('the agent decides per Pod', () => {
   it('the request: CNI_* lines, then the configuration; the Pod from CNI_ARGS; the chained result is prevResult', () => {
     const request = parseShimRequest('CNI_COMMAND=ADD\nCNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE=shop;K8S_POD_NAME=web-1;K8S_POD_UID=u\n\n{"cniVersion":"1.0.0"}');
     assert.deepEqual(request, { env: { CNI_COMMAND: 'ADD', CNI_ARGS: 'IgnoreUnknown=1;K8S_POD_NAMESPACE=shop;K8S_POD_NAME=web-1;K8S_POD_UID=u' }, config: '{"cniVersion":"1.0.0"}' });
-    assert.deepEqual(podOfRequest(request.env), { namespace: 'shop', name: 'web-1' });
+    assert.deepEqual(podOfRequest(request.env), { namespace: 'shop', name: 'web-1', uid: 'u' });
+    // The runtime may leave the uid out: the Pod by its name alone.
+    assert.deepEqual(podOfRequest({ CNI_ARGS: 'K8S_POD_NAMESPACE=shop;K8S_POD_NAME=web-1' }), { namespace: 'shop', name: 'web-1' });
     assert.equal(podOfRequest({ CNI_ARGS: 'IgnoreUnknown=1' }), undefined);
     assert.deepEqual(chainedResult('{"cniVersion":"1.0.0","prevResult":{"cniVersion":"1.0.0","ips":[{"address":"198.51.100.5/24"}]}}'), { result: '{"cniVersion":"1.0.0","ips":[{"address":"198.51.100.5/24"}]}' });
     assert.ok('problem' in chainedResult('{"cniVersion":"1.0.0"}'));
@@ -250,5 +252,12 @@ describe('the agent\'s repair: Pods whose check found no rules', () => {
     assert.match(notRepairedNote('ei-node'), /^envoy-capture-check found no capture rules \(exit 69\): .* on node ei-node before .*; not deleted, as no controller would make it again: it does not run uncaptured, and once it is deleted and created again it is captured$/);
     assert.equal(CAPTURE_REPAIRED_REASON, 'CaptureRepaired');
     assert.match(repairNote('ei-node'), /^envoy-capture-check found no capture rules \(exit 69\): .* on node ei-node before the envoy-injector CNI plugin was installed; deleted so that its controller makes a new one, captured$/);
+  });
+
+  it('the namespaces never captured: the control plane\'s, the injector\'s own and the configured ones, as the webhook skips them (issue 50)', () => {
+    const settings = { injectorNamespace: 'mesh-system', excludedNamespaces: ['tools'] };
+    for (const namespace of ['kube-system', 'kube-public', 'kube-node-lease', 'mesh-system', 'tools']) assert.equal(neverCapturedNamespace(namespace, settings), true, namespace);
+    for (const namespace of ['shop', 'default', 'kube-systems']) assert.equal(neverCapturedNamespace(namespace, settings), false, namespace);
+    assert.equal(neverCapturedNamespace('mesh-system', {}), false);
   });
 });

@@ -1,4 +1,4 @@
-import { arrayAt, CAPTURE_CHECK_NAME, entryName, isJsonObject, objectAt, own, type JsonObject } from '../injection/index.js';
+import { arrayAt, CAPTURE_CHECK_NAME, entryName, isExcludedNamespace, isJsonObject, objectAt, own, type JsonObject } from '../injection/index.js';
 import { cniModeStatus } from './capture-status.js';
 
 /**
@@ -30,12 +30,26 @@ export function shimAnswer(code: number, stdout: string): string {
   return `${code}\n${stdout}`;
 }
 
-/** The Pod a request is for, from the kubelet's CNI_ARGS (K8S_POD_NAMESPACE, K8S_POD_NAME). */
-export function podOfRequest(env: Readonly<Record<string, string>>): { namespace: string; name: string } | undefined {
+/** The Pod a request is for, from the kubelet's CNI_ARGS (K8S_POD_NAMESPACE, K8S_POD_NAME, and K8S_POD_UID where the runtime gives it). */
+export function podOfRequest(env: Readonly<Record<string, string>>): { namespace: string; name: string; uid?: string } | undefined {
   const args = new Map((env['CNI_ARGS'] ?? '').split(';').map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)] as const));
   const namespace = args.get('K8S_POD_NAMESPACE');
   const name = args.get('K8S_POD_NAME');
-  return namespace === undefined || name === undefined || namespace === '' || name === '' ? undefined : { namespace, name };
+  const uid = args.get('K8S_POD_UID');
+  if (namespace === undefined || name === undefined || namespace === '' || name === '') return undefined;
+  return uid === undefined || uid === '' ? { namespace, name } : { namespace, name, uid };
+}
+
+/**
+ * Whether the injector never captures a Pod of NAMESPACE: the control
+ * plane's namespaces, the injector's own and the configured exclusions
+ * (isExcludedNamespace, what the webhook and policy mode skip). The agent
+ * then never waits on the API for such a Pod it has not cached: an API
+ * outage must not hold CoreDNS's start. One there that says CNI mode anyway
+ * (made by hand) gets no rules, and its check keeps it from running.
+ */
+export function neverCapturedNamespace(namespace: string, settings: { readonly injectorNamespace?: string | undefined; readonly excludedNamespaces?: readonly string[] | undefined }): boolean {
+  return isExcludedNamespace(namespace, { ...(settings.injectorNamespace === undefined ? {} : { injectorNamespace: settings.injectorNamespace }), ...(settings.excludedNamespaces === undefined ? {} : { excludedNamespaces: settings.excludedNamespaces }) });
 }
 
 /** The rule script's arguments, every one (init/capture-rules.sh checks them again). */

@@ -11,7 +11,7 @@ import type { SetUpResult } from '../server/cni-agent-metrics.js';
  * The node agent's I/O around cni/ (docs/design.md §11, CNI mode): the
  * plugin installed into the node's CNI folders and taken out again, and the
  * shim's requests answered, the rules run in the Pod's network namespace.
- * The Pod comes from a function, so that the agent's watch (or a test) gives it.
+ * The Pod comes from functions, so that the agent's watch (or a test) gives it.
  */
 
 /** CNI error code 11: "try again later" (the kubelet retries the sandbox). */
@@ -20,8 +20,12 @@ const TRY_AGAIN = 11;
 const STEP_TIMEOUT_MS = 4_000;
 
 export interface AgentDeps {
-  /** The Pod, or undefined when the API says it does not exist; throws when the API cannot be asked. */
-  readonly readPod: (namespace: string, name: string) => Promise<JsonObject | undefined>;
+  /** The Pod, or undefined when the API says it does not exist (under UID, when given); throws when the API cannot be asked. */
+  readonly readPod: (namespace: string, name: string, uid?: string) => Promise<JsonObject | undefined>;
+  /** The Pod from the agent's watch, at once, when it holds it (under UID, when given): what an ADD is judged by first. */
+  readonly cachedPod?: (namespace: string, name: string, uid?: string) => JsonObject | undefined;
+  /** Whether the injector never captures Pods of this namespace: such a Pod the cache lacks passes at once, the API never asked. */
+  readonly neverCaptured?: (namespace: string) => boolean;
   /** Installs the rules in the network namespace at this path (init/capture-rules.sh with these arguments); throws on failure. */
   readonly runRules: (netns: string, args: readonly string[]) => Promise<void>;
   /** Told how each ADD for a Pod was answered (the agent's metrics). */
@@ -44,9 +48,11 @@ async function answerAdd(request: ShimRequest, deps: AgentDeps): Promise<{ answe
   const ref = podOfRequest(request.env);
   // Not a Kubernetes Pod (no K8S_POD_* arguments): nothing of ours.
   if (ref === undefined) return passed;
-  let pod: JsonObject | undefined;
+  let pod = deps.cachedPod?.(ref.namespace, ref.name, ref.uid);
+  // Never captured: nothing to wait for (an API outage must not hold CoreDNS).
+  if (pod === undefined && deps.neverCaptured?.(ref.namespace) === true) return passed;
   try {
-    pod = await bounded(deps.readPod(ref.namespace, ref.name), `reading Pod ${ref.namespace}/${ref.name}`);
+    pod ??= await bounded(deps.readPod(ref.namespace, ref.name, ref.uid), `reading Pod ${ref.namespace}/${ref.name}`);
   } catch (error) {
     return fail(`cannot read Pod ${ref.namespace}/${ref.name} to judge its capture: ${(error as Error).message}`);
   }

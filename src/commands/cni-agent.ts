@@ -2,12 +2,17 @@ import { rm, writeFile } from 'node:fs/promises';
 import type { Server } from 'node:net';
 import { parseArgs } from 'node:util';
 import type { KubeConfig } from '@kubernetes/client-node';
+import pino from 'pino';
 import { CAPTURE_NOT_REPAIRED_REASON, CAPTURE_REPAIRED_REASON, notRepairedNote, repairAction, repairNote } from '../cni/repair.js';
 import { UsageError } from '../errors.js';
+import { neverCapturedNamespace } from '../cni/cni-request.js';
 import { isJsonObject, type JsonObject } from '../injection/index.js';
+import { DEFAULT_BACKOFF, type Backoff } from '../kube/backoff.js';
 import { connectToCluster } from '../kube/cluster-connection.js';
-import { kubeJson, KubeRequestError } from '../kube/kube-json.js';
+import { kubeJson } from '../kube/kube-json.js';
+import { NodePods } from '../kube/node-pods.js';
 import { deletePodByUid, type PodDeleteOutcome } from '../kube/pod-delete.js';
+import type { WatchLiveness } from '../kube/stream-liveness.js';
 import { CniAgentMetrics, NODE_LABEL } from '../server/cni-agent-metrics.js';
 import { RELEASE_LABEL } from '../server/metrics.js';
 import { startMetricsServer } from '../server/metrics-server.js';
@@ -33,6 +38,11 @@ Options:
   --rules PATH         the rule script (default /usr/local/bin/capture-rules.sh)
   --ready-file PATH    written once the plugin is in place, removed on stop (default /tmp/cni-ready)
   --interval-seconds N how often the chain is checked and Pods are repaired (default 2)
+  --namespace NAME     the injector's namespace (POD_NAMESPACE): never captured
+  --excluded-namespaces L comma-separated namespaces the injector never captures, beyond
+                       kube-system, kube-public, kube-node-lease (EXCLUDED_NAMESPACES): an
+                       ADD for a Pod there that the agent's watch lacks is never
+                       waited on (an API outage does not hold it)
   --metrics-port N     serve GET /metrics over plain HTTP on this port of the node (default 10390; 0: none)
   --metrics-host ADDR  address of the metrics port (default "::", every IPv4 and IPv6 address)
   --metrics-release ID put the label envoy_injector_release="ID" on every series, as the
@@ -59,6 +69,11 @@ export interface CniAgentSettings extends PluginPlaces {
   readonly metrics?: { readonly host: string; readonly port: number } | undefined;
   /** The envoy_injector_release label of every series (the chart's `<namespace>/<release>`). */
   readonly metricsRelease?: string | undefined;
+  /** The injector's namespace and the configured exclusions: namespaces whose Pods are never captured (neverCapturedNamespace). */
+  readonly injectorNamespace?: string | undefined;
+  readonly excludedNamespaces?: readonly string[] | undefined;
+  /** The watch of the node's Pods: tests shorten these (DEFAULT_BACKOFF, DEFAULT_WATCH_LIVENESS). */
+  readonly watch?: { readonly backoff?: Backoff; readonly liveness?: Partial<WatchLiveness> } | undefined;
 }
 
 export interface CniAgent {
@@ -67,14 +82,21 @@ export interface CniAgent {
   stop(): Promise<void>;
   /** The port GET /metrics is served on, if it is. */
   readonly metricsPort: number | undefined;
+  /** The node's Pods as the agent's watch holds them. */
+  readonly pods: Pick<NodePods, 'get' | 'hasSynced'>;
 }
 
 /** Starts the agent's socket and first round, then a round every interval. */
 export async function startCniAgent(settings: CniAgentSettings, kubeConfig: KubeConfig, io: CommandIo): Promise<CniAgent> {
   const metrics = new CniAgentMetrics({ labels: { [NODE_LABEL]: settings.nodeName, ...(settings.metricsRelease === undefined ? {} : { [RELEASE_LABEL]: settings.metricsRelease }) } });
   const metricsServer = settings.metrics === undefined ? undefined : await startMetricsServer(metrics, settings.metrics.host, settings.metrics.port);
+  const log = pino({ level: 'info', base: { name: 'envoy-injector-cni-agent' } }, { write: (line: string) => void io.stderr.write(line) });
+  const pods = new NodePods({ kubeConfig, nodeName: settings.nodeName, backoff: settings.watch?.backoff ?? DEFAULT_BACKOFF, watchLiveness: settings.watch?.liveness, log });
+  pods.start();
   const server: Server = await serveShim(settings.agentSocket, {
-    readPod: (namespace, name) => readPod(kubeConfig, namespace, name),
+    readPod: (namespace, name, uid) => pods.read(namespace, name, uid),
+    cachedPod: (namespace, name, uid) => pods.get(namespace, name, uid),
+    neverCaptured: (namespace) => neverCapturedNamespace(namespace, settings),
     runRules: rulesRunner(settings.rules),
     countSetUp: (result) => metrics.setUp(result),
   });
@@ -91,7 +113,8 @@ export async function startCniAgent(settings: CniAgentSettings, kubeConfig: Kube
     if (edit.changed) io.stdout.write(`cni-agent: envoy-injector-cni put last in the chain of ${edit.file ?? ''}\n`);
     await writeFile(settings.readyFile, 'ready\n');
     metrics.installed.set(1);
-    await repair(kubeConfig, settings.nodeName, io, metrics, left).catch((error: Error) => io.stderr.write(`cni-agent: repair: ${error.message}\n`));
+    // Until the watch has listed the node's Pods there is nothing to repair from (the next round tries again).
+    if (pods.hasSynced) await repair(kubeConfig, settings.nodeName, io, metrics, left, pods.list()).catch((error: Error) => io.stderr.write(`cni-agent: repair: ${error.message}\n`));
   };
   let running = tick();
   await running;
@@ -101,8 +124,10 @@ export async function startCniAgent(settings: CniAgentSettings, kubeConfig: Kube
   return {
     tick: () => (running = running.then(tick)),
     metricsPort: metricsServer?.port,
+    pods,
     stop: async () => {
       clearInterval(timer);
+      pods.stop();
       await running.catch(() => undefined);
       await rm(settings.readyFile, { force: true });
       metrics.installed.set(0);
@@ -111,16 +136,6 @@ export async function startCniAgent(settings: CniAgentSettings, kubeConfig: Kube
       await metricsServer?.close();
     },
   };
-}
-
-async function readPod(kubeConfig: KubeConfig, namespace: string, name: string): Promise<JsonObject | undefined> {
-  try {
-    const pod = await kubeJson(kubeConfig, { method: 'GET', path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}`, timeoutMs: 4_000 });
-    return isJsonObject(pod) ? pod : undefined;
-  } catch (error) {
-    if (error instanceof KubeRequestError && error.statusCode === 404) return undefined;
-    throw error;
-  }
 }
 
 /** Posts a Warning Event on a Pod of the node, as the agent; a failure is only logged. */
@@ -147,13 +162,11 @@ async function warnOnPod(kubeConfig: KubeConfig, nodeName: string, io: CommandIo
 }
 
 /**
- * Deletes the node's Pods whose check found no rules and that a controller
+ * Deletes the node's Pods (ITEMS, the watch's cache) whose check found no rules and that a controller
  * makes again, each with a Warning Event on it first; a Pod nothing would
  * make again gets a Warning once (LEFT holds their uids) and is kept.
  */
-async function repair(kubeConfig: KubeConfig, nodeName: string, io: CommandIo, metrics: CniAgentMetrics, left: Set<string>): Promise<void> {
-  const list = await kubeJson(kubeConfig, { method: 'GET', path: `/api/v1/pods?fieldSelector=${encodeURIComponent(`spec.nodeName=${nodeName}`)}` });
-  const items = isJsonObject(list) && Array.isArray(list['items']) ? list['items'].filter(isJsonObject) : [];
+async function repair(kubeConfig: KubeConfig, nodeName: string, io: CommandIo, metrics: CniAgentMetrics, left: Set<string>, items: readonly JsonObject[]): Promise<void> {
   const stillLeft = new Set<string>();
   for (const pod of items) {
     const action = repairAction(pod, nodeName);
@@ -208,6 +221,8 @@ export async function runCniAgent(args: readonly string[], io: CommandIo, env: N
       'metrics-port': { type: 'string', default: String(DEFAULT_METRICS_PORT) },
       'metrics-host': { type: 'string', default: '::' },
       'metrics-release': { type: 'string', default: env['METRICS_RELEASE'] ?? '' },
+      namespace: { type: 'string', default: env['POD_NAMESPACE'] ?? '' },
+      'excluded-namespaces': { type: 'string', default: env['EXCLUDED_NAMESPACES'] ?? '' },
       kubeconfig: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -234,6 +249,8 @@ export async function runCniAgent(args: readonly string[], io: CommandIo, env: N
       intervalMs: seconds * 1000,
       metrics: metricsPort === 0 ? undefined : { host: values['metrics-host'], port: metricsPort },
       metricsRelease: values['metrics-release'] === '' ? undefined : values['metrics-release'],
+      injectorNamespace: values.namespace === '' ? undefined : values.namespace,
+      excludedNamespaces: values['excluded-namespaces'].split(',').map((name) => name.trim()).filter((name) => name !== ''),
     },
     connection.kubeConfig,
     io,

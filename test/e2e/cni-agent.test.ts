@@ -22,8 +22,10 @@ import { kubeCall } from './policy-parity.js';
  * against a real API server, as the chart's ServiceAccount for it (the chart
  * installed with proxy.capture.mode cni: its ClusterRole is all the agent
  * has), with its real shim in CNI folders of its own
- * and a network namespace this test makes: it installs the plugin, reads the
- * Pod a runtime's ADD names and installs the rules for a Pod in CNI mode,
+ * and a network namespace this test makes: it installs the plugin, keeps its
+ * node's Pods from one watch (an ADD and its rounds read that, so they work
+ * with its role cut to `watch` alone; a Pod of a namespace never captured is
+ * not read), installs the rules for a Pod in CNI mode a runtime's ADD names,
  * puts its entry back after the primary plugin rewrote the file, repairs a
  * Pod whose check found no rules (a Warning Event, then the delete), keeps
  * a bare one (a Warning Event once), counts a delete its role refuses as
@@ -157,15 +159,20 @@ forEachKubeVersion('the CNI agent: plugin installed, rules for Pods in CNI mode,
     assert.ok(existsSync(join(dir, 'ready')));
   });
 
-  it(`a runtime's ADD for a Pod in CNI mode, read from the API server: the rules in its namespace (${version})`, { skip: missing }, async () => {
+  /** A runtime's ADD through the installed shim, for Pod NAME of POD_NAMESPACE. */
+  const shimAdd = async (podNamespace: string, name: string): Promise<{ status: number | null; stdout: string }> => {
     const entry = (JSON.parse(await readFile(conflist(), 'utf8')) as { plugins: Record<string, unknown>[] }).plugins.at(-1);
     const config = JSON.stringify({ cniVersion: '1.0.0', name: 'ei-node', ...entry, prevResult: { cniVersion: '1.0.0', ips: [{ address: '198.51.100.9/24' }] } });
-    const env = { CNI_COMMAND: 'ADD', CNI_CONTAINERID: 'c1', CNI_NETNS: `/var/run/netns/${NETNS}`, CNI_IFNAME: 'eth0', CNI_ARGS: `K8S_POD_NAMESPACE=${namespace};K8S_POD_NAME=captured`, CNI_PATH: places().binDir };
+    const env = { CNI_COMMAND: 'ADD', CNI_CONTAINERID: 'c1', CNI_NETNS: `/var/run/netns/${NETNS}`, CNI_IFNAME: 'eth0', CNI_ARGS: `K8S_POD_NAMESPACE=${podNamespace};K8S_POD_NAME=${name}`, CNI_PATH: places().binDir };
     // Not spawnSync: the agent answers from this very process.
-    const result = await new Promise<{ status: number | null; stdout: string }>((resolve) => {
+    return new Promise((resolve) => {
       const child = execFile(join(places().binDir, CNI_PLUGIN_TYPE), [], { env }, (error, stdout) => resolve({ status: error === null ? 0 : typeof error.code === 'number' ? error.code : -1, stdout }));
       child.stdin?.end(config);
     });
+  };
+
+  it(`a runtime's ADD for a Pod in CNI mode, read from the agent's watch: the rules in its namespace (${version})`, { skip: missing }, async () => {
+    const result = await shimAdd(namespace, 'captured');
     assert.equal(result.status, 0, result.stdout);
     assert.deepEqual(JSON.parse(result.stdout), { cniVersion: '1.0.0', ips: [{ address: '198.51.100.9/24' }] });
     assert.match(await natRules(), /-A OUTPUT -p tcp -j ENVOY_OUTBOUND/);
@@ -176,6 +183,45 @@ forEachKubeVersion('the CNI agent: plugin installed, rules for Pods in CNI mode,
     await agent?.tick();
     assert.deepEqual(await entries(), ['bridge', CNI_PLUGIN_TYPE]);
   });
+
+  it(`the node's Pods from its watch: with its role cut to watch alone, an ADD for a Pod it holds and its rounds still work; a Pod of a namespace never captured is not read (${version})`, { skip: missing }, async () => {
+    assert.ok(release !== undefined);
+    // A Pod bound to the node after the agent started: the watch (the chart's role, a field selector on the node) delivers it.
+    const plain = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'plain', annotations: { 'envoy-injector.io/inject': 'false' } }, spec: { nodeName: NODE, containers: [{ name: 'app', image: 'registry.example/app:1' }] } };
+    const created = await kubeCall(plane(), 'POST', `/api/v1/namespaces/${namespace}/pods`, plain);
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    await watched('plain', String((created.body['metadata'] as JsonObject)['resourceVersion']));
+    const rolePath = `/apis/rbac.authorization.k8s.io/v1/clusterroles/${release.manifests.find((manifest) => manifest.kind === 'ClusterRole' && manifest.metadata.name.endsWith('-cni-agent'))?.metadata.name ?? ''}`;
+    const role = (await kubeCall(plane(), 'GET', rolePath)).body;
+    const rules = role['rules'] as JsonObject[];
+    const podRules = rules.filter((rule) => (rule['resources'] as string[]).includes('pods'));
+    const watchOnly = [...rules.filter((rule) => !podRules.includes(rule)), { apiGroups: [''], resources: ['pods'], verbs: ['watch'] }];
+    assert.equal((await kubeCall(plane(), 'PUT', rolePath, { ...role, rules: watchOnly })).status, 200);
+    try {
+      await eventually('the agent refused to get Pods', async () => {
+        const review = await kubeCall({ ...plane(), adminToken: agentToken }, 'POST', '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews', { apiVersion: 'authorization.k8s.io/v1', kind: 'SelfSubjectAccessReview', spec: { resourceAttributes: { namespace, verb: 'get', resource: 'pods' } } });
+        return (review.body['status'] as JsonObject)['allowed'] === false ? true : undefined;
+      }, 10_000, 100);
+      const said = logs.length;
+      for (const [podNamespace, name] of [[namespace, 'plain'], ['kube-system', 'coredns-6f6b679f8f-abcde']] as const) {
+        const answer = await shimAdd(podNamespace, name);
+        assert.equal(answer.status, 0, `${podNamespace}/${name}: ${answer.stdout}; the agent said: ${logs.join('')}`);
+        assert.deepEqual(JSON.parse(answer.stdout), { cniVersion: '1.0.0', ips: [{ address: '198.51.100.9/24' }] });
+      }
+      // A Pod it does not hold, in a namespace that may be captured: the API asked, refused, and the ADD fails closed.
+      const unknown = await shimAdd(namespace, 'not-on-this-node');
+      assert.equal(unknown.status, 1, unknown.stdout);
+      assert.match(unknown.stdout, /"code":11.*cannot read Pod .*forbidden/);
+      await agent?.tick();
+      assert.doesNotMatch(logs.slice(said).join(''), /repair:/, 'a round asked the API server for the node\'s Pods');
+    } finally {
+      assert.equal((await kubeCall(plane(), 'PUT', rolePath, { ...(await kubeCall(plane(), 'GET', rolePath)).body, rules })).status, 200);
+    }
+  });
+
+  /** Until the agent's watch holds Pod NAME at RESOURCEVERSION (its rounds read that cache). */
+  const watched = (name: string, resourceVersion: string): Promise<true> =>
+    eventually(`Pod ${name} at resourceVersion ${resourceVersion} in the agent's watch`, async () => ((agent?.pods.get(namespace, name)?.['metadata'] as JsonObject | undefined)?.['resourceVersion'] === resourceVersion ? true : undefined), 10_000, 50);
 
   /** Writes the status a kubelet writes when each Pod's check exited 69 (no rules), then runs one round. */
   const checkFoundNoRules = async (...names: string[]): Promise<void> => {
@@ -189,6 +235,7 @@ forEachKubeVersion('the CNI agent: plugin installed, rules for Pods in CNI mode,
       };
       const written = await kubeCall(plane(), 'PUT', `${path}/status`, { ...pod, status });
       assert.equal(written.status, 200, JSON.stringify(written.body));
+      await watched(name, String((written.body['metadata'] as JsonObject)['resourceVersion']));
     }
     await agent?.tick();
   };
@@ -269,12 +316,13 @@ forEachKubeVersion('the CNI agent: plugin installed, rules for Pods in CNI mode,
     assert.deepEqual(await repairs(), [deleted + 2, failed + 1, left]);
   });
 
-  it(`its metrics: one Pod captured, three repaired, one delete failed, one left, the plugin installed (${version})`, { skip: missing }, async () => {
+  it(`its metrics: one Pod captured, two skipped, one error, three repaired, one delete failed, one left, the plugin installed (${version})`, { skip: missing }, async () => {
     const response = await fetch(`http://127.0.0.1:${agent?.metricsPort ?? 0}/metrics`);
     assert.equal(response.status, 200);
     const text = await response.text();
     const setUps = ['captured', 'skipped', 'error'].map((result) => metricSample(text, 'envoy_injector_cni_agent_pod_setups_total', { result }));
-    assert.deepEqual(setUps, [1, 0, 0], text);
+    // Captured: "captured"; skipped: "plain" and kube-system's Pod; error: the Pod its role cut to watch could not read.
+    assert.deepEqual(setUps, [1, 2, 1], text);
     const repairs = ['deleted', 'failed', 'left'].map((result) => metricSample(text, 'envoy_injector_cni_agent_repairs_total', { result }));
     assert.deepEqual(repairs, [3, 1, 1], text);
     assert.equal(metricSample(text, 'envoy_injector_cni_agent_plugin_installed', { envoy_injector_node: NODE, envoy_injector_release: `${release?.namespace ?? ''}/${release?.name ?? ''}` }), 1, text);

@@ -57,7 +57,7 @@ interface StoredEvent {
 interface OpenWatch {
   readonly resource: string;
   readonly namespace: string | undefined;
-  readonly name: string | undefined;
+  readonly fields: FieldFilter;
   readonly metadataOnly: boolean;
   readonly bookmarks: boolean;
   readonly response: ServerResponse;
@@ -322,14 +322,14 @@ export class FakeApiServer {
       if (method === 'GET' && route.name === undefined) {
         if (query['watch'] === 'true') {
           record(200);
-          return this.#watch(route.resource, route.namespace, fieldName(query['fieldSelector']), query, metadataOnly, response);
+          return this.#watch(route.resource, route.namespace, fieldFilter(query['fieldSelector']), query, metadataOnly, response);
         }
         if (query['continue'] !== undefined && query['continue'] !== '' && this.#expiredContinues > 0 && (this.#expiredContinuesPath ?? url.pathname) === url.pathname) {
           this.#expiredContinues -= 1;
           const resume = encodeContinue(decodeContinue(query['continue']), true);
           return send(410, { ...(status(410, 'Expired', 'The provided continue parameter is too old to display a consistent list result.') as object), metadata: { continue: resume } });
         }
-        const listed = this.#list(route.resource, route.namespace, fieldName(query['fieldSelector']), query, metadataOnly);
+        const listed = this.#list(route.resource, route.namespace, fieldFilter(query['fieldSelector']), query, metadataOnly);
         return typeof listed === 'string' ? send(400, status(400, 'BadRequest', listed)) : send(200, listed);
       }
       if (method === 'GET') {
@@ -392,7 +392,7 @@ export class FakeApiServer {
   }
 
   /** A list, or the message of a 400. Pages follow key order; `continue` is the last key served. */
-  #list(resource: string, namespace: string | undefined, name: string | undefined, query: Record<string, string>, metadataOnly: boolean): unknown {
+  #list(resource: string, namespace: string | undefined, fields: FieldFilter, query: Record<string, string>, metadataOnly: boolean): unknown {
     const info = this.#resource(resource);
     const selector = parseLabelSelector(query['labelSelector'] ?? '');
     if (typeof selector === 'string') return selector;
@@ -401,7 +401,7 @@ export class FakeApiServer {
     const matching = [...this.#objects.entries()]
       .filter(([key]) => key.startsWith(`${resource}/`) && (after === undefined || key > after))
       .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-      .filter(([, object]) => matches(object, namespace, name) && selector(labelsOf(object)));
+      .filter(([, object]) => matches(object, namespace, fields) && selector(labelsOf(object)));
     const page = limit > 0 ? matching.slice(0, limit) : matching;
     const lastKey = page.at(-1)?.[0];
     const more = limit > 0 && matching.length > limit && lastKey !== undefined;
@@ -416,14 +416,14 @@ export class FakeApiServer {
   #watch(
     resource: string,
     namespace: string | undefined,
-    name: string | undefined,
+    fields: FieldFilter,
     query: Record<string, string>,
     metadataOnly: boolean,
     response: ServerResponse,
   ): void {
     response.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
     response.flushHeaders();
-    const watch: OpenWatch = { resource, namespace, name, metadataOnly, bookmarks: query['allowWatchBookmarks'] === 'true', response, frozen: false };
+    const watch: OpenWatch = { resource, namespace, fields, metadataOnly, bookmarks: query['allowWatchBookmarks'] === 'true', response, frozen: false };
     if (this.closeWatchesAtOnce) {
       response.end();
       return;
@@ -441,7 +441,7 @@ export class FakeApiServer {
     this.#watches.add(watch);
     response.on('close', () => this.#watches.delete(watch));
     for (const event of this.#events) {
-      if (event.resource === resource && event.resourceVersion > from && matches(event.object, namespace, name)) {
+      if (event.resource === resource && event.resourceVersion > from && matches(event.object, namespace, fields)) {
         this.#write(watch, { type: event.type, object: metadataOnly ? partial(event.object) : event.object });
       }
     }
@@ -451,7 +451,7 @@ export class FakeApiServer {
     const event = { resourceVersion: this.#resourceVersion, resource, type, object: structuredClone(object) };
     this.#events.push(event);
     for (const watch of this.#watches) {
-      if (watch.resource === resource && matches(object, watch.namespace, watch.name)) {
+      if (watch.resource === resource && matches(object, watch.namespace, watch.fields)) {
         this.#write(watch, { type, object: watch.metadataOnly ? partial(event.object) : event.object });
       }
     }
@@ -482,19 +482,28 @@ function parsePath(path: string): { resource: string; namespace: string | undefi
   return { resource: rest[0] ?? '', namespace: undefined, name: rest[1] };
 }
 
-/** The field selector, checked: `metadata.name=X` or `spec.nodeName=X` (what `matches` reads). */
-function fieldName(selector: string | undefined): string | undefined {
-  if (selector === undefined || selector === '') return undefined;
-  if (!/^(metadata\.name|spec\.nodeName)=.+$/.test(selector)) throw new Error(`the fake API server only supports metadata.name and spec.nodeName field selectors, got ${selector}`);
-  return selector;
+/** What a field selector asks for: `metadata.name=x`, `spec.nodeName=y`, or both, comma-separated. */
+interface FieldFilter {
+  readonly name?: string;
+  readonly nodeName?: string;
 }
 
-function matches(object: KubeObject, namespace: string | undefined, field: string | undefined): boolean {
-  if (namespace !== undefined && object.metadata.namespace !== namespace) return false;
-  if (field === undefined) return true;
-  const at = field.indexOf('=');
-  const value = field.slice(at + 1);
-  return field.startsWith('spec.nodeName=') ? (object['spec'] as { nodeName?: unknown } | undefined)?.nodeName === value : object.metadata.name === value;
+function fieldFilter(selector: string | undefined): FieldFilter {
+  if (selector === undefined || selector === '') return {};
+  const filter: { name?: string; nodeName?: string } = {};
+  for (const term of selector.split(',')) {
+    const match = /^(metadata\.name|spec\.nodeName)=(.+)$/.exec(term);
+    if (match === null) throw new Error(`the fake API server only supports metadata.name and spec.nodeName field selectors, got ${selector}`);
+    if (match[1] === 'metadata.name') filter.name = match[2] ?? '';
+    else filter.nodeName = match[2] ?? '';
+  }
+  return filter;
+}
+
+function matches(object: KubeObject, namespace: string | undefined, fields: FieldFilter): boolean {
+  const spec = object['spec'];
+  const nodeName = typeof spec === 'object' && spec !== null ? (spec as Record<string, unknown>)['nodeName'] : undefined;
+  return (namespace === undefined || object.metadata.namespace === namespace) && (fields.name === undefined || object.metadata.name === fields.name) && (fields.nodeName === undefined || nodeName === fields.nodeName);
 }
 
 /** A continue token: the last key served (and, after a 410, a mark, so the token differs as a real one does). */

@@ -1,11 +1,16 @@
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { cp, mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { promisify } from 'node:util';
 import { basename, join } from 'node:path';
 import { after, before, it } from 'node:test';
 import { AppsV1Api, RbacAuthorizationV1Api, type V1Pod } from '@kubernetes/client-node';
 import { createNamespace, deleteNamespaces, eventually, uniqueName } from '../e2e/cluster.js';
 import { CNI_PLUGIN_TYPE, primaryConfigFile } from '../../src/cni/chain-config.js';
-import { CNI_BIN_DIR, CNI_CONF_DIR, CNI_CONFLIST, CONTAINERD_STATE_DIR, cniConfig, importArchive } from './containerd.js';
+import { CNI_BIN_DIR, CNI_CONF_DIR, CNI_CONFLIST, CONTAINERD_SOCKET, CONTAINERD_STATE_DIR, cniConfig, importArchive } from './containerd.js';
+import { kubeBinary } from '../e2e/kube-binaries.js';
+import { STATIC_POD_DIR } from './kubelet.js';
 import { cniAgentRecipe } from './cni-agent-image.js';
 import { buildImage } from './images.js';
 import { injectorRecipe } from './injector-image.js';
@@ -37,6 +42,10 @@ import { askToCall, waitRelayed } from './traffic.js';
  * 6. An IPv6-only Pod: the primary configuration rewritten as an IPv6-only
  *    network, a Pod made then starts, its check passing in IPv6; then the
  *    configuration written back.
+ * 7. An API outage (kube-apiserver stopped with SIGSTOP): a static Pod of
+ *    kube-system, which the kubelet starts without the API server, gets its
+ *    network through the chain and runs: the agent never waits on the API
+ *    for a Pod of a namespace the injector never captures (issue 50).
  * 3b. The DaemonSet deleted: the configuration is byte for byte what it was
  *    before the agent, the plugin gone.
  *
@@ -90,6 +99,24 @@ const chain = async (): Promise<string[]> => {
   const parsed = JSON.parse(await readFile(join(CNI_CONF_DIR, file), 'utf8')) as { type?: string; plugins?: { type: string }[] };
   return parsed.plugins?.map((plugin) => plugin.type) ?? [parsed.type ?? ''];
 };
+
+/** The pid of the kube-apiserver serving SERVER (https://127.0.0.1:PORT): the one whose command line holds its port. */
+function apiServerPid(server: string): number {
+  const port = new URL(server).port;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const words = (() => {
+      try {
+        return readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
+      } catch {
+        return [];
+      }
+    })();
+    // The binaries are cached as kube-apiserver-<hash>.
+    if (basename(words[0] ?? '').startsWith('kube-apiserver') && words.includes(`--secure-port=${port}`)) return Number(entry);
+  }
+  throw new Error(`no kube-apiserver with --secure-port=${port}`);
+}
 
 interface Variant {
   readonly mode: 'cni' | 'auto';
@@ -300,6 +327,34 @@ forEachNode('capture in CNI mode', (suite, version) => {
       await writeFile(variant.file, variant.text());
       await eventually('the agent\'s entry back in the IPv4 configuration', async () => ((await chain()).includes(CNI_PLUGIN_TYPE) && !(await readFile(join(CNI_CONF_DIR, primaryConfigFile(await readdir(CNI_CONF_DIR)) ?? ''), 'utf8')).includes(IPV6_SUBNET) ? true : undefined), 20_000, 100);
     }
+  });
+
+  it(`7. an API outage: a static Pod of kube-system, started by the kubelet while kube-apiserver is stopped, gets its network and runs (${version})`, async () => {
+    const crictl = async (...args: string[]): Promise<string> =>
+      (await promisify(execFile)(await kubeBinary('crictl', version), ['--runtime-endpoint', `unix://${CONTAINERD_SOCKET}`, ...args])).stdout.trim();
+    const manifest = join(STATIC_POD_DIR, 'outage-static.json');
+    const pod = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'outage-static', namespace: 'kube-system' }, spec: { terminationGracePeriodSeconds: 5, containers: [appContainer()] } };
+    const pid = apiServerPid(suite().plane.server);
+    try {
+      process.kill(pid, 'SIGSTOP');
+      try {
+        await writeFile(manifest, JSON.stringify(pod));
+        // A sandbox ready is a network set up: the chain, our plugin last, answered "go" (with the API stopped).
+        const sandbox = await eventually('the static Pod\'s sandbox ready while kube-apiserver is stopped', async () => (await crictl('pods', '--namespace', 'kube-system', '--name', 'outage-static', '--state', 'ready', '-q')).split('\n')[0] || undefined, 90_000, 500).catch(async (error: Error) => {
+          throw new Error(`${error.message}; the sandboxes: ${await crictl('pods', '--namespace', 'kube-system', '--name', 'outage-static').catch((failed: Error) => failed.message)}`);
+        });
+        await eventually('its app running', async () => ((await crictl('ps', '--pod', sandbox, '--name', 'app', '--state', 'running', '-q')) === '' ? undefined : true), 60_000, 500);
+      } finally {
+        process.kill(pid, 'SIGCONT');
+      }
+      // The API server back: the kubelet's mirror Pod says the same.
+      await waitIn('kube-system', `outage-static-${NODE_NAME}`, running('app'), 'the static Pod\'s mirror Pod running', 90_000).catch(async (error: Error) => {
+        throw new Error(`${error.message}; the agent's log: ${await agentLogs()}`);
+      });
+    } finally {
+      await rm(manifest, { force: true });
+    }
+    await eventually('the static Pod gone', async () => ((await crictl('pods', '--namespace', 'kube-system', '--name', 'outage-static', '--state', 'ready', '-q')) === '' ? true : undefined), 60_000, 500);
   });
 
   it(`3b. the DaemonSet deleted: the node's CNI configuration is as it was, byte for byte, the plugin gone (${version})`, async () => {

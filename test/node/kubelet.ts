@@ -19,6 +19,8 @@ export const KUBELET_DIR = join(NODE_DIR, 'kubelet');
 export const POD_LOGS_DIR = join(NODE_DIR, 'pod-logs');
 /** The kubelet's own log (`--v=1`: each failed probe, each probe result that changes a container). */
 export const KUBELET_LOG = join(NODE_DIR, 'kubelet.log');
+/** The kubelet's static Pods (staticPodPath): a Pod it starts without the API server, as a control plane node's. */
+export const STATIC_POD_DIR = join(NODE_DIR, 'static-pods');
 const PKI = join(NODE_DIR, 'pki');
 
 export interface NodeCertificates {
@@ -99,6 +101,7 @@ export function kubeletConfig(certificates: NodeCertificates, ports: { kubelet: 
     nodeStatusUpdateFrequency: '2s',
     syncFrequency: '10s',
     fileCheckFrequency: '20s',
+    staticPodPath: STATIC_POD_DIR,
     maxPods: 60,
   };
 }
@@ -106,6 +109,7 @@ export function kubeletConfig(certificates: NodeCertificates, ports: { kubelet: 
 export async function startKubelet(bin: string, server: string, certificates: NodeCertificates, ports: { kubelet: number; healthz: number }): Promise<ManagedProcess> {
   await mkdir(KUBELET_DIR, { recursive: true });
   await mkdir(POD_LOGS_DIR, { recursive: true });
+  await mkdir(STATIC_POD_DIR, { recursive: true });
   await writeFile(join(NODE_DIR, 'resolv.conf'), 'nameserver 127.0.0.1\n');
   const kubeconfig = join(NODE_DIR, 'kubelet.kubeconfig');
   await writeFile(kubeconfig, JSON.stringify({
