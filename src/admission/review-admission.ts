@@ -20,7 +20,7 @@ import {
   type PatchOperation,
   type TemplateSet,
 } from '../injection/index.js';
-import { podShape, type MemoizedInjection, type PatchMemo } from './patch-memo.js';
+import { podShape, type MemoizedInjection, type PatchMemo, type ShapeNames } from './patch-memo.js';
 import { allowed, encodePatchBase64, encodePatchPieces, fillPatch, patched, toReview, type AdmissionReviewResponse } from './responses.js';
 import type { AdmissionRequest } from './review-schema.js';
 
@@ -109,10 +109,11 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
   const headerKey = proxyProtocol.ports.length + proxyProtocol.warnings.length === 0 ? '' : JSON.stringify(proxyProtocol);
   // `auto` turns to CNI mode by the namespace's labels: the mode is part of the outcome.
   const captureKey = (capture.capture ? `${capture.mode}:${capture.interception}:${JSON.stringify(capture.exclusions)}` : '') + probesKey + headerKey + namespaceDefaultsKey(input.namespace, context.namespaceAnnotations);
-  const shape = (): string =>
-    podShape(pod, decision.template, decision.nativeSidecar, context.options.allowedOverrides ?? DEFAULT_ALLOWED_OVERRIDES, captureKey, tokenVolume !== undefined);
+  const { template, nativeSidecar } = decision;
+  const settings = { template, nativeSidecar, allowedOverrides: context.options.allowedOverrides ?? DEFAULT_ALLOWED_OVERRIDES, namespace: input.namespace, captureKey, tokenMount: tokenVolume !== undefined };
+  const shape = (names: ShapeNames): string => podShape(pod, names, settings);
   const perPod = memo === undefined || templates === undefined || direct !== undefined;
-  const { injection, overrides, warnings: injectionWarnings, patch: pieces } = perPod ? compute() : memo.answer(templates, shape(), compute);
+  const { injection, overrides, warnings: injectionWarnings, patch: pieces } = perPod ? compute() : memo.answer(templates, shape, compute);
   const patch = fillPatch(pieces, tokenVolume);
   // Most injected Pods hear nothing: no array made for them.
   const warnings = decision.warnings.length + capture.warnings.length + injectionWarnings.length === 0 ? NO_WARNINGS : [...decision.warnings, ...capture.warnings, ...injectionWarnings];
