@@ -249,17 +249,22 @@ describe('the patch memo', () => {
 
 /**
  * Issue 50: one namespace's Pod must not shape the patch another Pod gets.
- * The chart's own template with capture on (tcpSocket probes rewritten, so
- * the per-Pod bootstrap's volume is added): Pods holding entries of the
- * names the injection adds, paired with Pods of the same shape otherwise.
+ * The chart's own template with capture on, with envoy-init and in CNI mode
+ * (tcpSocket probes rewritten, so the per-Pod bootstrap's volume is added):
+ * Pods holding entries of the names the injection adds, paired with Pods
+ * of the same shape otherwise.
  */
 describe('the patch memo between Pods holding the names the injection adds', () => {
   let chart: TemplateSet;
+  let cniChart: TemplateSet;
+  const chartTemplates = async (capture: Record<string, unknown>): Promise<TemplateSet> =>
+    parseTemplateData(only(await renderChart({ proxy: { capture: { enabled: true, ...capture } } }), 'ConfigMap', 'envoy-initializer')['data'] as Record<string, string>);
   before(async () => {
-    chart = parseTemplateData(only(await renderChart({ proxy: { capture: { enabled: true } } }), 'ConfigMap', 'envoy-initializer')['data'] as Record<string, string>);
+    chart = await chartTemplates({});
+    cniChart = await chartTemplates({ mode: 'cni' });
   });
   const PROBE = { tcpSocket: { port: 8080 }, periodSeconds: 5 };
-  const chartContext = (nativeSidecar: boolean, memo?: PatchMemo): ReviewContext => ({ templates: chart, namespaceLabels: ENABLED, options: { nativeSidecar, injectorNamespace: 'envoy-injector' }, memo });
+  const chartContext = (nativeSidecar: boolean, memo?: PatchMemo, templates = chart): ReviewContext => ({ templates, namespaceLabels: ENABLED, options: { nativeSidecar, injectorNamespace: 'envoy-injector' }, memo });
   const tenantPod = (volume: string): JsonObject => ({
     metadata: { generateName: 'web-', annotations: {} },
     spec: { containers: [{ name: 'app', image: 'app:1', livenessProbe: PROBE }], volumes: [{ name: volume, emptyDir: {} }] },
@@ -288,8 +293,8 @@ describe('the patch memo between Pods holding the names the injection adds', () 
   }
 
   it('for random pairs of Pods holding names the injection adds, a patch served from the memo applies and yields the Pod a fresh merge yields', () => {
-    const reserved = reservedNames(chart);
-    assert.ok(reserved.entries.includes('envoy-proxy-config') && reserved.entries.includes('envoy-init'), `found ${reserved.entries.join(', ')}`);
+    const reserved = reservedNames([chart, cniChart]);
+    for (const name of ['envoy', 'envoy-init', 'envoy-capture-check', 'envoy-proxy-config']) assert.ok(reserved.entries.includes(name), `found ${reserved.entries.join(', ')}`);
     const holding = fc.uniqueArray(fc.record({ name: fc.constantFrom(...reserved.entries), as: fc.constantFrom('containers', 'initContainers', 'volumes', 'imagePullSecrets') }), { selector: (entry) => entry.name, maxLength: 3 });
     const heldAnnotations = fc.subarray(reserved.annotations, { maxLength: 2 });
     const features = fc.record({
@@ -301,20 +306,25 @@ describe('the patch memo between Pods holding the names the injection adds', () 
       hold: fc.boolean(),
       token: fc.boolean(),
       sameNamespace: fc.boolean(),
+      cni: fc.boolean(),
+      // A memo that has seen other Pods (names learnt before, entries of older keys), or a new one.
+      sharedMemo: fc.boolean(),
     });
+    const shared = new PatchMemo({ maxEntries: 32, maxBytes: 1024 * 1024 });
     let served = 0;
     fc.assert(
       fc.property(features, holding, heldAnnotations, holding, heldAnnotations, (feature, firstNames, firstAnnotations, secondNames, secondAnnotations) => {
-        const memo = new PatchMemo();
+        const memo = feature.sharedMemo ? shared : new PatchMemo();
+        const templates = feature.cni ? cniChart : chart;
         const pair = [featuredPod(feature, firstNames, firstAnnotations), featuredPod(feature, secondNames, secondAnnotations)];
         const namespaces = feature.sameNamespace ? ['shop', 'shop'] : ['team-a', 'team-b'];
         for (const index of [0, 1, 0]) {
           const object = pair[index] ?? {};
           const namespace = namespaces[index] ?? 'shop';
           const sizeBefore = memo.size;
-          const memoized = reviewAdmission(inNamespace(structuredClone(object), namespace, 'u'), chartContext(feature.native, memo));
-          const fresh = reviewAdmission(inNamespace(structuredClone(object), namespace, 'u'), chartContext(feature.native));
-          if (memoized.result === 'injected' && memo.size === sizeBefore) served++;
+          const memoized = reviewAdmission(inNamespace(structuredClone(object), namespace, 'u'), chartContext(feature.native, memo, templates));
+          const fresh = reviewAdmission(inNamespace(structuredClone(object), namespace, 'u'), chartContext(feature.native, undefined, templates));
+          if (memoized.result === 'injected' && memo.size === sizeBefore && memo.size > 0) served++;
           const memoPatch = decodedPatch(memoized.review.response.patch);
           const stored = applyPodPatch(object, memoPatch);
           assert.deepEqual(invalidities(stored), []);
@@ -328,18 +338,17 @@ describe('the patch memo between Pods holding the names the injection adds', () 
   });
 
   /** The entry names and annotations the injection adds to Pods of each feature, read from what its patches add (not from the merge's own lists). */
-  function reservedNames(templates: TemplateSet): { entries: string[]; annotations: string[] } {
+  function reservedNames(sets: readonly TemplateSet[]): { entries: string[]; annotations: string[] } {
     const entries = new Set<string>();
     const annotations = new Set<string>();
-    for (const tproxy of [false, true]) {
-      for (const native of [false, true]) {
-        const object = featuredPod({ native, capture: undefined, tproxy, probe: true, proxyProtocol: !tproxy, hold: true, token: true, sameNamespace: true }, [], []);
-        const injected = admitPod({ kind: { group: '', kind: 'Pod' }, operation: 'CREATE', namespace: 'shop', pod: object, namespaceLabels: ENABLED, templates, options: { nativeSidecar: native } });
-        const stored = applyPodPatch(object, injected.injection?.patch ?? []);
-        for (const list of ENTRY_LISTS) for (const added of namesIn(stored, list)) if (!namesIn(object, list).includes(added)) entries.add(added);
-        const own = objectAt(objectAt(object, 'metadata'), 'annotations') ?? {};
-        for (const key of Object.keys(objectAt(objectAt(stored, 'metadata'), 'annotations') ?? {})) if (!(key in own)) annotations.add(key);
-      }
+    const variants = sets.flatMap((templates) => [false, true].flatMap((tproxy) => [false, true].map((native) => ({ templates, tproxy, native }))));
+    for (const { templates, tproxy, native } of variants) {
+      const object = featuredPod({ native, capture: undefined, tproxy, probe: true, proxyProtocol: !tproxy, hold: true, token: true, sameNamespace: true, cni: false, sharedMemo: false }, [], []);
+      const injected = admitPod({ kind: { group: '', kind: 'Pod' }, operation: 'CREATE', namespace: 'shop', pod: object, namespaceLabels: ENABLED, templates, options: { nativeSidecar: native } });
+      const stored = applyPodPatch(object, injected.injection?.patch ?? []);
+      for (const list of ENTRY_LISTS) for (const added of namesIn(stored, list)) if (!namesIn(object, list).includes(added)) entries.add(added);
+      const own = objectAt(objectAt(object, 'metadata'), 'annotations') ?? {};
+      for (const key of Object.keys(objectAt(objectAt(stored, 'metadata'), 'annotations') ?? {})) if (!(key in own)) annotations.add(key);
     }
     // The status says a Pod is injected already: one holding it is skipped, not merged.
     annotations.delete('envoy-injector.io/status');
@@ -358,6 +367,8 @@ interface Features {
   readonly hold: boolean;
   readonly token: boolean;
   readonly sameNamespace: boolean;
+  readonly cni: boolean;
+  readonly sharedMemo: boolean;
 }
 
 /** A Pod with FEATURE's annotations and probe, holding its own entries of NAMES and values of ANNOTATIONS: every list an array, so that Pods differing only in those names share a shape but for them. */
