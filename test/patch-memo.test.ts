@@ -227,6 +227,22 @@ describe('the patch memo', () => {
     assert.ok(memo.size <= sizeBefore, 'the oversized answer was not kept');
   });
 
+  it('past 1,024 names a merge could add, answers are computed and not kept', () => {
+    const volumes = Array.from({ length: 1100 }, (_, index) => `{name: v${index}, emptyDir: {}}`).join(', ');
+    const many = parseTemplateData({ config: `containers: [{name: envoy, image: "envoy:1"}]\nvolumes: [${volumes}]` });
+    const memo = new PatchMemo();
+    const object = { metadata: { annotations: {} }, spec: { containers: [{ name: 'app' }], volumes: [{ name: 'v7', emptyDir: {} }] } };
+    for (const uid of ['a', 'b']) {
+      const answer = reviewAdmission(request(structuredClone(object), uid), { ...context(false, [], memo), templates: many });
+      const fresh = reviewAdmission(request(structuredClone(object), uid), { ...context(false, [], undefined), templates: many });
+      assert.equal(answer.review.response.patch, fresh.review.response.patch);
+    }
+    assert.equal(memo.size, 0);
+    // Under the bound, the same Pod is kept.
+    reviewAdmission(request(structuredClone(object), 'c'), context(false, [], memo));
+    assert.equal(memo.size, 1);
+  });
+
   it('what it accounts for is at least what it keeps on the heap', () => {
     setFlagsFromString('--expose-gc');
     const gc = runInNewContext('gc') as () => void;

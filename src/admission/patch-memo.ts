@@ -89,11 +89,6 @@ export class PatchMemo {
     return this.#bytes;
   }
 
-  /** The names learnt so far under the current template set. */
-  get names(): ShapeNames {
-    return this.#names;
-  }
-
   /**
    * The answer for the Pod whose key SHAPE makes of the names learnt, under
    * TEMPLATES; computed (and kept, if it fits) when absent.

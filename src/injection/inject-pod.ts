@@ -37,7 +37,7 @@ export interface InjectionStatus {
  * name, by where the Pod's own would be: a container name is taken in all
  * three container lists. Which of these names a Pod holds is all the merge
  * reads of the entries of its lists, so the patch memo keys on exactly that
- * (docs/design.md §3): recorded by the one step that adds entries (pickNew),
+ * (docs/design.md §3): recorded by the one step that adds entries (entryPicker),
  * a feature that adds one cannot leave it out.
  */
 export interface AddableNames {
