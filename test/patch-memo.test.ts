@@ -1,10 +1,26 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import fc from 'fast-check';
 import { PatchMemo, reviewAdmission, type AdmissionRequest, type ReviewContext } from '../src/admission/index.js';
-import { admitPod, ALL_OVERRIDES, OVERRIDE_ANNOTATION_PREFIX, parseTemplateData, type JsonObject, type JsonValue, type OverrideName } from '../src/injection/index.js';
+import {
+  admitPod,
+  ALL_OVERRIDES,
+  applyPodPatch,
+  arrayAt,
+  entryName,
+  isJsonObject,
+  objectAt,
+  OVERRIDE_ANNOTATION_PREFIX,
+  parseTemplateData,
+  type JsonObject,
+  type JsonValue,
+  type OverrideName,
+  type PatchOperation,
+  type TemplateSet,
+} from '../src/injection/index.js';
+import { only, renderChart } from './helpers/helm.js';
 
 /** Templates whose names Pods often share: every clash (kept entries, warnings) is reached. */
 const TEMPLATES = parseTemplateData({
@@ -211,6 +227,22 @@ describe('the patch memo', () => {
     assert.ok(memo.size <= sizeBefore, 'the oversized answer was not kept');
   });
 
+  it('past 1,024 names a merge could add, answers are computed and not kept', () => {
+    const volumes = Array.from({ length: 1100 }, (_, index) => `{name: v${index}, emptyDir: {}}`).join(', ');
+    const many = parseTemplateData({ config: `containers: [{name: envoy, image: "envoy:1"}]\nvolumes: [${volumes}]` });
+    const memo = new PatchMemo();
+    const object = { metadata: { annotations: {} }, spec: { containers: [{ name: 'app' }], volumes: [{ name: 'v7', emptyDir: {} }] } };
+    for (const uid of ['a', 'b']) {
+      const answer = reviewAdmission(request(structuredClone(object), uid), { ...context(false, [], memo), templates: many });
+      const fresh = reviewAdmission(request(structuredClone(object), uid), { ...context(false, [], undefined), templates: many });
+      assert.equal(answer.review.response.patch, fresh.review.response.patch);
+    }
+    assert.equal(memo.size, 0);
+    // Under the bound, the same Pod is kept.
+    reviewAdmission(request(structuredClone(object), 'c'), context(false, [], memo));
+    assert.equal(memo.size, 1);
+  });
+
   it('what it accounts for is at least what it keeps on the heap', () => {
     setFlagsFromString('--expose-gc');
     const gc = runInNewContext('gc') as () => void;
@@ -230,3 +262,173 @@ describe('the patch memo', () => {
     assert.ok(kept <= accounted, `3,000 entries keep ${kept} bytes of heap, more than the ${accounted} bytes accounted`);
   });
 });
+
+/**
+ * Issue 50: one namespace's Pod must not shape the patch another Pod gets.
+ * The chart's own template with capture on, with envoy-init and in CNI mode
+ * (tcpSocket probes rewritten, so the per-Pod bootstrap's volume is added):
+ * Pods holding entries of the names the injection adds, paired with Pods
+ * of the same shape otherwise.
+ */
+describe('the patch memo between Pods holding the names the injection adds', () => {
+  let chart: TemplateSet;
+  let cniChart: TemplateSet;
+  const chartTemplates = async (capture: Record<string, unknown>): Promise<TemplateSet> =>
+    parseTemplateData(only(await renderChart({ proxy: { capture: { enabled: true, ...capture } } }), 'ConfigMap', 'envoy-initializer')['data'] as Record<string, string>);
+  before(async () => {
+    chart = await chartTemplates({});
+    cniChart = await chartTemplates({ mode: 'cni' });
+  });
+  const PROBE = { tcpSocket: { port: 8080 }, periodSeconds: 5 };
+  const chartContext = (nativeSidecar: boolean, memo?: PatchMemo, templates = chart): ReviewContext => ({ templates, namespaceLabels: ENABLED, options: { nativeSidecar, injectorNamespace: 'envoy-injector' }, memo });
+  const tenantPod = (volume: string): JsonObject => ({
+    metadata: { generateName: 'web-', annotations: {} },
+    spec: { containers: [{ name: 'app', image: 'app:1', livenessProbe: PROBE }], volumes: [{ name: volume, emptyDir: {} }] },
+  });
+  const inNamespace = (object: JsonObject, namespace: string, uid: string): AdmissionRequest => ({ ...request(object, uid), namespace });
+
+  for (const native of [true, false]) {
+    it(`A's Pod with its own envoy-proxy-config volume, then B's ordinary Pod, and the other order: each gets its own patch (${native ? 'native' : 'classic'})`, () => {
+      for (const namespaces of [['team-a', 'team-b'], ['shop', 'shop']] as const) {
+        for (const order of [['a', 'b'], ['b', 'a']] as const) {
+          const memo = new PatchMemo();
+          const pods = { a: tenantPod('envoy-proxy-config'), b: tenantPod('cache') };
+          const namespaceOf = { a: namespaces[0], b: namespaces[1] };
+          for (const team of order) {
+            const object = pods[team];
+            const memoized = reviewAdmission(inNamespace(structuredClone(object), namespaceOf[team], team), chartContext(native, memo));
+            const fresh = reviewAdmission(inNamespace(structuredClone(object), namespaceOf[team], team), chartContext(native));
+            const stored = applyPodPatch(object, decodedPatch(memoized.review.response.patch));
+            const which = `${team}'s Pod after ${order[0]}'s, in ${namespaces.join(' and ')}`;
+            assert.deepEqual(invalidities(stored), [], which);
+            assert.equal(memoized.review.response.patch, fresh.review.response.patch, which);
+          }
+        }
+      }
+    });
+  }
+
+  it('for random pairs of Pods holding names the injection adds, a patch served from the memo applies and yields the Pod a fresh merge yields', () => {
+    const reserved = reservedNames([chart, cniChart]);
+    for (const name of ['envoy', 'envoy-init', 'envoy-capture-check', 'envoy-proxy-config']) assert.ok(reserved.entries.includes(name), `found ${reserved.entries.join(', ')}`);
+    const holding = fc.uniqueArray(fc.record({ name: fc.constantFrom(...reserved.entries), as: fc.constantFrom('containers', 'initContainers', 'volumes', 'imagePullSecrets') }), { selector: (entry) => entry.name, maxLength: 3 });
+    const heldAnnotations = fc.subarray(reserved.annotations, { maxLength: 2 });
+    const features = fc.record({
+      native: fc.boolean(),
+      capture: fc.constantFrom<string | undefined>(undefined, 'false'),
+      tproxy: fc.boolean(),
+      probe: fc.boolean(),
+      proxyProtocol: fc.boolean(),
+      hold: fc.boolean(),
+      token: fc.boolean(),
+      sameNamespace: fc.boolean(),
+      cni: fc.boolean(),
+      // A memo that has seen other Pods (names learnt before, entries of older keys), or a new one.
+      sharedMemo: fc.boolean(),
+    });
+    const shared = new PatchMemo({ maxEntries: 32, maxBytes: 1024 * 1024 });
+    let served = 0;
+    fc.assert(
+      fc.property(features, holding, heldAnnotations, holding, heldAnnotations, (feature, firstNames, firstAnnotations, secondNames, secondAnnotations) => {
+        const memo = feature.sharedMemo ? shared : new PatchMemo();
+        const templates = feature.cni ? cniChart : chart;
+        const pair = [featuredPod(feature, firstNames, firstAnnotations), featuredPod(feature, secondNames, secondAnnotations)];
+        const namespaces = feature.sameNamespace ? ['shop', 'shop'] : ['team-a', 'team-b'];
+        for (const index of [0, 1, 0]) {
+          const object = pair[index] ?? {};
+          const namespace = namespaces[index] ?? 'shop';
+          const sizeBefore = memo.size;
+          const memoized = reviewAdmission(inNamespace(structuredClone(object), namespace, 'u'), chartContext(feature.native, memo, templates));
+          const fresh = reviewAdmission(inNamespace(structuredClone(object), namespace, 'u'), chartContext(feature.native, undefined, templates));
+          if (memoized.result === 'injected' && memo.size === sizeBefore && memo.size > 0) served++;
+          const memoPatch = decodedPatch(memoized.review.response.patch);
+          const stored = applyPodPatch(object, memoPatch);
+          assert.deepEqual(invalidities(stored), []);
+          assert.deepEqual(stored, applyPodPatch(object, decodedPatch(fresh.review.response.patch)));
+          assert.deepEqual(memoized.warnings, fresh.warnings);
+        }
+      }),
+      { numRuns: 1000 },
+    );
+    assert.ok(served > 500, `${served} answers were served from the memo`);
+  });
+
+  /** The entry names and annotations the injection adds to Pods of each feature, read from what its patches add (not from the merge's own lists). */
+  function reservedNames(sets: readonly TemplateSet[]): { entries: string[]; annotations: string[] } {
+    const entries = new Set<string>();
+    const annotations = new Set<string>();
+    const variants = sets.flatMap((templates) => [false, true].flatMap((tproxy) => [false, true].map((native) => ({ templates, tproxy, native }))));
+    for (const { templates, tproxy, native } of variants) {
+      const object = featuredPod({ native, capture: undefined, tproxy, probe: true, proxyProtocol: !tproxy, hold: true, token: true, sameNamespace: true, cni: false, sharedMemo: false }, [], []);
+      const injected = admitPod({ kind: { group: '', kind: 'Pod' }, operation: 'CREATE', namespace: 'shop', pod: object, namespaceLabels: ENABLED, templates, options: { nativeSidecar: native } });
+      const stored = applyPodPatch(object, injected.injection?.patch ?? []);
+      for (const list of ENTRY_LISTS) for (const added of namesIn(stored, list)) if (!namesIn(object, list).includes(added)) entries.add(added);
+      const own = objectAt(objectAt(object, 'metadata'), 'annotations') ?? {};
+      for (const key of Object.keys(objectAt(objectAt(stored, 'metadata'), 'annotations') ?? {})) if (!(key in own)) annotations.add(key);
+    }
+    // The status says a Pod is injected already: one holding it is skipped, not merged.
+    annotations.delete('envoy-injector.io/status');
+    return { entries: [...entries].sort(), annotations: [...annotations].sort() };
+  }
+});
+
+const ENTRY_LISTS = ['containers', 'initContainers', 'ephemeralContainers', 'volumes', 'imagePullSecrets'] as const;
+
+interface Features {
+  readonly native: boolean;
+  readonly capture: string | undefined;
+  readonly tproxy: boolean;
+  readonly probe: boolean;
+  readonly proxyProtocol: boolean;
+  readonly hold: boolean;
+  readonly token: boolean;
+  readonly sameNamespace: boolean;
+  readonly cni: boolean;
+  readonly sharedMemo: boolean;
+}
+
+/** A Pod with FEATURE's annotations and probe, holding its own entries of NAMES and values of ANNOTATIONS: every list an array, so that Pods differing only in those names share a shape but for them. */
+function featuredPod(feature: Features, names: readonly { name: string; as: (typeof ENTRY_LISTS)[number] }[], annotations: readonly string[]): JsonObject {
+  const own: JsonObject = {};
+  if (feature.capture !== undefined) own['envoy-injector.io/capture'] = feature.capture;
+  if (feature.tproxy) own['envoy-injector.io/capture-interception'] = 'tproxy';
+  if (feature.proxyProtocol) own['envoy-injector.io/inbound-proxy-protocol'] = '8080';
+  if (feature.hold) own['envoy-injector.io/hold-application'] = 'true';
+  for (const key of annotations) own[key] = 'the Pod’s own';
+  const app: JsonObject = { name: 'app', image: 'app:1', ports: [{ containerPort: 8080 }], ...(feature.probe ? { livenessProbe: { tcpSocket: { port: 8080 } } } : {}) };
+  const spec: JsonObject = { containers: [app], initContainers: [], volumes: [{ name: 'cache', emptyDir: {} }], imagePullSecrets: [] };
+  for (const { name, as } of names) {
+    const entry: JsonObject = as === 'volumes' ? { name, emptyDir: {} } : as === 'imagePullSecrets' ? { name } : { name, image: 'own:1' };
+    (spec[as] as JsonValue[]).push(entry);
+  }
+  if (feature.token) addTokenVolume(spec, 'kube-api-access-x7k2p');
+  return { apiVersion: 'v1', kind: 'Pod', metadata: { generateName: 'web-', annotations: own }, spec };
+}
+
+function namesIn(pod: JsonObject, list: string): string[] {
+  return (arrayAt(objectAt(pod, 'spec'), list) ?? []).map((entry) => entryName(entry) ?? '');
+}
+
+function decodedPatch(patch: string | undefined): PatchOperation[] {
+  return patch === undefined ? [] : (JSON.parse(Buffer.from(patch, 'base64').toString('utf8')) as PatchOperation[]);
+}
+
+/** What the API server would refuse in STORED: a name twice (containers across their lists), a mount of no volume. */
+function invalidities(stored: JsonObject): string[] {
+  const problems: string[] = [];
+  const twice = (names: string[], what: string): void => {
+    for (const name of new Set(names)) if (names.indexOf(name) !== names.lastIndexOf(name)) problems.push(`${what} "${name}" twice`);
+  };
+  twice(['containers', 'initContainers', 'ephemeralContainers'].flatMap((list) => namesIn(stored, list)), 'container');
+  twice(namesIn(stored, 'volumes'), 'volume');
+  const volumes = new Set(namesIn(stored, 'volumes'));
+  for (const list of ['containers', 'initContainers']) {
+    for (const container of arrayAt(objectAt(stored, 'spec'), list) ?? []) {
+      for (const mount of arrayAt(isJsonObject(container) ? container : {}, 'volumeMounts') ?? []) {
+        const volume = entryName(mount);
+        if (volume !== undefined && !volumes.has(volume)) problems.push(`${entryName(container) ?? ''} mounts "${volume}", no volume of the Pod`);
+      }
+    }
+  }
+  return problems;
+}

@@ -22,7 +22,7 @@ import {
   type PatchOperation,
   type TemplateSet,
 } from '../injection/index.js';
-import { podShape, type MemoizedInjection, type PatchMemo } from './patch-memo.js';
+import { podShape, type MemoizedInjection, type PatchMemo, type ShapeNames } from './patch-memo.js';
 import { allowed, encodePatchBase64, encodePatchPieces, fillPatch, patched, toReview, type AdmissionReviewResponse } from './responses.js';
 import type { AdmissionRequest } from './review-schema.js';
 
@@ -109,10 +109,11 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
   const headerKey = proxyProtocol.ports.length + proxyProtocol.warnings.length === 0 ? '' : JSON.stringify(proxyProtocol);
   // `auto` turns to CNI mode by the namespace's labels: the mode is part of the outcome.
   const captureKey = (capture.capture ? `${capture.mode}:${capture.interception}:${JSON.stringify(capture.exclusions)}` : '') + probesKey + headerKey + namespaceDefaultsKey(input.namespace, context.namespaceAnnotations);
-  const shape = (): string =>
-    podShape(pod, decision.template, decision.nativeSidecar, context.options.allowedOverrides ?? DEFAULT_ALLOWED_OVERRIDES, captureKey, tokenVolume !== undefined);
+  const { template, nativeSidecar } = decision;
+  const settings = { template, nativeSidecar, allowedOverrides: context.options.allowedOverrides ?? DEFAULT_ALLOWED_OVERRIDES, namespace: input.namespace, captureKey, tokenMount: tokenVolume !== undefined };
+  const shape = (names: ShapeNames): string => podShape(pod, names, settings);
   const perPod = memo === undefined || templates === undefined || direct !== undefined;
-  const { injection, overrides, warnings: injectionWarnings, patch: pieces } = perPod ? compute() : memo.answer(templates, shape(), compute);
+  const { injection, overrides, warnings: injectionWarnings, patch: pieces } = perPod ? compute() : memo.answer(templates, shape, compute);
   // Per request: the Pod's own annotations count too, and no shape holds them.
   const tooLarge = direct === undefined ? annotationsSizeProblem(pod, injection.writtenAnnotations) : undefined;
   if (tooLarge !== undefined) return skippedAfterMerge(request, annotationsTooLarge(decision, capture, tooLarge));

@@ -32,6 +32,20 @@ export interface InjectionStatus {
   readonly interception?: 'tproxy';
 }
 
+/**
+ * The name of every entry the merge adds unless the Pod has one of that
+ * name, by where the Pod's own would be: a container name is taken in all
+ * three container lists. Which of these names a Pod holds is all the merge
+ * reads of the entries of its lists, so the patch memo keys on exactly that
+ * (docs/design.md §3): recorded by the one step that adds entries (entryPicker),
+ * a feature that adds one cannot leave it out.
+ */
+export interface AddableNames {
+  readonly containers: readonly string[];
+  readonly volumes: readonly string[];
+  readonly imagePullSecrets: readonly string[];
+}
+
 /** A template entry left out because the Pod already had that name. */
 export interface KeptEntry {
   readonly list: MergedList;
@@ -47,6 +61,8 @@ export interface InjectionResult {
   readonly patch: readonly PatchOperation[];
   readonly status: InjectionStatus;
   readonly kept: readonly KeptEntry[];
+  /** The names of the entries above, added or kept: what the Pod's own entries could change in the patch. */
+  readonly addable: AddableNames;
   readonly warnings: readonly string[];
   /** The annotations the patch writes: the status, the autoscaler's when it names volumes, kubectl's default container when the proxy goes first. */
   readonly annotations: readonly string[];
@@ -94,6 +110,7 @@ export interface InjectOptions {
 export function injectPod(pod: JsonObject, template: SidecarTemplate, options: InjectOptions): InjectionResult {
   const spec = objectAt(pod, 'spec') ?? {};
   const kept: KeptEntry[] = [];
+  const addable: { [List in keyof AddableNames]: string[] } = { containers: [], volumes: [], imagePullSecrets: [] };
 
   // Kubernetes wants container names unique across all container lists.
   const takenContainerNames = new Set<string>();
@@ -103,19 +120,7 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
       if (name !== undefined) takenContainerNames.add(name);
     }
   }
-  const pickNew = (list: MergedList, entries: readonly JsonObject[], taken: Set<string>): JsonObject[] => {
-    const picked: JsonObject[] = [];
-    for (const entry of entries) {
-      const name = entryName(entry) ?? '';
-      if (taken.has(name)) kept.push({ list, name });
-      else {
-        taken.add(name);
-        // Template entries are deeply frozen: shared, never copied, never changed.
-        picked.push(entry);
-      }
-    }
-    return picked;
-  };
+  const pickNew = entryPicker(kept, addable);
   const namesIn = (list: string): Set<string> =>
     new Set((arrayAt(spec, list) ?? []).map(entryName).filter((name) => name !== undefined));
 
@@ -169,7 +174,30 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
   const warnings = kept.map(
     ({ list, name }) => `${list} "${name}" from template "${template.name}" is already in the Pod; kept the Pod's own`,
   );
-  return { patch, status, kept, warnings, annotations: Object.keys(annotations), writtenAnnotations: annotations, labels: Object.keys(labels), ...resources };
+  return { patch, status, kept, addable, warnings, annotations: Object.keys(annotations), writtenAnnotations: annotations, labels: Object.keys(labels), ...resources };
+}
+
+/**
+ * Picks each entry whose name TAKEN lacks, taking it; records the others in
+ * KEPT, and every name looked at in ADDABLE. Every entry the patch adds goes
+ * through here: the one place a name the Pod could hold is looked up.
+ */
+function entryPicker(kept: KeptEntry[], addable: { [List in keyof AddableNames]: string[] }): (list: MergedList, entries: readonly JsonObject[], taken: Set<string>) => JsonObject[] {
+  return (list, entries, taken) => {
+    const picked: JsonObject[] = [];
+    const names = addable[list === 'initContainers' ? 'containers' : list];
+    for (const entry of entries) {
+      const name = entryName(entry) ?? '';
+      names.push(name);
+      if (taken.has(name)) kept.push({ list, name });
+      else {
+        taken.add(name);
+        // Template entries are deeply frozen: shared, never copied, never changed.
+        picked.push(entry);
+      }
+    }
+    return picked;
+  };
 }
 
 /** Pod-level resources padded by what the added containers bring to the API server's aggregate: the operations into PATCH, what InjectionResult says. */

@@ -18,6 +18,8 @@ import { kubeCall, warningText } from './policy-parity.js';
  * envoy-injector.io/allow-tproxy), with NET_ADMIN its only capability and no
  * privilege escalation whatever the template says; a Pod asking elsewhere is
  * stored captured by REDIRECT, and its creator hears why.
+ * The patch memo (issue 50): a Pod holding a name the patch adds never
+ * shapes another's patch, in two namespaces or one.
  */
 
 /** A template of one's own whose proxy asks for more than TPROXY needs: the injector gives it exactly NET_ADMIN. */
@@ -40,9 +42,9 @@ const HARDENED = { runAsUser: 0, runAsGroup: 1337, runAsNonRoot: false, privileg
 type Obj = Record<string, unknown>;
 
 forEachKubeVersion('traffic capture: Pods stored with envoy-init, or without it where Pod Security forbids NET_ADMIN', (plane, version) => {
-  let setup: CaptureInstall<'privileged' | 'baseline' | 'allowed'> | undefined;
+  let setup: CaptureInstall<'privileged' | 'baseline' | 'allowed' | 'tenant'> | undefined;
   let release: Release | undefined;
-  let ns = { privileged: '', baseline: '', allowed: '' };
+  let ns = { privileged: '', baseline: '', allowed: '', tenant: '' };
   const pod = (name: string, annotations: Record<string, string> = {}): JsonObject => ({
     apiVersion: 'v1',
     kind: 'Pod',
@@ -62,7 +64,7 @@ forEachKubeVersion('traffic capture: Pods stored with envoy-init, or without it 
     setup = await installCaptureChart(plane(), {
       proxy: { capture: { enabled: true, excludeOutboundCidrs: ['169.254.169.254/32'], excludeInboundPorts: [15090] } },
       templates: { named: { own: OWN_TEMPLATE } },
-    }, { privileged: 'privileged', baseline: { level: 'baseline', labels: allowTproxy }, allowed: { level: 'privileged', labels: allowTproxy } }, pod('warmup'));
+    }, { privileged: 'privileged', baseline: { level: 'baseline', labels: allowTproxy }, allowed: { level: 'privileged', labels: allowTproxy }, tenant: 'privileged' }, pod('warmup'));
     ({ release } = setup);
     ns = setup.namespaces;
   });
@@ -107,6 +109,37 @@ forEachKubeVersion('traffic capture: Pods stored with envoy-init, or without it 
     assert.equal(init['restartPolicy'], undefined, 'envoy-init runs once, it is no sidecar');
     const volumes = ((stored['spec'] as Obj)['volumes'] as Obj[]).filter((volume) => volume['name'] === 'envoy-init-xtables-lock');
     assert.deepEqual(volumes, [{ name: 'envoy-init-xtables-lock', emptyDir: {} }]);
+  });
+
+  it(`issue 50: a Pod holding a volume named as the one the patch adds does not shape another namespace's Pods, in either order (${version})`, async () => {
+    // Team A's Pod has its own emptyDir named as the per-Pod bootstrap's volume; team B's is ordinary. A tcpSocket
+    // probe under capture makes the patch add that volume. Each order with a shape no Pod had before (its probe's port).
+    const tenantPod = (name: string, volume: string, port: number): JsonObject => ({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name, annotations: {} },
+      spec: {
+        containers: [{ name: 'app', image: 'registry.example/app:1.0', ports: [{ containerPort: port }], livenessProbe: { tcpSocket: { port }, periodSeconds: 10 } }],
+        volumes: [{ name: volume, emptyDir: {} }],
+      },
+    });
+    const volumesNamed = (stored: Obj, name: string): Obj[] => ((stored['spec'] as Obj)['volumes'] as Obj[]).filter((volume) => volume['name'] === name);
+    // Two namespaces (the issue's tenants), then one (the names alone must tell the Pods apart).
+    const cases = [
+      { a: ns.privileged, b: ns.tenant, port: 8080 },
+      { a: ns.tenant, b: ns.tenant, port: 8082 },
+    ];
+    for (const { a, b, port } of cases) {
+      // A's first, then B's: B's Pod is stored, with the volume its proxy mounts.
+      await create(a, tenantPod(`team-a-first-${port}`, 'envoy-proxy-config', port));
+      const second = await create(b, tenantPod(`team-b-second-${port}`, 'cache', port));
+      assert.deepEqual(volumesNamed(second.stored, 'envoy-proxy-config').map((volume) => Object.keys(volume).sort()), [['downwardAPI', 'name']]);
+      // B's first, then A's: A's Pod is stored with its own volume of that name, once.
+      await create(b, tenantPod(`team-b-first-${port}`, 'cache', port + 1));
+      const own = await create(a, tenantPod(`team-a-second-${port}`, 'envoy-proxy-config', port + 1));
+      assert.deepEqual(volumesNamed(own.stored, 'envoy-proxy-config'), [{ name: 'envoy-proxy-config', emptyDir: {} }]);
+      assert.ok(own.warnings.some((warning) => warning.includes('volumes "envoy-proxy-config" from template')), JSON.stringify(own.warnings));
+    }
   });
 
   it(`a baseline namespace: stored injected but without capture, with the warning (${version})`, async () => {
