@@ -1,10 +1,7 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, it } from 'node:test';
 import { admitPod, parseTemplateData, utf8Length, type JsonObject, type TemplateSet } from '../../src/injection/index.js';
-import { renderChart, only } from '../helpers/helm.js';
+import { startChartParityRun, type ChartParityRun } from './chart-parity-run.js';
 import { forEachKubeVersion, servedPolicyApiVersion } from './control-plane.js';
 import { isInjected, ParityRun, Path } from './policy-parity.js';
 
@@ -59,21 +56,16 @@ forEachKubeVersion('the injected Pod\'s annotations at the API server\'s bound, 
     it(`${version}: skipped, no policy mode; the webhook's bound is the same code on every version (test/annotations-size.test.ts)`, () => undefined);
     return;
   }
+  let chart: ChartParityRun | undefined;
   let run: ParityRun | undefined;
-  let dir: string | undefined;
   let templates: TemplateSet;
   before(async () => {
-    const configMap = only(await renderChart({}), 'ConfigMap', 'envoy-initializer');
-    templates = parseTemplateData(configMap['data'] as Record<string, string>);
-    dir = mkdtempSync(join(tmpdir(), 'ei-annotations-'));
-    const file = join(dir, 'templates.json');
-    writeFileSync(file, JSON.stringify(configMap));
-    run = new ParityRun(plane(), apiVersion, file);
-    await run.start();
+    chart = await startChartParityRun(plane(), apiVersion);
+    ({ run } = chart);
+    templates = parseTemplateData(chart.configMap['data'] as Record<string, string>);
   });
   after(async () => {
-    await run?.stop();
-    if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+    await chart?.stop();
   });
 
   it('exactly at the bound: injected by both; one byte past it: stored as written by both (the webhook says why), never refused', async () => {

@@ -1,10 +1,7 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, it } from 'node:test';
 import type { JsonObject } from '../../src/injection/index.js';
-import { renderChart, only } from '../helpers/helm.js';
+import { startChartParityRun, type ChartParityRun } from './chart-parity-run.js';
 import { forEachKubeVersion, servedPolicyApiVersion } from './control-plane.js';
 import { isInjected, ParityRun, Path } from './policy-parity.js';
 import { ODD_QUANTITIES, type NamespaceKind } from './policy-parity-cases.js';
@@ -166,20 +163,15 @@ forEachKubeVersion('every valid Pod stays valid: the Pod features of Kubernetes 
     it(`${version}: skipped, it serves none of these features (no Pod-level resources, native sidecars off by default, no policy mode); the other files of this tier cover it`, () => undefined);
     return;
   }
+  let chart: ChartParityRun | undefined;
   let run: ParityRun | undefined;
-  let dir: string | undefined;
   before(async () => {
     // The chart's own default template: the proxy a user gets, restricted-compliant, able to capture.
-    const configMap = only(await renderChart({}), 'ConfigMap', 'envoy-initializer');
-    dir = mkdtempSync(join(tmpdir(), 'ei-features-'));
-    const file = join(dir, 'templates.json');
-    writeFileSync(file, JSON.stringify(configMap));
-    run = new ParityRun(plane(), apiVersion, file);
-    await run.start();
+    chart = await startChartParityRun(plane(), apiVersion);
+    ({ run } = chart);
   });
   after(async () => {
-    await run?.stop();
-    if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+    await chart?.stop();
   });
 
   it(`a Pod the API server accepts as written is accepted injected, or left as it was (${FEATURES.length} features x ${VARIANTS.length} variants x webhook and policy)`, async (t) => {
