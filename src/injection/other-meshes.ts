@@ -26,8 +26,9 @@ export const OTHER_MESHES: readonly OtherMesh[] = [
   { mesh: 'Linkerd', annotations: ['linkerd.io/proxy-version'], labels: ['linkerd.io/control-plane-ns'], containers: ['linkerd-proxy', 'linkerd-init', 'linkerd-network-validator'] },
   // kumahq/kuma pkg/plugins/runtime/k8s/metadata: KumaSidecarInjectedAnnotation; kuma-init, or with its CNI kuma-validation.
   { mesh: 'Kuma', annotations: ['kuma.io/sidecar-injected'], labels: [], containers: ['kuma-sidecar', 'kuma-init', 'kuma-validation'] },
-  // hashicorp/consul-k8s connect-inject: KeyInjectStatus; consul-dataplane (1.0+), envoy-sidecar before it.
-  { mesh: 'Consul', annotations: ['consul.hashicorp.com/connect-inject-status'], labels: [], containers: ['consul-dataplane', 'envoy-sidecar', 'consul-connect-inject-init'] },
+  // hashicorp/consul-k8s connect-inject: KeyInjectStatus (every version writes it); consul-dataplane (1.0+). Not envoy-sidecar, its
+  // proxy before 1.0: a name common enough among Pods' own Envoys to be no mark (the status annotation is there anyway).
+  { mesh: 'Consul', annotations: ['consul.hashicorp.com/connect-inject-status'], labels: [], containers: ['consul-dataplane', 'consul-connect-inject-init'] },
 ];
 
 /** A mesh found in a Pod, and each of its marks there (`annotation sidecar.istio.io/status`, `container istio-proxy`, ...). */
