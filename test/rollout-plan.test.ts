@@ -71,6 +71,15 @@ describe('the rollout by budget: what to start, what is done, what failed', () =
     }
   });
 
+  it('a restart the watch has not yet shown (the cached object still of the old generation) is not settled', () => {
+    const [first, second] = [workload('a', 'one', 0), workload('a', 'two')];
+    const step = planRollout(input([first, second], [[first, deployment()], [second, deployment()]], { inFlight: [{ workload: first, startedAt: NOW, awaitGeneration: 4 }] }));
+    assert.deepEqual(names(step.start), []);
+    assert.deepEqual(names(step.settled), []);
+    const seen = planRollout(input([first, second], [[first, deployment(2, { observedGeneration: 4 }, { generation: 4 })], [second, deployment()]], { inFlight: [{ workload: first, startedAt: NOW, awaitGeneration: 4 }] }));
+    assert.deepEqual(names(seen.settled), ['a/one']);
+  });
+
   it('a Deployment past its progress deadline, or any rollout not settled within the ready timeout, has failed', () => {
     const [first, second] = [workload('a', 'one', 0), workload('b', 'two')];
     const stalled = deployment(2, { availableReplicas: 0, conditions: [{ type: 'Progressing', status: 'False', reason: 'ProgressDeadlineExceeded', message: 'ReplicaSet "one-7d" has timed out progressing.' }] });

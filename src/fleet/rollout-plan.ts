@@ -1,4 +1,4 @@
-import { Annotations, isExcludedNamespace, NamespaceLabel, objectAt, stringAt, type DecisionOptions, type JsonObject } from '../injection/index.js';
+import { Annotations, isExcludedNamespace, NamespaceLabel, objectAt, own, stringAt, type DecisionOptions, type JsonObject } from '../injection/index.js';
 import { ownerKey, type FleetReport, type WorkloadReport } from './fleet-report.js';
 import { judgeWorkload, needsRestart } from './restart-plan.js';
 import { restartedAtOf, rolloutHealth } from './rollout-health.js';
@@ -26,6 +26,12 @@ export interface InFlight {
   readonly workload: WorkloadReport;
   /** Milliseconds since the epoch. */
   readonly startedAt: number;
+  /**
+   * The generation the change made (a restart's new Pod template): until the
+   * watch shows it, the cached object is the one from before the change, and
+   * its settled status says nothing of the new Pods.
+   */
+  readonly awaitGeneration?: number;
 }
 
 /** Why an outdated workload waits: a fixed set (log fields, `explain`-like output). */
@@ -71,7 +77,8 @@ export function planRollout(input: RolloutInput): RolloutStep {
   const inFlight: InFlight[] = [];
   for (const entry of input.inFlight) {
     const object = input.objects.get(keyOf(entry.workload));
-    const health = object === undefined ? { state: 'settled' as const } : rolloutHealth(entry.workload.kind, object);
+    const unseen = object !== undefined && entry.awaitGeneration !== undefined && (numberAt(objectAt(object, 'metadata'), 'generation') ?? 0) < entry.awaitGeneration;
+    const health = object === undefined ? { state: 'settled' as const } : unseen ? { state: 'progressing' as const, why: 'the change is not yet seen' } : rolloutHealth(entry.workload.kind, object);
     if (health.state === 'settled') settled.push(entry.workload);
     else if (health.state === 'failed') failed.push({ workload: entry.workload, why: health.why });
     else if (input.now - entry.startedAt >= input.settings.readyTimeoutMs) failed.push({ workload: entry.workload, why: `not settled ${Math.round(input.settings.readyTimeoutMs / 1000)} s after it started: ${health.why}` });
@@ -181,4 +188,9 @@ export function stopHolds(stop: RolloutStop, report: FleetReport, objects: Reado
 
 function keyOf(workload: WorkloadReport): string {
   return ownerKey(workload.namespace, workload);
+}
+
+function numberAt(object: JsonObject | undefined, key: string): number | undefined {
+  const value = object === undefined ? undefined : own(object, key);
+  return typeof value === 'number' ? value : undefined;
 }
