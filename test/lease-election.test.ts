@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import pino from 'pino';
-import { checkLeaseTimings, LeaseElection, type LeaseTimings } from '../src/kube/lease-election.js';
+import { checkLeaseTimings, LeaseElection, type LeaseTimings } from '../src/kube/api/index.js';
 import { FakeApiServer } from './helpers/fake-api-server.js';
 import { until } from './helpers/injector-harness.js';
 

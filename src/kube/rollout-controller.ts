@@ -14,13 +14,9 @@ import {
   type RolloutStop,
 } from '../fleet/rollout-plan.js';
 import { objectAt, stringAt, type DecisionOptions, type JsonObject, type NamespaceMetadata, type TemplateSet } from '../injection/index.js';
-import type { Backoff } from './backoff.js';
+import { describeKubeError, kubeJson, LeaseElection, type Backoff, type LeaseTimings, type WatchLiveness } from './api/index.js';
 import { restartWorkload } from './fleet-status.js';
-import { describeKubeError } from './kube-errors.js';
-import { kubeJson } from './kube-json.js';
-import { LeaseElection, type LeaseTimings } from './lease-election.js';
-import { RolloutWatches } from './rollout-watches.js';
-import type { WatchLiveness } from './stream-liveness.js';
+import { RolloutWatches } from './watches/index.js';
 
 /**
  * The per-workload step that brings an outdated workload's Pods current.

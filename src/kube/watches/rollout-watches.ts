@@ -1,12 +1,9 @@
 import type { KubeConfig, KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { ownerKey, type OwnerRef, type PodRecord } from '../fleet/fleet-report.js';
-import { Annotations, arrayAt, isJsonObject, objectAt, own, stringAt, type JsonObject } from '../injection/index.js';
-import type { Backoff } from './backoff.js';
-import { kubeJsonList } from './kube-json.js';
-import { ResilientInformer } from './resilient-informer.js';
-import type { WatchLiveness } from './stream-liveness.js';
-import { TrackedWatch } from './tracked-watch.js';
+import { ownerKey, type OwnerRef, type PodRecord } from '../../fleet/fleet-report.js';
+import { isInjectorAnnotation, toPodRecord } from '../../fleet/pod-record.js';
+import { arrayAt, isJsonObject, objectAt, own, stringAt, type JsonObject } from '../../injection/index.js';
+import { kubeJsonList, ResilientInformer, TrackedWatch, type Backoff, type WatchLiveness } from '../api/index.js';
 
 type Cached = KubernetesObject & JsonObject;
 
@@ -36,8 +33,6 @@ function slimMetadata(metadata: JsonObject | undefined, keep: (key: string) => b
   return kept;
 }
 
-const ours = (key: string): boolean => key.startsWith('envoy-injector.io/') || key === Annotations.legacyInject;
-
 /** What the report reads of a Pod (fleet-report.ts's PodRecord): names, our annotations, labels, controller, containers' names, hostNetwork, phase. */
 export function slimRolloutPod(pod: unknown): unknown {
   if (!isJsonObject(pod)) return pod;
@@ -47,7 +42,7 @@ export function slimRolloutPod(pod: unknown): unknown {
   const controller = arrayAt(metadata, 'ownerReferences')?.find((reference) => isJsonObject(reference) && reference['controller'] === true);
   return {
     metadata: {
-      ...slimMetadata(metadata, ours),
+      ...slimMetadata(metadata, isInjectorAnnotation),
       ...(objectAt(metadata, 'labels') === undefined ? {} : { labels: objectAt(metadata, 'labels') }),
       ...(controller === undefined ? {} : { ownerReferences: [controller] }),
     },
@@ -126,7 +121,7 @@ export class RolloutWatches {
   /** The cached Pods as the report reads them; finished and terminating ones left out, as `status` does. */
   podRecords(): PodRecord[] {
     return this.#pods.list().flatMap((pod) => {
-      const record = podRecordOf(pod);
+      const record = toPodRecord(pod);
       return record === undefined ? [] : [record];
     });
   }
@@ -187,22 +182,3 @@ function collection(options: RolloutWatchOptions, what: { name: string; path: st
   return informer;
 }
 
-/** A slimmed Pod (slimRolloutPod) as fleet-report.ts's PodRecord. */
-function podRecordOf(pod: JsonObject): PodRecord | undefined {
-  const metadata = objectAt(pod, 'metadata');
-  const name = stringAt(metadata, 'name');
-  const phase = stringAt(objectAt(pod, 'status'), 'phase');
-  if (name === undefined || own(metadata ?? {}, 'deletionTimestamp') !== undefined || phase === 'Succeeded' || phase === 'Failed') return undefined;
-  const strings = (map: JsonObject | undefined): Record<string, string> => Object.fromEntries(Object.entries(map ?? {}).filter((entry): entry is [string, string] => typeof entry[1] === 'string'));
-  const controller = arrayAt(metadata, 'ownerReferences')?.[0];
-  const spec = objectAt(pod, 'spec');
-  return {
-    namespace: stringAt(metadata, 'namespace') ?? '',
-    name,
-    owner: isJsonObject(controller) ? { apiVersion: stringAt(controller, 'apiVersion') ?? '', kind: stringAt(controller, 'kind') ?? '', name: stringAt(controller, 'name') ?? '' } : undefined,
-    annotations: strings(objectAt(metadata, 'annotations')),
-    labels: strings(objectAt(metadata, 'labels')),
-    containers: ['containers', 'initContainers'].flatMap((list) => (arrayAt(spec, list) ?? []).flatMap((entry) => (isJsonObject(entry) && typeof entry['name'] === 'string' ? [entry['name']] : []))),
-    hostNetwork: spec?.['hostNetwork'] === true,
-  };
-}

@@ -1,7 +1,7 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { microTime } from '../events/event-series.js';
-import { isJsonObject, objectAt, own, stringAt, type JsonObject } from '../injection/index.js';
+import { microTime } from '../../events/event-series.js';
+import { isJsonObject, objectAt, own, stringAt, type JsonObject } from '../../injection/index.js';
 import { describeKubeError, kubeErrorStatus } from './kube-errors.js';
 import { kubeJson } from './kube-json.js';
 
