@@ -113,13 +113,14 @@ export interface WorkloadRef {
 export const RESTARTED_AT_ANNOTATION = 'kubectl.kubernetes.io/restartedAt';
 
 /** The change `kubectl rollout restart` makes: the Pod template's restartedAt annotation. */
-export async function restartWorkload(kubeConfig: KubeConfig, workload: WorkloadRef, restartedAt: string): Promise<void> {
+/** FIELDMANAGER: `envoy-injector`; the rollout's is configurable, for GitOps tools that take fields over by manager (docs/fleet.md). */
+export async function restartWorkload(kubeConfig: KubeConfig, workload: WorkloadRef, restartedAt: string, fieldManager = 'envoy-injector'): Promise<void> {
   const apps = kubeConfig.makeApiClient(AppsV1Api);
   const request = {
     name: workload.name,
     namespace: workload.namespace,
     body: { spec: { template: { metadata: { annotations: { [RESTARTED_AT_ANNOTATION]: restartedAt } } } } },
-    fieldManager: 'envoy-injector',
+    fieldManager,
   };
   const strategicMerge = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);
   // Only apps/v1's own kinds: another group's Deployment of the same name is not this one.

@@ -28,11 +28,11 @@ export interface WorkloadUpdateStep {
   bringCurrent(workload: WorkloadReport, object: JsonObject): Promise<'restarted' | 'resized'>;
 }
 
-/** `kubectl rollout restart`'s change, as `status --restart` makes it. */
-export function restartStep(kubeConfig: KubeConfig): WorkloadUpdateStep {
+/** `kubectl rollout restart`'s change, as `status --restart` makes it, under FIELDMANAGER. */
+export function restartStep(kubeConfig: KubeConfig, fieldManager?: string): WorkloadUpdateStep {
   return {
     bringCurrent: async (workload) => {
-      await restartWorkload(kubeConfig, workload, new Date().toISOString().replace(/\.\d+Z$/, 'Z'));
+      await restartWorkload(kubeConfig, workload, new Date().toISOString().replace(/\.\d+Z$/, 'Z'), fieldManager);
       return 'restarted';
     },
   };
@@ -61,7 +61,10 @@ export interface RolloutControllerOptions {
   readonly recorder: RolloutRecorder;
   readonly log: Logger;
   readonly backoff: Backoff;
+  /** The per-workload step (default: restartStep under `fieldManager`). */
   readonly update?: WorkloadUpdateStep;
+  /** The field manager of the restart's patch (default `envoy-injector`). */
+  readonly fieldManager?: string;
   readonly watchLiveness?: Partial<WatchLiveness> | undefined;
   readonly leaseTimings?: LeaseTimings;
   /** Events are gathered this long before a plan (default 1 s). */
@@ -88,10 +91,14 @@ export class RolloutController {
   #running: Promise<void> | undefined;
   #again = false;
   #stoppedLogged = '';
+  /** A stop written to the Lease with the next renewal: it holds before the Lease shows it. */
+  #pendingStop: RolloutStop | undefined;
+  /** The `at` of a stop lifted here: the Lease may show it until the next renewal. */
+  #liftedAt: string | undefined;
 
   constructor(options: RolloutControllerOptions) {
     this.#options = options;
-    this.#update = options.update ?? restartStep(options.kubeConfig);
+    this.#update = options.update ?? restartStep(options.kubeConfig, options.fieldManager);
     this.#election = new LeaseElection({
       kubeConfig: options.kubeConfig,
       namespace: options.namespace,
@@ -136,6 +143,7 @@ export class RolloutController {
     this.#watches = undefined;
     await this.#running;
     this.#inFlight = undefined;
+    this.#pendingStop = undefined;
     this.#options.recorder.rolloutLeading(false);
     this.#options.recorder.rolloutInFlight(0);
   }
@@ -188,6 +196,7 @@ export class RolloutController {
       await this.#postFailedEvent(workload, objects.get(ownerKey(workload.namespace, workload)), why);
       if (stop === undefined) {
         stop = { namespace: workload.namespace, kind: workload.kind, name: workload.name, why, templates: templatesFingerprint(report), at: new Date(now).toISOString() };
+        this.#pendingStop = stop;
         this.#election.setAnnotation(ROLLOUT_STOPPED_ANNOTATION, JSON.stringify(stop));
       }
     }
@@ -204,7 +213,11 @@ export class RolloutController {
 
   /** The stop the Lease holds, if it still holds; one that no longer does is lifted (logged, removed from the Lease). */
   #currentStop(report: Parameters<typeof stopHolds>[1], objects: ReadonlyMap<string, JsonObject>): RolloutStop | undefined {
-    const stop = parseRolloutStop(this.#election.annotation(ROLLOUT_STOPPED_ANNOTATION));
+    let stop = parseRolloutStop(this.#election.annotation(ROLLOUT_STOPPED_ANNOTATION));
+    if (stop !== undefined && stop.at === this.#liftedAt) stop = undefined;
+    // Until the Lease shows the stop this leader wrote, the stop is that one.
+    if (this.#pendingStop !== undefined && stop?.at === this.#pendingStop.at) this.#pendingStop = undefined;
+    stop ??= this.#pendingStop;
     if (stop === undefined) return undefined;
     if (stopHolds(stop, report, objects)) {
       const said = `${stop.namespace}/${stop.name}@${stop.at}`;
@@ -213,6 +226,8 @@ export class RolloutController {
       return stop;
     }
     this.#options.log.info({ stop }, 'rollout: resumed (the templates changed, or the workload that failed is Ready or gone)');
+    this.#pendingStop = undefined;
+    this.#liftedAt = stop.at;
     this.#election.setAnnotation(ROLLOUT_STOPPED_ANNOTATION, undefined);
     return undefined;
   }
