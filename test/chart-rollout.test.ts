@@ -49,6 +49,13 @@ describe('chart: the rollout by budget', () => {
     assert.ok(role.includes(`coordination.k8s.io/leases[${variables['ROLLOUT_LEASE'] ?? ''}]: get,patch`));
   });
 
+  it('serve refuses --rollout in policy mode, another word than on or off, a ready timeout under a second', () => {
+    assert.throws(() => parseServeArgs(['--mode', 'policy', '--rollout', 'on'], {}), /--rollout on runs in webhook mode only/);
+    assert.throws(() => parseServeArgs(['--rollout', 'yes'], {}), /--rollout: must be on or off/);
+    assert.throws(() => parseServeArgs(['--rollout', 'on', '--rollout-ready-timeout', '500ms'], {}), /at least 1s/);
+    assert.deepEqual(parseServeArgs([], {})?.rollout, { enabled: false, maxConcurrent: 1, readyTimeoutMs: 600_000, leaseName: 'envoy-injector-rollout', fieldManager: 'envoy-injector' });
+  });
+
   it('refused in policy mode, and a bad value by the schema', async () => {
     await assert.rejects(renderChart({ mode: 'policy', rollout: { enabled: true } }), /rollout.enabled runs in webhook mode only/);
     await assert.rejects(renderChart({ rollout: { enabled: true, readyTimeout: '10m' } }), /readyTimeout/);
