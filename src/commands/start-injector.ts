@@ -49,7 +49,7 @@ export async function startInjector(settings: ServeSettings, context: InjectorCo
     // Stopped after the server: no request is left to add an Event, and the last flush is bounded.
     if (workloadEvents !== undefined) started.add(() => workloadEvents.stop(EVENTS_SHUTDOWN_FLUSH_MS));
     const rollout = startRollout(settings, cluster, state, metrics, watches, context);
-    // Stopped before the server: its last plan ends and the Lease is given up while the process still answers.
+    // Stopped after the server (latest first): its last plan ends and the Lease is given up before the process exits.
     if (rollout !== undefined) started.add(() => rollout.stop());
     const server = await startWebhookServer(settings, cluster, tlsSource.tls, state, metrics, watches, workloadEvents, context);
     started.add(() => server.shutdown());
