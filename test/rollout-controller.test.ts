@@ -107,6 +107,18 @@ describe('the rollout controller against a fake API server (the test plays the D
     await until('four restarts counted', () => (leader.seen.outcomes.filter((o) => o === 'restarted').length === 4 ? true : undefined));
   });
 
+  it('a refused restart (403) is tried again only after a backoff, never at every plan', async () => {
+    addDeployment('a', 'one');
+    const patches = () => fake.requests.filter((r) => r.method === 'PATCH' && r.path === '/apis/apps/v1/namespaces/a/deployments/one');
+    fake.failNext(1, 403, (path) => path === '/apis/apps/v1/namespaces/a/deployments/one');
+    const only = start();
+    await until('the refusal', () => (only.seen.outcomes.includes('error') ? true : undefined));
+    const from = fake.requests.length;
+    await until('thirty more renewals (each plan tick is 100 ms)', () => (fake.requests.slice(from).filter((r) => r.method === 'PATCH' && r.path.includes('/leases/')).length >= 30 ? true : undefined));
+    assert.deepEqual(patches().map((r) => r.status), [403], 'one attempt, refused; not one a plan');
+    assert.deepEqual(restarted(), []);
+  });
+
   it('at rest (everything current), the leader makes no request but its Lease renewals', async () => {
     addDeployment('a', 'one');
     const only = start();

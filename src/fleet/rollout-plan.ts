@@ -41,6 +41,7 @@ export const RolloutWait = {
   notRestartable: 'not restartable',
   namespaceBusy: 'another workload of its namespace is rolling',
   budget: 'the cluster budget is spent',
+  retryLater: 'its last change was refused: tried again later',
 } as const;
 export type RolloutWait = (typeof RolloutWait)[keyof typeof RolloutWait];
 
@@ -55,6 +56,8 @@ export interface RolloutInput {
   readonly inFlight: readonly InFlight[];
   readonly settings: RolloutSettings;
   readonly now: number;
+  /** Workloads (by `ownerKey`) whose last change the API server refused, not to be tried again yet. */
+  readonly retryLater?: ReadonlySet<string>;
 }
 
 export interface RolloutStep {
@@ -115,6 +118,7 @@ export function planRollout(input: RolloutInput): RolloutStep {
 /** Why this workload may not be touched now, if it may not: opted out, paused, or not restartable as it stands. */
 function holdOf(workload: WorkloadReport, object: JsonObject | undefined, input: RolloutInput): { why: RolloutWait; detail?: string } | undefined {
   const namespace = input.namespaceMetadata(workload.namespace);
+  if (input.retryLater?.has(keyOf(workload)) === true) return { why: RolloutWait.retryLater };
   if (isExcludedNamespace(workload.namespace, input.decision)) return { why: RolloutWait.optedOut, detail: 'excluded namespace' };
   if (namespace === undefined) return { why: RolloutWait.optedOut, detail: 'namespace labels unknown' };
   if (namespace.labels[NamespaceLabel.key] === NamespaceLabel.disabled) return { why: RolloutWait.optedOut, detail: `namespace label ${NamespaceLabel.key}=${NamespaceLabel.disabled}` };

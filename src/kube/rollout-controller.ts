@@ -95,6 +95,8 @@ export class RolloutController {
   #pendingStop: RolloutStop | undefined;
   /** The `at` of a stop lifted here: the Lease may show it until the next renewal. */
   #liftedAt: string | undefined;
+  /** Workloads whose change was refused (a 403, a webhook's no): not tried again before `until`, backing off. */
+  readonly #refused = new Map<string, { failures: number; until: number }>();
 
   constructor(options: RolloutControllerOptions) {
     this.#options = options;
@@ -144,6 +146,7 @@ export class RolloutController {
     await this.#running;
     this.#inFlight = undefined;
     this.#pendingStop = undefined;
+    this.#refused.clear();
     this.#options.recorder.rolloutLeading(false);
     this.#options.recorder.rolloutInFlight(0);
   }
@@ -185,7 +188,8 @@ export class RolloutController {
     const now = Date.now();
     this.#inFlight ??= inheritedInFlight(report, objects, this.#options.settings, now);
     let stop = this.#currentStop(report, objects);
-    const step = planRollout({ report, objects, namespaceMetadata, decision: this.#options.decision, inFlight: this.#inFlight, settings: this.#options.settings, now });
+    const retryLater = new Set([...this.#refused].filter(([, refusal]) => refusal.until > now).map(([key]) => key));
+    const step = planRollout({ report, objects, namespaceMetadata, decision: this.#options.decision, inFlight: this.#inFlight, settings: this.#options.settings, now, retryLater });
     for (const workload of step.settled) {
       this.#options.recorder.rolloutWorkload('settled');
       this.#options.log.info({ workload: describe(workload) }, `rollout: ${describe(workload)} is current and Ready`);
@@ -244,11 +248,17 @@ export class RolloutController {
         const generation = numberOf(objectAt(object, 'metadata')?.['generation']) ?? 0;
         this.#inFlight = this.#inFlight?.map((entry) => (entry.workload === workload ? { ...entry, awaitGeneration: generation + 1 } : entry));
       }
+      this.#refused.delete(ownerKey(workload.namespace, workload));
       this.#options.recorder.rolloutWorkload(how);
       this.#options.log.info({ workload: describe(workload), how }, `rollout: ${describe(workload)} ${how}`);
     } catch (error) {
+      const key = ownerKey(workload.namespace, workload);
+      const failures = (this.#refused.get(key)?.failures ?? 0) + 1;
+      // 10 s, doubling, at most 10 minutes: a refused patch is never a loop against the API server.
+      const delayMs = Math.min(REFUSED_MAX_MS, REFUSED_FIRST_MS * 2 ** (failures - 1));
+      this.#refused.set(key, { failures, until: Date.now() + delayMs });
       this.#options.recorder.rolloutWorkload('error');
-      this.#options.log.warn({ workload: describe(workload), err: describeKubeError(error) }, `rollout: bringing ${describe(workload)} current failed (${describeKubeError(error)}); tried again at the next plan`);
+      this.#options.log.warn({ workload: describe(workload), err: describeKubeError(error), retryInMs: delayMs }, `rollout: bringing ${describe(workload)} current failed (${describeKubeError(error)}); tried again in ${Math.round(delayMs / 1000)} s`);
       this.#inFlight = this.#inFlight?.filter((entry) => entry.workload !== workload);
     }
   }
@@ -262,6 +272,9 @@ export class RolloutController {
     }
   }
 }
+
+const REFUSED_FIRST_MS = 10_000;
+const REFUSED_MAX_MS = 10 * 60_000;
 
 function numberOf(value: unknown): number | undefined {
   return typeof value === 'number' ? value : undefined;

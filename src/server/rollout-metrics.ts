@@ -23,7 +23,7 @@ export class RolloutMetrics {
     this.#inFlight = new Gauge({ name: 'envoy_injector_rollout_in_flight', help: 'Workloads the rollout by budget brought current whose Pods are not yet all Ready (on the leader).', registers });
     this.#workloads = new Counter({
       name: 'envoy_injector_rollout_workloads_total',
-      help: 'Workloads of the rollout by budget, by outcome: restarted or resized (started), settled (current and Ready), failed (the rollout stops), error (the change was refused; tried again).',
+      help: 'Workloads of the rollout by budget, by outcome: restarted or resized (started), settled (current and Ready), failed (the rollout stops), error (the change was refused; tried again after a backoff).',
       labelNames: ['outcome'] as const,
       registers,
     });
