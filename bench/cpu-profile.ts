@@ -78,9 +78,9 @@ interface StageRule {
 const STAGE_RULES: readonly StageRule[] = [
   { stage: 'parse', sources: ['node_modules/fastify/lib/content-type-parser.js'] },
   { stage: 'envelope checks', names: ['requestProblem'], sources: ['node_modules/fastify/lib/validation.js'] },
-  { stage: 'decision', names: ['decideInjection', 'decideCapture', 'namespaceIfNeeded', 'chooseTemplate'], sources: ['src/injection/decide-injection.ts', 'src/injection/label-selector.ts', 'src/injection/capture.ts'] },
+  { stage: 'decision', names: ['decideInjection', 'decideCapture', 'namespaceIfNeeded', 'chooseTemplate'], sources: ['src/injection/decision/decide-injection.ts', 'src/injection/decision/label-selector.ts', 'src/injection/traffic/capture.ts'] },
   { stage: 'memo', names: ['namespaceDefaultsKey', 'shape'], sources: ['src/admission/patch-memo.ts'] },
-  { stage: 'patch', names: ['injectDecided', 'encodePatchPieces', 'encodePatch', 'fillPatch', 'serviceAccountTokenVolume'], sources: ['src/injection/inject-pod.ts', 'src/injection/admit-pod.ts'] },
+  { stage: 'patch', names: ['injectDecided', 'encodePatchPieces', 'encodePatch', 'fillPatch', 'serviceAccountTokenVolume'], sources: ['src/injection/merge/inject-pod.ts', 'src/injection/admit-pod.ts'] },
   { stage: 'events', names: ['recordWorkloadEvents', 'workloadNotices'], sources: ['src/events/'] },
   { stage: 'metrics', names: ['recordAdmission'], sources: ['src/server/metrics.ts'], packages: ['prom-client'] },
   { stage: 'logging', names: ['logAdmission'], packages: ['pino', 'pino-std-serializers', 'sonic-boom'] },

@@ -26,9 +26,9 @@ function sampleProfile(): CpuProfile {
     [4, bundled('reviewAdmission', 'src/admission/review-admission.ts'), [5, 8]],
     [5, bundled('answer2', 'src/admission/patch-memo.ts'), [6]],
     [6, bundled('injectDecided', 'src/injection/admit-pod.ts'), [7]],
-    [7, bundled('own', 'src/injection/json.ts'), []],
-    [8, bundled('decideInjection', 'src/injection/decide-injection.ts'), [9]],
-    [9, bundled('own', 'src/injection/json.ts'), []],
+    [7, bundled('own', 'src/injection/basics/json.ts'), []],
+    [8, bundled('decideInjection', 'src/injection/decision/decide-injection.ts'), [9]],
+    [9, bundled('own', 'src/injection/basics/json.ts'), []],
     [10, bundled('rawBody', 'node_modules/fastify/lib/content-type-parser.js'), [11]],
     [11, bundled('', 'src/server/build-app.ts'), []],
     [12, bundled('send', 'node_modules/fastify/lib/reply.js'), [13]],
@@ -64,11 +64,11 @@ describe('bench: the CPU profile summary', () => {
   it('gives each sample the stage of the innermost frame that has one', () => {
     const stack = (...frames: CpuProfileNode['callFrame'][]) => frames.map((callFrame) => classifyFrame(callFrame, locate));
     const route = bundled('', 'src/server/build-app.ts');
-    const json = bundled('own', 'src/injection/json.ts');
+    const json = bundled('own', 'src/injection/basics/json.ts');
     // The patch computed inside the memo's answer is the patch's; the memo's own work is the memo's.
     assert.equal(stageOf(stack(json, bundled('injectDecided', 'src/injection/admit-pod.ts'), bundled('answer', 'src/admission/patch-memo.ts'), route)), 'patch');
     assert.equal(stageOf(stack(json, bundled('podShape', 'src/admission/patch-memo.ts'), route)), 'memo');
-    assert.equal(stageOf(stack(json, bundled('decideInjection', 'src/injection/decide-injection.ts'), route)), 'decision');
+    assert.equal(stageOf(stack(json, bundled('decideInjection', 'src/injection/decision/decide-injection.ts'), route)), 'decision');
     assert.equal(stageOf(stack(route, bundled('rawBody', 'node_modules/fastify/lib/content-type-parser.js'))), 'parse');
     assert.equal(stageOf(stack(frame('write'), bundled('send', 'node_modules/fastify/lib/reply.js'), route)), 'answer');
     assert.equal(stageOf(stack(bundled('info', 'node_modules/pino/pino.js'), bundled('logAdmission', 'src/server/build-app.ts'))), 'logging');
@@ -94,7 +94,7 @@ describe('bench: the CPU profile summary', () => {
     assert.deepEqual(
       summary.ours.map(({ key, microseconds }) => [key, microseconds]),
       [
-        ['own (src/injection/json.ts:10)', 30],
+        ['own (src/injection/basics/json.ts:10)', 30],
         ['(anonymous) (src/server/build-app.ts:10)', 10],
       ],
     );

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import pino from 'pino';
-import { CertificateManager, DEFAULT_CERTIFICATE_SETTINGS } from '../src/kube/certificate-manager.js';
+import { CertificateManager, DEFAULT_CERTIFICATE_SETTINGS } from '../src/kube/certificates/certificate-manager.js';
 import { makeCa, makeServingCertificate } from '../src/tls/certificates.js';
 import { FakeApiServer } from './helpers/fake-api-server.js';
 import { until } from './helpers/injector-harness.js';

@@ -3,7 +3,7 @@ import { execFile, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import { probeTargets } from '../src/commands/capture-probe-target.js';
+import { probeTargets } from '../src/node/cni/capture-probe-target.js';
 import { CheckCaptureExit } from '../src/injection/index.js';
 import { CNI_TEMPLATE_RULE_ARGS, ROOT } from './helpers/fixtures.js';
 

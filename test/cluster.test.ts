@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, afterEach, before, beforeEach, describe, it, type TestContext } from 'node:test';
-import { DIRECT_READ_TTL_MS } from '../src/kube/namespace-labels.js';
+import { DIRECT_READ_TTL_MS } from '../src/kube/watches/namespace-labels.js';
 import { FakeApiServer } from './helpers/fake-api-server.js';
 import { httpsCall } from './helpers/https-client.js';
 import { NAMESPACE, startHarness, until, type Harness } from './helpers/injector-harness.js';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { describe, it } from 'node:test';
-import { CniAgentMetrics } from '../src/server/cni-agent-metrics.js';
+import { CniAgentMetrics } from '../src/node/agent-metrics.js';
 import { metricSample } from './helpers/metric-sample.js';
 import { promtoolOrSkip } from './helpers/promtool.js';
 

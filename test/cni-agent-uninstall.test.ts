@@ -3,8 +3,8 @@ import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promis
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { installPlugin, uninstallPlugin, type PluginPlaces } from '../src/commands/cni-agent-core.js';
-import { CNI_PLUGIN_TYPE } from '../src/cni/chain-config.js';
+import { installPlugin, uninstallPlugin, type PluginPlaces } from '../src/node/agent.js';
+import { CNI_PLUGIN_TYPE } from '../src/node/cni/chain-config.js';
 
 /**
  * The agent's uninstall gives the node back its primary configuration byte

@@ -7,10 +7,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
-import { installPlugin, rulesRunner, serveShim, uninstallPlugin, type AgentDeps } from '../src/commands/cni-agent-core.js';
-import { CNI_PLUGIN_TYPE } from '../src/cni/chain-config.js';
+import { installPlugin, rulesRunner, serveShim, uninstallPlugin, type AgentDeps } from '../src/node/agent.js';
+import { CNI_PLUGIN_TYPE } from '../src/node/cni/chain-config.js';
 import { admitPod, applyPodPatch, parseTemplateFile, type JsonObject } from '../src/injection/index.js';
-import { CniAgentMetrics } from '../src/server/cni-agent-metrics.js';
+import { CniAgentMetrics } from '../src/node/agent-metrics.js';
 import { ROOT } from './helpers/fixtures.js';
 import { metricSample } from './helpers/metric-sample.js';
 

@@ -7,11 +7,13 @@ import ts from 'typescript';
 import { parseSource, sourceFiles } from './helpers/source-code.js';
 
 // What a newcomer can take in at once (docs/design.md §2): a file of src/ or
-// bench/ within MAX_FILE_LINES, a function within MAX_FUNCTION_LINES.
+// bench/ within MAX_FILE_LINES, a function within MAX_FUNCTION_LINES, a
+// folder of src/ within MAX_FOLDER_FILES source files at its own level.
 const MAX_FILE_LINES = 400;
 const MAX_FUNCTION_LINES = 80;
+const MAX_FOLDER_FILES = 24;
 // Generated from the Pod's OpenAPI types: data, not code to read.
-const FUNCTION_RULE_EXCEPTIONS = new Set(['src/injection/pod-field-types.ts']);
+const FUNCTION_RULE_EXCEPTIONS = new Set(['src/injection/template/pod-field-types.ts']);
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -53,6 +55,16 @@ function functionsTooLong(file: string, text: string): string[] {
   return found;
 }
 
+/** `folder/: N files` for every folder holding more source files of its own than allowed. */
+function foldersTooFull(files: readonly string[]): string[] {
+  const counts = new Map<string, number>();
+  for (const file of files) {
+    const folder = file.slice(0, file.lastIndexOf('/') + 1);
+    counts.set(folder, (counts.get(folder) ?? 0) + 1);
+  }
+  return [...counts].filter(([, count]) => count > MAX_FOLDER_FILES).map(([folder, count]) => `${folder}: ${count} files, more than ${MAX_FOLDER_FILES}: cut it into rooms by concern`);
+}
+
 function filesOf(dir: string): { file: string; text: string }[] {
   return sourceFiles(join(root, dir)).map((file) => ({ file: `${dir}/${file}`, text: readFileSync(join(root, dir, file), 'utf8') }));
 }
@@ -70,6 +82,10 @@ describe('size of the code', () => {
     assert.deepEqual(checked.flatMap(({ file, text }) => functionsTooLong(file, text)), []);
   });
 
+  it(`no folder of src/ holds more than ${MAX_FOLDER_FILES} source files of its own`, () => {
+    assert.deepEqual(foldersTooFull(files.map(({ file }) => file).filter((file) => file.startsWith('src/'))), []);
+  });
+
   it('the exceptions exist: a stale one would hide nothing and mislead', () => {
     for (const file of FUNCTION_RULE_EXCEPTIONS) assert.ok(files.some((entry) => entry.file === file), `${file} is excepted but gone`);
   });
@@ -80,6 +96,12 @@ describe('size of the code', () => {
   it('refuses a file one line too long, accepts one at the limit', () => {
     assert.match(fileTooLong('src/x.ts', 'const a = 1;\n'.repeat(MAX_FILE_LINES + 1)).join(''), /src\/x\.ts: 401 lines, more than 400/);
     assert.deepEqual(fileTooLong('src/x.ts', 'const a = 1;\n'.repeat(MAX_FILE_LINES)), []);
+  });
+
+  it('refuses a folder one file too full, counting only its own level', () => {
+    const folder = (count: number, at: string): string[] => Array.from({ length: count }, (_, index) => `${at}f${index}.ts`);
+    assert.deepEqual(foldersTooFull([...folder(MAX_FOLDER_FILES + 1, 'src/room/'), ...folder(MAX_FOLDER_FILES, 'src/ok/')]), ['src/room/: 25 files, more than 24: cut it into rooms by concern']);
+    assert.deepEqual(foldersTooFull([...folder(MAX_FOLDER_FILES, 'src/room/'), ...folder(MAX_FOLDER_FILES, 'src/room/inner/')]), []);
   });
 
   it('refuses every kind of function one line too long, naming it and its line', () => {

@@ -11,11 +11,11 @@ import { importsOf, parseSource, sourceFiles } from './helpers/source-code.js';
 // its rank (server/ and kube/ stand side by side) nor one above.
 const RANK: Readonly<Record<string, number>> = {
   main: 7,
-  cni: 3,
   cli: 6,
   commands: 5,
   server: 4,
   kube: 4,
+  node: 4,
   admission: 3,
   state: 3,
   policy: 3,
@@ -26,6 +26,25 @@ const RANK: Readonly<Record<string, number>> = {
   errors: 1,
 };
 
+// The rooms inside a room, ranked as above among themselves: the room's own
+// files (its `index.ts` door among them) stand above its inner rooms. A file
+// outside an inner room imports it only through the inner room's index.ts.
+const INNER_RANK: Readonly<Record<string, number>> = {
+  'injection/basics': 1,
+  'injection/template': 2,
+  'injection/decision': 3,
+  'injection/traffic': 3,
+  'injection/merge': 4,
+  injection: 5,
+  'kube/api': 1,
+  'kube/watches': 2,
+  'kube/certificates': 2,
+  kube: 3,
+  'node/cni': 1,
+  node: 2,
+};
+const INNER_ROOMS = Object.keys(INNER_RANK).filter((room) => room.includes('/'));
+
 // Packages and Node modules a room may import. Rooms not listed may import any.
 const PURE = ['node:crypto', 'js-yaml', 'fast-json-patch'];
 const ALLOWED_PACKAGES: Readonly<Record<string, readonly string[]>> = {
@@ -33,7 +52,7 @@ const ALLOWED_PACKAGES: Readonly<Record<string, readonly string[]>> = {
   policy: PURE,
   fleet: PURE,
   events: PURE,
-  cni: [],
+  'node/cni': [],
   // Reading PEM files is the only I/O of tls/.
   tls: ['node:crypto', 'node:net', 'node:tls', 'node:fs/promises', 'selfsigned'],
   state: ['pino'],
@@ -44,16 +63,45 @@ const ALLOWED_PACKAGES: Readonly<Record<string, readonly string[]>> = {
 const FORBIDDEN_PACKAGES: Readonly<Record<string, readonly string[]>> = {
   kube: ['fastify', 'prom-client'],
   server: ['@kubernetes/client-node'],
+  // The node's own I/O (the shim's socket, the plugin's files, the rules, the check): the API is reached through kube/.
+  node: ['@kubernetes/client-node', 'fastify'],
 };
 // The pure rooms touch no process, clock, timer, console or randomness.
-const PURE_ROOMS = new Set(['injection', 'policy', 'fleet', 'events']);
+const PURE_ROOMS = new Set(['injection', 'policy', 'fleet', 'events', 'node/cni']);
 const AMBIENT = new Set(['process', 'setTimeout', 'setInterval', 'setImmediate', 'fetch', 'performance', 'console', 'require', 'globalThis']);
 
 const srcDir = join(dirname(fileURLToPath(import.meta.url)), '..', 'src');
+const designPath = join(srcDir, '..', 'docs', 'design.md');
 
 /** A folder of src/, or a top-level file by its name without extension (`cli`, `errors`). */
-function roomOf(file: string): string {
+function outerRoomOf(file: string): string {
   return (file.split('/')[0] ?? file).replace(/\.[jt]s$/, '');
+}
+
+/** The innermost room holding FILE: an inner room (`injection/template`) or a room of src/. */
+function roomOf(file: string): string {
+  return INNER_ROOMS.find((room) => file.startsWith(`${room}/`)) ?? outerRoomOf(file);
+}
+
+/** What a room may import and must not do: an inner room's rules are its own, else its outer room's. */
+function rulesOf<T>(table: Readonly<Record<string, T>>, room: string): T | undefined {
+  return table[room] ?? table[outerRoomOf(room)];
+}
+
+/** Why FILE may not import TARGET (both relative to src/), or undefined. */
+function importViolation(file: string, target: string, specifier: string): string | undefined {
+  const room = roomOf(file);
+  const targetRoom = roomOf(target);
+  if (target.startsWith('..')) return `src/${file} imports ${specifier}, outside src/`;
+  if (targetRoom === room) return undefined;
+  const outer = outerRoomOf(file);
+  const targetOuter = outerRoomOf(target);
+  const below = outer === targetOuter ? (INNER_RANK[targetRoom] ?? Infinity) < (INNER_RANK[room] ?? -Infinity) : (RANK[targetOuter] ?? Infinity) < (RANK[outer] ?? -Infinity);
+  if (!below) return `src/${file} imports src/${target}: ${room} may import only rooms below it, not ${targetRoom}`;
+  if (INNER_ROOMS.includes(targetRoom) && target !== `${targetRoom}/index.ts` && !room.startsWith(`${targetRoom}/`)) {
+    return `src/${file} imports src/${target}: outside ${targetRoom}/, import its door, ${targetRoom}/index.ts`;
+  }
+  return undefined;
 }
 
 /** Uses of the process, the clock, timers and randomness: what a pure room must not reach. */
@@ -87,29 +135,24 @@ function isFreeReference(node: ts.Identifier): boolean {
 /** The layering rules broken by one file of src/ (`file` relative to src/, with `/`). */
 function layeringViolations(file: string, text: string): string[] {
   const room = roomOf(file);
-  const rank = RANK[room];
-  if (rank === undefined) return [`src/${file}: room ${room} has no place in the layering; add it to RANK in test/layering.test.ts and to docs/design.md`];
+  if (RANK[outerRoomOf(file)] === undefined) return [`src/${file}: room ${room} has no place in the layering; add it to RANK in test/layering.test.ts and to docs/design.md`];
   const violations: string[] = [];
   for (const specifier of importsOf(file, text)) {
     if (specifier.startsWith('.')) {
-      const target = posix.normalize(posix.join(posix.dirname(file), specifier));
-      const targetRoom = roomOf(target);
-      if (target.startsWith('..')) {
-        violations.push(`src/${file} imports ${specifier}, outside src/`);
-      } else if (targetRoom !== room && !((RANK[targetRoom] ?? Infinity) < rank)) {
-        violations.push(`src/${file} imports src/${target}: ${room} may import only rooms below it, not ${targetRoom}`);
-      }
+      const target = posix.normalize(posix.join(posix.dirname(file), specifier)).replace(/\.js$/, '.ts');
+      const violation = importViolation(file, target, specifier);
+      if (violation !== undefined) violations.push(violation);
       continue;
     }
-    const allowed = ALLOWED_PACKAGES[room];
+    const allowed = rulesOf(ALLOWED_PACKAGES, room);
     if (allowed !== undefined && !allowed.includes(specifier)) {
       violations.push(`src/${file} imports ${specifier}: ${room} may import only ${allowed.join(', ') || 'nothing outside src/'}`);
     }
-    if (FORBIDDEN_PACKAGES[room]?.includes(specifier) === true) {
+    if (rulesOf(FORBIDDEN_PACKAGES, room)?.includes(specifier) === true) {
       violations.push(`src/${file} imports ${specifier}, which ${room} must not use`);
     }
   }
-  if (PURE_ROOMS.has(room)) {
+  if (PURE_ROOMS.has(room) || PURE_ROOMS.has(outerRoomOf(file))) {
     for (const use of ambientUsesOf(file, text)) violations.push(`src/${file} uses ${use}: ${room} is pure (no process, clock, timers or I/O)`);
   }
   return violations;
@@ -185,6 +228,53 @@ function cycleThrough(start: string, component: ReadonlySet<string>, graph: Read
   throw new Error(`${start}: no path back within its component`);
 }
 
+/** A picture of design.md: the rooms it draws (by the path its label names) and its arrows, `from -> to`. */
+interface RoomPicture {
+  readonly rooms: ReadonlySet<string>;
+  readonly arrows: ReadonlySet<string>;
+}
+
+/** The `flowchart` pictures of design.md's rooms section; a node's label is a room's path (`injection/template/`, `main.ts`). */
+function roomPictures(markdown: string): RoomPicture[] {
+  const section = markdown.slice(markdown.indexOf('## 2. '), markdown.indexOf('\n## 3. '));
+  return [...section.matchAll(/```mermaid\n(flowchart[^\n]*\n[\s\S]*?)```/g)].map(([, block = '']) => {
+    const labels = new Map<string, string>();
+    const arrows = new Set<string>();
+    const node = (token: string): string => {
+      const match = /^\s*(\w+)(?:\[([^\]]+)\])?\s*$/.exec(token);
+      if (match === null) throw new Error(`design.md: cannot read the picture's node ${JSON.stringify(token)}`);
+      const [, id = '', label] = match;
+      if (label !== undefined) labels.set(id, label.replace(/\/$|\.ts$/, ''));
+      return id;
+    };
+    for (const line of block.split('\n').slice(1)) {
+      if (line.trim() === '' || line.trim().startsWith('%%')) continue;
+      const ids = line.split('-->').map(node);
+      for (let index = 1; index < ids.length; index += 1) arrows.add(`${ids[index - 1]} -> ${ids[index]}`);
+    }
+    const room = (id: string): string => labels.get(id) ?? id;
+    return { rooms: new Set([...labels.values()]), arrows: new Set([...arrows].map((arrow) => arrow.split(' -> ').map(room).join(' -> '))) };
+  });
+}
+
+/** The arrows between the rooms a picture draws that the code has: a file's room is the longest drawn path holding it. */
+function arrowsInCode(graph: ReadonlyMap<string, readonly string[]>, rooms: ReadonlySet<string>): Set<string> {
+  const drawnRoomOf = (file: string): string | undefined => {
+    const holders = [...rooms].filter((room) => file === `${room}.ts` || file.startsWith(`${room}/`));
+    return holders.sort((a, b) => b.length - a.length)[0];
+  };
+  const arrows = new Set<string>();
+  for (const [file, targets] of graph) {
+    const from = drawnRoomOf(file);
+    if (from === undefined) continue;
+    for (const target of targets) {
+      const to = drawnRoomOf(target);
+      if (to !== undefined && to !== from) arrows.add(`${from} -> ${to}`);
+    }
+  }
+  return arrows;
+}
+
 describe('layering of src/', () => {
   it('every file of src/ keeps to the rules of its room', () => {
     const files = sourceFiles(srcDir);
@@ -216,6 +306,31 @@ describe('layering of src/', () => {
     assert.deepEqual(importCycles(importGraph(texts)), []);
   });
 
+  it("design.md's pictures of the rooms draw every arrow the imports have, and none they lack", () => {
+    const graph = importGraph(new Map(sourceFiles(srcDir).map((file) => [file, readFileSync(join(srcDir, file), 'utf8')])));
+    const pictures = roomPictures(readFileSync(designPath, 'utf8'));
+    assert.ok(pictures.length >= 2, 'expected the rooms of src/ and the inner rooms drawn in design.md section 2');
+    for (const picture of pictures) {
+      const inCode = arrowsInCode(graph, picture.rooms);
+      const drawn = [...picture.rooms].sort().join(', ');
+      assert.deepEqual([...picture.arrows].filter((arrow) => !inCode.has(arrow)).sort(), [], `design.md draws arrows the code lacks (picture of ${drawn})`);
+      assert.deepEqual([...inCode].filter((arrow) => !picture.arrows.has(arrow)).sort(), [], `the code has arrows design.md does not draw (picture of ${drawn})`);
+    }
+  });
+
+  it('reads a picture and holds it against the imports, both ways', () => {
+    const picture = roomPictures(['## 2. Rooms', '```mermaid', 'flowchart TD', '  a[commands/] --> b[kube/]', '  b --> c[injection/]', '```', '## 3. Next'].join('\n'))[0];
+    assert.ok(picture !== undefined);
+    assert.deepEqual([...picture.rooms].sort(), ['commands', 'injection', 'kube']);
+    const graph = new Map([
+      ['commands/serve.ts', ['kube/api/x.ts', 'injection/index.ts']],
+      ['kube/api/x.ts', ['kube/y.ts']],
+      ['kube/y.ts', []],
+      ['injection/index.ts', []],
+    ]);
+    assert.deepEqual([...arrowsInCode(graph, picture.rooms)].sort(), ['commands -> injection', 'commands -> kube']);
+  });
+
   it('src/kube imports nothing from src/server', () => {
     const kubeFiles = sourceFiles(srcDir).filter((file) => file.startsWith('kube/'));
     assert.ok(kubeFiles.length > 0, 'expected files in src/kube');
@@ -241,6 +356,13 @@ describe('layering of src/', () => {
     { name: 'kube importing fastify', file: 'kube/x.ts', text: "import fastify from 'fastify';", expected: /fastify, which kube must not use/ },
     { name: 'server importing client-node', file: 'server/x.ts', text: "import { KubeConfig } from '@kubernetes/client-node';", expected: /client-node, which server must not use/ },
     { name: 'a room with no place', file: 'gadgets/x.ts', text: '', expected: /room gadgets has no place/ },
+    { name: 'an inner room importing one above it', file: 'injection/template/x.ts', text: "import { a } from '../decision/index.js';", expected: /injection\/template may import only rooms below it, not injection\/decision/ },
+    { name: 'two inner rooms of one rank', file: 'injection/traffic/x.ts', text: "import { a } from '../decision/index.js';", expected: /not injection\/decision/ },
+    { name: "an inner room's file reached past its door", file: 'injection/merge/x.ts', text: "import { a } from '../basics/json.js';", expected: /import its door, injection\/basics\/index\.ts/ },
+    { name: "an inner room's file reached from another room", file: 'commands/x.ts', text: "import { a } from '../kube/api/backoff.js';", expected: /import its door, kube\/api\/index\.ts/ },
+    { name: 'the pure CNI decisions reading files', file: 'node/cni/x.ts', text: "import { readFile } from 'node:fs/promises';", expected: /node\/cni may import only nothing outside src/ },
+    { name: 'the node agent reaching the API itself', file: 'node/x.ts', text: "import { KubeConfig } from '@kubernetes/client-node';", expected: /client-node, which node must not use/ },
+    { name: 'the node agent importing kube', file: 'node/x.ts', text: "import { a } from '../kube/index.js';", expected: /node may import only rooms below it, not kube/ },
   ];
   for (const { name, file, text, expected } of breaks) {
     it(`refuses ${name}`, () => {

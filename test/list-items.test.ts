@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { ListItemStream } from '../src/kube/list-items.js';
+import { ListItemStream } from '../src/kube/api/list-items.js';
 
 /** Streams TEXT cut at CUTS; the items handed over and what end() returns. */
 function stream(text: string, cuts: readonly number[] = []): { items: unknown[]; rest: unknown } {

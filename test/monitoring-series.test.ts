@@ -4,7 +4,7 @@ import { Readable } from 'node:stream';
 import { after, before, describe, it } from 'node:test';
 import { parseServeArgs } from '../src/commands/serve.js';
 import { startPolicyController, type RunningPolicyController } from '../src/commands/policy-controller.js';
-import { CniAgentMetrics } from '../src/server/cni-agent-metrics.js';
+import { CniAgentMetrics } from '../src/node/agent-metrics.js';
 import { startMetricsServer } from '../src/server/metrics-server.js';
 import { FakeApiServer } from './helpers/fake-api-server.js';
 import { httpsCall } from './helpers/https-client.js';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import pino from 'pino';
-import { NamespaceLabels, slimNamespace } from '../src/kube/namespace-labels.js';
+import { NamespaceLabels, slimNamespace } from '../src/kube/watches/namespace-labels.js';
 import { FakeApiServer } from './helpers/fake-api-server.js';
 
 const until = async (what: string, probe: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> => {

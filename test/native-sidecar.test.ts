@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, it } from 'node:test';
-import { connectToCluster } from '../src/kube/cluster-connection.js';
-import { ClusterVersionCheck, parseKubernetesVersion, supportsNativeSidecars } from '../src/kube/cluster-version.js';
+import { connectToCluster } from '../src/kube/api/cluster-connection.js';
+import { ClusterVersionCheck, parseKubernetesVersion, supportsNativeSidecars } from '../src/kube/watches/cluster-version.js';
 import { FakeApiServer } from './helpers/fake-api-server.js';
 import { NAMESPACE, startHarness, until, type Harness } from './helpers/injector-harness.js';
 import type { DecodedReview } from './helpers/reviews.js';

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
-import { KubeRequestError } from '../src/kube/kube-json.js';
-import { deletePodByUid, uidPreconditionBody } from '../src/kube/pod-delete.js';
+import { KubeRequestError } from '../src/kube/api/kube-json.js';
+import { deletePodByUid, uidPreconditionBody } from '../src/kube/api/pod-delete.js';
 import { FakeApiServer } from './helpers/fake-api-server.js';
 
 /**

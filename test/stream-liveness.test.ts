@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
-import { apiServerSilence, StreamLiveness, type WatchLiveness } from '../src/kube/stream-liveness.js';
+import { apiServerSilence, StreamLiveness, type WatchLiveness } from '../src/kube/api/stream-liveness.js';
 import { FakeApiServer } from './helpers/fake-api-server.js';
 import { until } from './helpers/injector-harness.js';
 

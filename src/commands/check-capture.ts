@@ -1,10 +1,8 @@
-import { readFile } from 'node:fs/promises';
-import { createConnection, createServer, type Server, type Socket } from 'node:net';
-import { networkInterfaces } from 'node:os';
 import { parseArgs } from 'node:util';
 import { UsageError } from '../errors.js';
 import { captureListProblem, CheckCaptureExit, listItems } from '../injection/index.js';
-import { probeTargets, type ProbeTarget } from './capture-probe-target.js';
+import { captureTargets, redirectProblem, type CheckSettings } from '../node/check-capture.js';
+import type { ProbeTarget } from '../node/cni/index.js';
 import type { CommandIo } from './io.js';
 
 export const CHECK_CAPTURE_HELP = `Usage: envoy-injector check-capture [RULE ARGUMENTS] [--timeout-seconds N]
@@ -35,12 +33,6 @@ Options (the rule script init/capture-rules.sh's arguments, every one required):
 
 const RULE_ARGS = ['proxy-uid', 'outbound-port', 'inbound-port', 'proxy-ports', 'exclude-outbound-cidrs', 'exclude-outbound-ports', 'exclude-inbound-ports', 'include-inbound-ports'] as const;
 
-interface CheckSettings {
-  readonly outboundPort: number;
-  readonly excludedCidrs: readonly string[];
-  readonly excludedPorts: readonly number[];
-  readonly timeoutMs: number;
-}
 
 export async function runCheckCapture(args: readonly string[], io: CommandIo): Promise<number> {
   const options = Object.fromEntries([...RULE_ARGS, 'timeout-seconds'].map((name) => [name, { type: 'string' as const }]));
@@ -50,13 +42,7 @@ export async function runCheckCapture(args: readonly string[], io: CommandIo): P
     return 0;
   }
   const settings = checkSettings(values);
-  const targets = probeTargets({
-    routes: await readFile('/proc/net/route', 'utf8').catch(() => ''),
-    ipv6Routes: await readFile('/proc/net/ipv6_route', 'utf8').catch(() => ''),
-    ownAddresses: Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((entry) => entry.address)),
-    excludedCidrs: settings.excludedCidrs,
-    excludedPorts: settings.excludedPorts,
-  });
+  const targets = await captureTargets(settings);
   if (targets.length === 0) {
     io.stderr.write('envoy-capture-check: no IPv4 or IPv6 route a redirected connection could take (outside loopback, link-local and the excluded CIDRs)\n');
     return CheckCaptureExit.notRedirected;
@@ -115,51 +101,4 @@ function checkSettings(values: Record<string, string | boolean | undefined>): Ch
     excludedPorts: [...ports('proxy-ports'), ...ports('exclude-outbound-ports')],
     timeoutMs: seconds * 1000,
   };
-}
-
-/**
- * Listens on the outbound port and connects to the target: redirected, the
- * connection arrives at the listener from the client's own local port (a
- * real server at the target cannot pass for it). Undefined when it did; else
- * what happened instead. Bounded by the settings' timeout.
- */
-async function redirectProblem(settings: CheckSettings, target: ProbeTarget): Promise<string | undefined> {
-  const server = createServer();
-  const arrived: number[] = [];
-  let onArrival = (): void => {};
-  server.on('connection', (socket: Socket) => {
-    if (socket.remotePort !== undefined) arrived.push(socket.remotePort);
-    socket.destroy();
-    onArrival();
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    // The family's own socket (IPv6 only on ::), so that a dual-stack Pod's two checks share the port and neither passes for the other.
-    server.listen({ port: settings.outboundPort, host: target.family === 6 ? '::' : '0.0.0.0', ipv6Only: target.family === 6 }, () => resolve());
-  });
-  const client = createConnection({ host: target.address, port: target.port });
-  client.on('error', () => {});
-  try {
-    return await new Promise<string | undefined>((resolve) => {
-      const timer = setTimeout(() => resolve(`no connection within ${settings.timeoutMs / 1000} s`), settings.timeoutMs);
-      const settle = (problem: string | undefined): void => {
-        clearTimeout(timer);
-        resolve(problem);
-      };
-      const judge = (): void => {
-        if (client.localPort !== undefined && arrived.includes(client.localPort)) settle(undefined);
-      };
-      onArrival = judge;
-      client.once('connect', judge);
-      client.once('error', (error: NodeJS.ErrnoException) => settle(error.code ?? error.message));
-      client.once('close', () => setImmediate(() => settle('the connection closed elsewhere')));
-    });
-  } finally {
-    client.destroy();
-    await closeServer(server);
-  }
-}
-
-function closeServer(server: Server): Promise<void> {
-  return new Promise((resolve) => server.close(() => resolve()));
 }

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Backoff } from '../kube/backoff.js';
+import type { Backoff } from '../kube/api/index.js';
 import type { CertificateSettings, ClusterConnection, WatchLiveness } from '../kube/index.js';
 import type { CommandIo } from './io.js';
 

@@ -1,4 +1,4 @@
-import { DEFAULT_BACKOFF } from '../kube/backoff.js';
+import { DEFAULT_BACKOFF } from '../kube/api/index.js';
 import type { ClusterVersionCheck } from '../kube/index.js';
 import type { ServerState } from '../server/server-state.js';
 import type { Cluster, InjectorContext } from './injector-context.js';

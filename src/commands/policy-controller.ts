@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { UsageError } from '../errors.js';
-import { DEFAULT_BACKOFF, type Backoff } from '../kube/backoff.js';
+import { DEFAULT_BACKOFF, type Backoff } from '../kube/api/index.js';
 import { startHealthServer, type HealthServer } from '../server/health-server.js';
 import { createServerState } from '../server/serve.js';
 import { loadTemplates, type CommandIo } from './io.js';

@@ -1,7 +1,6 @@
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { DEFAULT_BACKOFF } from '../kube/backoff.js';
-import { clusterRequested } from '../kube/cluster-request.js';
+import { clusterRequested, DEFAULT_BACKOFF } from '../kube/api/index.js';
 import type { CertificateManager, ClusterWatches, WorkloadEvents } from '../kube/index.js';
 import type { InjectorMetrics } from '../server/metrics.js';
 import { createServerState, startServer, type RunningServer, type ServeOptions } from '../server/serve.js';

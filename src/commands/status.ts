@@ -127,7 +127,7 @@ export async function runStatus(args: readonly string[], io: CommandIo, env: Nod
     throw new UsageError('--restart asks before restarting, but standard input is not a terminal: add --yes to restart without asking, or --dry-run to see what would be restarted');
   }
   // client-node is large: loaded here, so the offline commands never pay for it.
-  const { connectToCluster } = await import('../kube/cluster-connection.js');
+  const { connectToCluster } = await import('../kube/api/index.js');
   const { readFleet, restartWorkload, RESTARTED_AT_ANNOTATION } = await import('../kube/fleet-status.js');
   const { readWorkloadObjects } = await import('../kube/workload-objects.js');
   // The cluster is found as serve finds it: --kubeconfig, KUBECONFIG, or the Pod's service account.

@@ -1,5 +1,5 @@
 import { UsageError } from '../errors.js';
-import { DEFAULT_BACKOFF } from '../kube/backoff.js';
+import { DEFAULT_BACKOFF } from '../kube/api/index.js';
 import type { CertificateManager } from '../kube/index.js';
 import type { InjectorMetrics } from '../server/metrics.js';
 import { ensureDevCertificates, type RunningServer, type ServeOptions } from '../server/serve.js';

@@ -1,17 +1,42 @@
-import { annotationsSizeProblem } from './annotations-size.js';
-import { captureCheckContainer } from './capture-check.js';
-import { captureInitContainer, captureLockVolume, CaptureMode, decideCapture, type CaptureDecision } from './capture.js';
-import { decideInjection, Reason, Rule, type Decision, type DecisionInput, type DecisionOptions } from './decide-injection.js';
-import { injectPod, type InjectionResult, type InjectOptions } from './inject-pod.js';
-import { objectAt, type JsonObject } from './json.js';
-import { Annotations } from './names.js';
-import type { ResourceChange } from './pod-resources.js';
-import { applyLifecycle, decideLifecycle, lifecycleIgnoredWarnings, type LifecycleDecision } from './proxy-lifecycle.js';
-import { proxyConfigInjection } from './proxy-config.js';
-import { planProxyProtocol, type ProxyProtocolPlan } from './proxy-protocol.js';
-import { planTcpProbes, type TcpProbePlan } from './tcp-probes.js';
-import { serviceAccountTokenMount, serviceAccountTokenVolume } from './token-mount.js';
-import { DEFAULT_ALLOWED_OVERRIDES, resolveOverrides, type AppliedOverride, type OverrideName } from './overrides.js';
+import {
+  annotationsSizeProblem,
+  decideInjection,
+  DEFAULT_ALLOWED_OVERRIDES,
+  Reason,
+  resolveOverrides,
+  Rule,
+  type AppliedOverride,
+  type Decision,
+  type DecisionInput,
+  type DecisionOptions,
+  type OverrideName,
+} from './decision/index.js';
+import {
+  captureCheckContainer,
+  captureInitContainer,
+  captureLockVolume,
+  CaptureMode,
+  decideCapture,
+  planProxyProtocol,
+  planTcpProbes,
+  proxyConfigInjection,
+  type CaptureDecision,
+  type ProxyProtocolPlan,
+  type TcpProbePlan,
+} from './traffic/index.js';
+import {
+  applyLifecycle,
+  decideLifecycle,
+  injectPod,
+  lifecycleIgnoredWarnings,
+  serviceAccountTokenMount,
+  serviceAccountTokenVolume,
+  type InjectionResult,
+  type InjectOptions,
+  type LifecycleDecision,
+  type ResourceChange,
+} from './merge/index.js';
+import { Annotations, objectAt, type JsonObject } from './basics/index.js';
 
 export interface AdmitOptions extends DecisionOptions {
   /** Which `envoy-injector.io/proxy-*` annotations Pods may use. */

@@ -1,10 +1,9 @@
 import { ManifestError } from '../errors.js';
 import { admitPod, type Admission, type AdmitOptions } from './admit-pod.js';
-import { applyPodPatch } from './apply-patch.js';
-import { arrayAt, isJsonObject, type JsonObject } from './json.js';
-import type { TemplateSet } from './parse-template.js';
+import { applyPodPatch } from './merge/index.js';
+import { arrayAt, formatYaml, isJsonObject, parseYamlDocuments, YamlSyntaxError, type JsonObject } from './basics/index.js';
+import type { TemplateSet } from './template/index.js';
 import { findPodTemplate, replacePodTemplate } from './workloads.js';
-import { formatYaml, parseYamlDocuments, YamlSyntaxError } from './yaml.js';
 
 /** What happened to one Pod or Pod template of a manifest. */
 export interface ManifestReport extends Admission {

@@ -1,4 +1,4 @@
-import { isJsonObject, own, stringAt, type JsonObject } from './json.js';
+import { isJsonObject, own, stringAt, type JsonObject } from './basics/index.js';
 
 /** Where each workload kind keeps its Pod template (a Pod is its own). */
 const POD_TEMPLATE_PATHS: Readonly<Record<string, readonly string[]>> = {

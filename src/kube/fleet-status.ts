@@ -2,9 +2,8 @@ import { AppsV1Api, CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions } fro
 import { ClusterError, TemplateError } from '../errors.js';
 import { isIntermediateOwner, isRestartable, ownerKey, type OwnerRef, type PodRecord } from '../fleet/fleet-report.js';
 import { Annotations, arrayAt, isJsonObject, objectAt, own, parseTemplateData, stringAt, type JsonObject, type TemplateSet } from '../injection/index.js';
-import { describeKubeError, kubeErrorStatus } from './kube-errors.js';
-import { listAllPages, type Collection } from './paged-list.js';
-import type { Labels } from './namespace-labels.js';
+import { describeKubeError, kubeErrorStatus, listAllPages, type Collection } from './api/index.js';
+import type { Labels } from './watches/index.js';
 
 /** ReplicaSets, Jobs and Namespaces are read for their metadata only: owners and labels are all we need. */
 const METADATA_LIST = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1';

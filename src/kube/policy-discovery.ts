@@ -1,7 +1,6 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import { POLICY_API_GROUP, POLICY_API_VERSIONS, type PolicyApiVersion } from '../policy/policy-api-version.js';
-import { kubeErrorStatus } from './kube-errors.js';
-import { kubeJson } from './kube-json.js';
+import { kubeErrorStatus, kubeJson } from './api/index.js';
 
 const RESOURCES = ['mutatingadmissionpolicies', 'mutatingadmissionpolicybindings'] as const;
 

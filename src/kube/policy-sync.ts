@@ -11,9 +11,7 @@ import {
   type PolicySettings,
 } from '../policy/compile-policy.js';
 import { choosePolicyApiVersion, POLICY_API_GROUP, type PolicyApiPreference, type PolicyApiVersion } from '../policy/policy-api-version.js';
-import { backoffDelayMs, type Backoff } from './backoff.js';
-import { describeKubeError, kubeErrorForLog, kubeErrorStatus } from './kube-errors.js';
-import { kubeJson } from './kube-json.js';
+import { backoffDelayMs, describeKubeError, kubeErrorForLog, kubeErrorStatus, kubeJson, type Backoff } from './api/index.js';
 import { servedPolicyApiVersions } from './policy-discovery.js';
 
 /** The field manager of every apply: the objects' fields are ours, and a change by hand is overwritten (force). */

@@ -14,8 +14,7 @@ import {
 } from '../events/event-series.js';
 import { controllerOf, ownerLookupPath, type ObjectRef, type WorkloadNotice } from '../events/workload-notices.js';
 import { isJsonObject, objectAt } from '../injection/index.js';
-import { describeKubeError, kubeErrorStatus } from './kube-errors.js';
-import { kubeJson, type KubeJsonRequest } from './kube-json.js';
+import { describeKubeError, kubeErrorStatus, kubeJson, type KubeJsonRequest } from './api/index.js';
 
 export interface WorkloadEventsOptions {
   readonly kubeConfig: KubeConfig;

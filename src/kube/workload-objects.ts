@@ -2,7 +2,7 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { ownerKey } from '../fleet/fleet-report.js';
 import { asWorkloadObject } from '../fleet/restart-plan.js';
 import { objectAt, stringAt, type JsonObject } from '../injection/index.js';
-import { listAllPages } from './paged-list.js';
+import { listAllPages } from './api/index.js';
 
 export interface AppsWorkloadRef {
   readonly namespace: string;

@@ -50,7 +50,7 @@ export function matchConditionParts(templateNames: readonly string[], defaultNam
 }
 
 /**
- * As the webhook's other-mesh rule (injection/other-meshes.ts): no mark of
+ * As the webhook's other-mesh rule (injection/decision/other-meshes.ts): no mark of
  * another mesh's injection, unless the Pod carries our status (rule 7 comes
  * first: the mutation restores its order, as the webhook does).
  */
@@ -69,7 +69,7 @@ function notOtherMesh(): string {
   return `${ours} || !(${marks.join(' || ')})`;
 }
 
-/** As the webhook's windows rule (injection/pod-os.ts): spec.os.name, the nodeSelector, every required node affinity term. */
+/** As the webhook's windows rule (injection/decision/pod-os.ts): spec.os.name, the nodeSelector, every required node affinity term. */
 function notWindows(): string {
   const spec = 'object.spec';
   const os = celString(OS_LABEL);

@@ -4,7 +4,7 @@ import { podAnnotation } from './cel-pod.js';
 
 /**
  * The order of init containers after other injectors, in policy mode
- * (docs/design.md §14): injection/init-order.ts's restoreInitOrder in CEL,
+ * (docs/design.md §14): injection/merge/init-order.ts's restoreInitOrder in CEL,
  * for a Pod the policy already injected and the API server reinvokes it on.
  * The names come from our status annotation (its JSON holds container names,
  * DNS labels: no escapes to undo), the sidecars are the restartable ones.

@@ -1,4 +1,5 @@
 import {
+  BINARY_FACTORS,
   BINARY_SUFFIXES,
   captureInitContainer,
   DECIMAL_POWERS,
@@ -8,7 +9,6 @@ import {
   MAX_PADDED_INIT_CONTAINERS,
   MILLI_PATTERN,
   objectAt,
-  BINARY_FACTORS,
   type JsonObject,
   type SidecarTemplate,
 } from '../injection/index.js';
@@ -18,8 +18,8 @@ import { templateVariable } from './template-variable.js';
 
 /**
  * Pod-level resources padded in CEL (docs/design.md §14), as the webhook
- * pads them (injection/pod-resources.ts) and with its very arithmetic
- * (injection/milli-quantity.ts): every amount in thousandths as an int64,
+ * pads them (injection/merge/pod-resources.ts) and with its very arithmetic
+ * (injection/basics/milli-quantity.ts): every amount in thousandths as an int64,
  * -1 for a form or a size out of what both modes take, so the Pod is left
  * uninjected rather than padded otherwise. CEL has no `let`: `[x].map(v, e)[0]`
  * binds a value once. The Pod's own amounts are variables shared by every

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { JsonObject } from '../../src/injection/index.js';
-import { deletePodByUid } from '../../src/kube/pod-delete.js';
+import { deletePodByUid } from '../../src/kube/api/pod-delete.js';
 import { forEachKubeVersion } from './control-plane.js';
 import { createNamespace, deleteNamespaces, eventually, helmInstall, helmUninstall, uniqueName, type Release } from './cluster.js';
 import { deleteNode, ensureNode, nodeBoundToken, userExtra, type NodeBoundToken } from './node-bound-token.js';

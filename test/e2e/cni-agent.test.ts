@@ -8,7 +8,7 @@ import { after, before, it } from 'node:test';
 import { promisify } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
 import { startCniAgent, type CniAgent } from '../../src/commands/cni-agent.js';
-import { CNI_PLUGIN_TYPE } from '../../src/cni/chain-config.js';
+import { CNI_PLUGIN_TYPE } from '../../src/node/cni/chain-config.js';
 import { admitPod, applyPodPatch, parseTemplateFile, type JsonObject } from '../../src/injection/index.js';
 import { ROOT } from '../helpers/fixtures.js';
 import { metricSample } from '../helpers/metric-sample.js';

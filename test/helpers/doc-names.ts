@@ -276,20 +276,20 @@ export const FOREIGN_SNAKE_NAMES: Readonly<Record<string, string>> = {
   node_modules: 'npm',
   restrict_oom_score_adj: "containerd's CRI configuration (the node tier)",
   netns_mounts_under_state_dir: "containerd's CRI configuration (the node tier)",
-  // The tcpSocket probes' Envoy bootstrap (src/injection/tcp-probes.ts): Envoy's names, and the listener's.
+  // The tcpSocket probes' Envoy bootstrap (src/injection/traffic/tcp-probes.ts): Envoy's names, and the listener's.
   health_check: "Envoy's HTTP filter",
   cluster_min_healthy_percentages: "Envoy's health_check filter",
   tcp_health_check: "Envoy's cluster health check",
   no_traffic_interval: "Envoy's cluster health check",
-  tcp_probes: 'the Envoy listener src/injection/tcp-probes.ts writes',
+  tcp_probes: 'the Envoy listener src/injection/traffic/tcp-probes.ts writes',
   use_remote_address: "Envoy's http_connection_manager",
-  // The PROXY protocol's part of the per-Pod bootstrap (src/injection/proxy-protocol.ts).
+  // The PROXY protocol's part of the per-Pod bootstrap (src/injection/traffic/proxy-protocol.ts).
   upstream_proxy_protocol: "Envoy's transport socket",
   original_src: "Envoy's listener filter (TPROXY interception)",
-  inbound_proxy_protocol: 'the Envoy cluster src/injection/proxy-protocol.ts writes',
-  inbound_tproxy: 'the Envoy listener src/injection/interception.ts writes',
-  inbound_tproxy_passthrough: 'the Envoy cluster src/injection/interception.ts writes',
-  inbound_tproxy_blackhole: 'the Envoy cluster src/injection/interception.ts writes',
+  inbound_proxy_protocol: 'the Envoy cluster src/injection/traffic/proxy-protocol.ts writes',
+  inbound_tproxy: 'the Envoy listener src/injection/traffic/interception.ts writes',
+  inbound_tproxy_passthrough: 'the Envoy cluster src/injection/traffic/interception.ts writes',
+  inbound_tproxy_blackhole: 'the Envoy cluster src/injection/traffic/interception.ts writes',
 };
 const FOREIGN_SNAKE_PREFIXES = ['apiserver_', 'certmanager_', 'nodejs_', 'process_'];
 

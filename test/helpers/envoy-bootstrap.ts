@@ -27,15 +27,15 @@ const FIELDS: Readonly<Record<string, readonly string[]>> = {
   filter: ['name', 'typed_config'],
   tcp_proxy: ['@type', 'stat_prefix', 'cluster'],
   cluster: ['name', 'type', 'lb_policy', 'connect_timeout', 'load_assignment', 'health_checks', 'transport_socket'],
-  // The PROXY protocol's cluster (src/injection/proxy-protocol.ts): base.proto's TransportSocket, upstream_proxy_protocol.proto, proxy_protocol.proto.
+  // The PROXY protocol's cluster (src/injection/traffic/proxy-protocol.ts): base.proto's TransportSocket, upstream_proxy_protocol.proto, proxy_protocol.proto.
   transport_socket: ['name', 'typed_config'],
   upstream_proxy_protocol: ['@type', 'config', 'transport_socket'],
   proxy_protocol_config: ['version'],
   raw_buffer: ['@type'],
-  // The tcpSocket probes' bootstrap (src/injection/tcp-probes.ts): health_check.proto, the HealthCheck HTTP filter.
+  // The tcpSocket probes' bootstrap (src/injection/traffic/tcp-probes.ts): health_check.proto, the HealthCheck HTTP filter.
   health_check: ['timeout', 'interval', 'no_traffic_interval', 'unhealthy_threshold', 'healthy_threshold', 'tcp_health_check'],
   tcp_health_check: [],
-  // TPROXY's transparent listener (src/injection/interception.ts): original_src.proto.
+  // TPROXY's transparent listener (src/injection/traffic/interception.ts): original_src.proto.
   original_src: ['@type', 'bind_port', 'mark'],
   health_check_filter: ['@type', 'pass_through_mode', 'headers', 'cluster_min_healthy_percentages'],
 };

@@ -1,5 +1,5 @@
 import { Reason } from '../../src/injection/index.js';
-import { CniAgentMetrics } from '../../src/server/cni-agent-metrics.js';
+import { CniAgentMetrics } from '../../src/node/agent-metrics.js';
 import { ErrorReason, InjectorMetrics } from '../../src/server/metrics.js';
 
 /**

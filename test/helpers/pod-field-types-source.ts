@@ -1,13 +1,13 @@
 import * as models from '@kubernetes/client-node/dist/gen/models/ObjectSerializer.js';
 
 /**
- * Renders src/injection/pod-field-types.ts: the field types of the parts of a
+ * Renders src/injection/template/pod-field-types.ts: the field types of the parts of a
  * PodSpec a template can hold (Container, Volume, LocalObjectReference and
  * everything they reach), taken from @kubernetes/client-node's models, which
  * are generated from Kubernetes' OpenAPI document. Data, so the injection core
  * gains no dependency; test/pod-field-types.test.ts fails when it is stale.
  */
-export const POD_FIELD_TYPES_PATH = 'src/injection/pod-field-types.ts';
+export const POD_FIELD_TYPES_PATH = 'src/injection/template/pod-field-types.ts';
 
 const ROOTS = ['V1Container', 'V1Volume', 'V1LocalObjectReference'];
 

@@ -7,7 +7,7 @@ import { basename, join } from 'node:path';
 import { after, before, it } from 'node:test';
 import { AppsV1Api, RbacAuthorizationV1Api, type V1Pod } from '@kubernetes/client-node';
 import { createNamespace, deleteNamespaces, eventually, uniqueName } from '../e2e/cluster.js';
-import { CNI_PLUGIN_TYPE, primaryConfigFile } from '../../src/cni/chain-config.js';
+import { CNI_PLUGIN_TYPE, primaryConfigFile } from '../../src/node/cni/chain-config.js';
 import { CNI_BIN_DIR, CNI_CONF_DIR, CNI_CONFLIST, CONTAINERD_SOCKET, CONTAINERD_STATE_DIR, cniConfig, importArchive } from './containerd.js';
 import { kubeBinary } from '../e2e/kube-binaries.js';
 import { STATIC_POD_DIR } from './kubelet.js';
