@@ -41,8 +41,11 @@ export interface NamespaceIdsOutcome {
   readonly warnings: readonly string[];
 }
 
-const SLASH = /^([0-9]{1,10})\/([0-9]{1,10})$/;
-const DASH = /^([0-9]{1,10})-([0-9]{1,10})$/;
+/** The two notations, as RE2 patterns too: policy mode's CEL matches the very same (policy/compile-proxy-ids.ts). */
+export const ID_BLOCK_SLASH_PATTERN = '^([0-9]{1,10})/([0-9]{1,10})$';
+export const ID_BLOCK_DASH_PATTERN = '^([0-9]{1,10})-([0-9]{1,10})$';
+const SLASH = new RegExp(ID_BLOCK_SLASH_PATTERN);
+const DASH = new RegExp(ID_BLOCK_DASH_PATTERN);
 
 /**
  * One block of OpenShift's notation (library-go's `uid.ParseBlock`):
