@@ -17,6 +17,7 @@ import {
 } from '../src/injection/index.js';
 import { ROOT } from './helpers/fixtures.js';
 import { storedThroughReview } from './helpers/reviews.js';
+import { runCliCaptured, tempFile } from './helpers/run-cli.js';
 
 /**
  * The proxy's user and group from the namespace's OpenShift ranges (issue
@@ -220,5 +221,22 @@ describe('an injected Pod in a namespace with a uid range (issue 53)', () => {
     // The same namespace, its range changed: the new range's uid, not the memoised one.
     assert.equal(proxyUser(storedThroughReview(plain, 'e', 'shop', context(other))), 1000709999);
     assert.equal(proxyUidArg(container(storedThroughReview(plain, 'f', 'shop', context(RANGE)) as Obj, 'envoy-capture-check')), `--proxy-uid=${LAST}`);
+  });
+});
+
+describe("explain: the proxy's ids and where they come from", () => {
+  const manifest = (): string => tempFile('ranged.yaml', JSON.stringify(pod('cni')));
+  it("prints the range's uid in the rules and as the proxy's user and group, from the namespace", async () => {
+    const { code, stdout } = await runCliCaptured(['explain', '-f', manifest(), '--template-file', join(ROOT, 'test/golden/capture-templates.yaml'), '--namespace', 'shop', '--namespace-annotations', `${OpenShiftAnnotation.uidRange}=1000620000/10000`]);
+    assert.equal(code, 0, stdout);
+    assert.match(stdout, new RegExp(`except uid ${LAST},`));
+    assert.match(stdout, new RegExp(`securityContext\\.runAsUser +${LAST} +\\(namespace "shop"'s annotation\\)`));
+    assert.match(stdout, new RegExp(`securityContext\\.runAsGroup +${LAST} +\\(namespace "shop"'s annotation\\)`));
+  });
+
+  it('without a range: no such line, the rules name the template\'s uid', async () => {
+    const { stdout } = await runCliCaptured(['explain', '-f', manifest(), '--template-file', join(ROOT, 'test/golden/capture-templates.yaml'), '--namespace', 'shop']);
+    assert.match(stdout, /except uid 1337,/);
+    assert.doesNotMatch(stdout, /securityContext\.runAsUser/);
   });
 });
