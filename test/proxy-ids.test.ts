@@ -10,6 +10,7 @@ import {
   namespaceProxyIds,
   OpenShiftAnnotation,
   parseIdBlock,
+  parseTemplateData,
   parseTemplateFile,
   type Admission,
   type JsonObject,
@@ -18,6 +19,7 @@ import {
 import { ROOT } from './helpers/fixtures.js';
 import { storedThroughReview } from './helpers/reviews.js';
 import { runCliCaptured, tempFile } from './helpers/run-cli.js';
+import { only, renderChart } from './helpers/helm.js';
 
 /**
  * The proxy's user and group from the namespace's OpenShift ranges (issue
@@ -238,5 +240,34 @@ describe("explain: the proxy's ids and where they come from", () => {
     const { stdout } = await runCliCaptured(['explain', '-f', manifest(), '--template-file', join(ROOT, 'test/golden/capture-templates.yaml'), '--namespace', 'shop']);
     assert.match(stdout, /except uid 1337,/);
     assert.doesNotMatch(stdout, /securityContext\.runAsUser/);
+  });
+});
+
+describe("the chart's own template in a namespace with a uid range", () => {
+  const chartTemplates = async (values: Record<string, unknown>): Promise<TemplateSet> =>
+    parseTemplateData(only(await renderChart(values), 'ConfigMap', 'envoy-initializer')['data'] as Record<string, string>);
+  const admitWith = (set: TemplateSet, received: JsonObject, labels: Record<string, string> = {}): Admission & { stored: Obj } => {
+    const admission = admitPod({ operation: 'CREATE', kind: { group: '', kind: 'Pod' }, namespace: 'shop', namespaceLabels: labels, namespaceAnnotations: RANGE, pod: received, templates: set, options: { nativeSidecar: true } });
+    assert.ok(admission.injection !== undefined);
+    return { ...admission, stored: applyPodPatch(received, admission.injection.patch) as Obj };
+  };
+  const chartPod = (annotations: Record<string, string> = {}, spec: Obj = {}): JsonObject =>
+    ({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'web', annotations: { 'envoy-injector.io/inject': 'true', 'envoy-injector.io/capture': 'true', ...annotations } }, spec: { containers: [{ name: 'app', image: 'nginx:1.27' }], ...spec } }) as JsonObject;
+
+  it('auto: every id the Pod names is inside the range', async () => {
+    const { stored, capture } = admitWith(await chartTemplates({ proxy: { capture: { mode: 'auto' } } }), chartPod());
+    assert.ok(capture?.capture === true && capture.mode === 'cni');
+    const found = idsOf(stored);
+    assert.ok(found.length >= 4, JSON.stringify(found));
+    for (const { where, field, id } of found) assert.ok(typeof id === 'number' && id >= FIRST && id <= LAST, `${where} ${field} ${String(id)}`);
+  });
+
+  it("TPROXY (allowed by the template): the proxy is root in the range's last id as its group, the rules let that group out, a container of that group is warned about", async () => {
+    const { stored, warnings } = admitWith(await chartTemplates({ proxy: { capture: { interception: 'tproxy' } } }), chartPod({}, { containers: [{ name: 'app', image: 'nginx:1.27', securityContext: { runAsGroup: LAST } }] }));
+    const context = container(stored, 'envoy')?.['securityContext'] as Obj;
+    assert.deepEqual([context['runAsUser'], context['runAsGroup']], [0, LAST]);
+    const args = (container(stored, 'envoy-init')?.['args'] as string[] | undefined) ?? [];
+    assert.ok(args.includes(`--proxy-uid=${LAST}`) && args.includes('--interception=tproxy'), JSON.stringify(args));
+    assert.ok(warnings.some((warning) => warning.startsWith(`container "app" runs as group ${LAST} (its securityContext.runAsGroup), the proxy's group under TPROXY`)), JSON.stringify(warnings));
   });
 });
