@@ -44,7 +44,7 @@ export interface Frame {
   readonly packageName?: string | undefined;
 }
 
-/** The stages of a review (bench/README.md, the profile), and what is not one. */
+/** The stages of a review (bench/METHOD.md, the profile), and what is not one. */
 export const STAGES = [
   'parse',
   'envelope checks',

@@ -9,6 +9,7 @@ import {
   injectDecided,
   isJsonObject,
   objectAt,
+  OPENSHIFT_ID_ANNOTATIONS,
   OVERRIDE_ANNOTATION_PREFIX,
   planProxyProtocol,
   planTcpProbes,
@@ -85,7 +86,7 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
     };
   }
   // Per request, as the decision (it reads the namespace's labels); the patch depends only on its outcome.
-  const capture = decideCapture({ pod, template: decision.template, namespace: input.namespace, namespaceLabels: input.namespaceLabels });
+  const capture = decideCapture({ pod, template: decision.template, namespace: input.namespace, namespaceLabels: input.namespaceLabels, namespaceAnnotations: input.namespaceAnnotations });
   // The ServiceAccount token volume, per Pod (its name has a random suffix): the patch leaves a gap for its name.
   const tokenVolume = serviceAccountTokenVolume(pod);
   const tokenMount = tokenVolume === undefined ? undefined : TOKEN_MOUNT_PLACEHOLDER;
@@ -108,7 +109,7 @@ export function reviewAdmission(request: AdmissionRequest, context: ReviewContex
   const proxyProtocol = planProxyProtocol(pod, capture);
   const headerKey = proxyProtocol.ports.length + proxyProtocol.warnings.length === 0 ? '' : JSON.stringify(proxyProtocol);
   // `auto` turns to CNI mode by the namespace's labels: the mode is part of the outcome.
-  const captureKey = (capture.capture ? `${capture.mode}:${capture.interception}:${JSON.stringify(capture.exclusions)}` : '') + probesKey + headerKey + namespaceDefaultsKey(input.namespace, context.namespaceAnnotations);
+  const captureKey = (capture.capture ? `${capture.mode}:${capture.interception}:${JSON.stringify(capture.exclusions)}` : '') + probesKey + headerKey + namespaceDefaultsKey(input.namespace, context.namespaceAnnotations) + namespaceIdsKey(context.namespaceAnnotations);
   const { template, nativeSidecar } = decision;
   const settings = { template, nativeSidecar, allowedOverrides: context.options.allowedOverrides ?? DEFAULT_ALLOWED_OVERRIDES, namespace: input.namespace, captureKey, tokenMount: tokenVolume !== undefined };
   const shape = (names: ShapeNames): string => podShape(pod, names, settings);
@@ -147,6 +148,17 @@ function namespaceDefaultsKey(namespace: string, annotations: Readonly<Record<st
   if (annotations === undefined) return '';
   const values = ALL_OVERRIDES.map((name) => annotations[OVERRIDE_ANNOTATION_PREFIX + name] ?? null);
   return values.every((value) => value === null) ? '' : JSON.stringify(['namespace', namespace, values]);
+}
+
+/**
+ * "" without OpenShift's ranges, else their values: the proxy's ids come from
+ * them (a range changed in place must not be served the old answer; the
+ * namespace itself ends every key).
+ */
+function namespaceIdsKey(annotations: Readonly<Record<string, string>> | undefined): string {
+  if (annotations === undefined) return '';
+  const values = OPENSHIFT_ID_ANNOTATIONS.map((name) => (Object.hasOwn(annotations, name) ? (annotations[name] ?? null) : null));
+  return values.every((value) => value === null) ? '' : JSON.stringify(['ids', values]);
 }
 
 /** Semantic checks the schema cannot express; undefined when the request is usable. */

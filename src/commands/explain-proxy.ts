@@ -14,7 +14,7 @@ export interface ProxyValue {
   /** `image`, `resources.requests.cpu`, ... */
   readonly field: string;
   readonly value: string;
-  /** The Pod's own annotation, its namespace's, or the template. */
+  /** The Pod's own annotation, its namespace's (the proxy-* defaults, OpenShift's id ranges), or the template. */
   readonly source: 'pod' | 'namespace' | 'template';
 }
 
@@ -31,14 +31,19 @@ export function proxyValues(report: ManifestReport): ProxyValue[] {
   });
   const proxy = lists.find((entry) => isJsonObject(entry) && entryName(entry) === proxyName);
   if (!isJsonObject(proxy)) return [];
-  return ALL_OVERRIDES.flatMap((name) => {
+  // The proxy's user and group, when its namespace's OpenShift ranges gave them (the status records the uid).
+  const context = objectAt(proxy, 'securityContext');
+  const ids: ProxyValue[] = injection.status.proxyUid === undefined
+    ? []
+    : (['runAsUser', 'runAsGroup'] as const).map((field) => ({ field: `securityContext.${field}`, value: String(own(context ?? {}, field)), source: 'namespace' as const }));
+  return [...ids, ...ALL_OVERRIDES.flatMap((name): ProxyValue[] => {
     const field = overrideField(name);
     const [first, kind, resource] = field.split('.');
     const value = first === 'image' ? stringAt(proxy, 'image') : quantityText(own(objectAt(objectAt(proxy, 'resources'), kind ?? '') ?? {}, resource ?? ''));
     if (value === undefined) return [];
     const override = report.overrides.find((applied) => applied.field === field);
     return [{ field, value, source: override?.source ?? 'template' }];
-  });
+  })];
 }
 
 function quantityText(value: unknown): string | undefined {

@@ -32,7 +32,8 @@ Options:
                               envoy-injector.io/template picks the template, its
                               pod-security.kubernetes.io/enforce decides traffic capture too
       --namespace-annotations L  annotations of the namespace, as k=v,k2=v2: its
-                              envoy-injector.io/proxy-* are its Pods' proxy defaults
+                              envoy-injector.io/proxy-* are its Pods' proxy defaults, its
+                              openshift.io/sa.scc.uid-range gives the proxy's uid
       --never-inject-selector JSON   Pods never injected unless annotated "true" (as serve's)
       --always-inject-selector JSON  Pods always injected unless annotated "false" (as serve's)
       --excluded-namespaces L comma-separated namespaces never injected (beyond kube-*)

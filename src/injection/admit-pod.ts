@@ -17,9 +17,11 @@ import {
   captureLockVolume,
   CaptureMode,
   decideCapture,
+  namespaceProxyIds,
   planProxyProtocol,
   planTcpProbes,
   proxyConfigInjection,
+  withProxyIds,
   type CaptureDecision,
   type ProxyProtocolPlan,
   type TcpProbePlan,
@@ -94,11 +96,15 @@ export function injectDecided(
   const probePlan = planTcpProbes(input.pod, capture, decision.nativeSidecar);
   const proxyProtocol = planProxyProtocol(input.pod, capture);
   const proxyConfig = proxyConfigInjection(capture, probePlan, proxyProtocol);
+  // The namespace's OpenShift ids, captured or not (capture.ts reads the same ones); TPROXY's proxyConfig comes after, and wins.
+  const namespaceIds = namespaceProxyIds(input.namespace, input.namespaceAnnotations);
+  const { ids } = namespaceIds;
   const lifecycled =
     settings === undefined || lifecycle === undefined
       ? overrides.apply
       : (container: JsonObject): JsonObject => applyLifecycle(overrides.apply(container), settings, lifecycle, decision.nativeSidecar);
-  const customizeProxy = proxyConfig === undefined ? lifecycled : (container: JsonObject): JsonObject => proxyConfig.customizeProxy(lifecycled(container));
+  const identified = ids === undefined ? lifecycled : (container: JsonObject): JsonObject => withProxyIds(lifecycled(container), ids);
+  const customizeProxy = proxyConfig === undefined ? identified : (container: JsonObject): JsonObject => proxyConfig.customizeProxy(identified(container));
   const injection = injectPod(input.pod, decision.template, {
     nativeSidecar: decision.nativeSidecar,
     customizeProxy,
@@ -106,6 +112,7 @@ export function injectDecided(
     capture: captureEntries(capture),
     tokenMount,
     proxyConfig,
+    proxyUid: ids?.uid,
   });
   if (injection.podResourcesProblem !== undefined) return unpaddable(decision, capture, injection.podResourcesProblem);
   const tooLarge = bounded ? annotationsSizeProblem(input.pod, injection.writtenAnnotations) : undefined;
@@ -124,6 +131,7 @@ export function injectDecided(
       ...capture.warnings,
       ...probePlan.warnings,
       ...proxyProtocol.warnings,
+      ...namespaceIds.warnings,
       ...(lifecycle?.warnings ?? lifecycleIgnoredWarnings(input.pod)),
       ...overrides.warnings,
       ...injection.warnings,
@@ -135,7 +143,7 @@ export function injectDecided(
 /** What capture adds to the Pod: envoy-init and its lock volume, or in CNI mode the unprivileged check alone. */
 function captureEntries(capture: CaptureDecision): InjectOptions['capture'] {
   if (!capture.capture) return undefined;
-  if (capture.mode === CaptureMode.cni) return { initContainer: captureCheckContainer(capture.settings, capture.exclusions), volume: undefined, cni: true };
+  if (capture.mode === CaptureMode.cni) return { initContainer: captureCheckContainer(capture.settings, capture.exclusions, capture.proxyIds), volume: undefined, cni: true };
   return { initContainer: captureInitContainer(capture.settings, capture.exclusions, capture.interception), volume: captureLockVolume(), cni: false };
 }
 

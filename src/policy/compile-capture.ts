@@ -1,12 +1,14 @@
 import {
   Annotations,
   CAPTURE_EXCLUSION_ANNOTATIONS,
+  CAPTURE_CHECK_NAME,
   CAPTURE_EXCLUSION_KINDS,
   CIDR_LIST_PATTERN,
   captureCheckContainer,
   captureInitContainer,
   captureLockVolume,
   CaptureModeSetting,
+  isJsonObject,
   MAX_CAPTURE_LIST_LENGTH,
   PodSecurityLabel,
   PORT_LIST_PATTERN,
@@ -17,6 +19,7 @@ import {
   type SidecarTemplate,
 } from '../injection/index.js';
 import { celDyn, celMap, celString, celValue } from './cel-literal.js';
+import { checkContextExpression, proxyUidArgExpression } from './compile-proxy-ids.js';
 
 /**
  * Traffic capture in policy mode (docs/design.md §11): the same decision as
@@ -73,13 +76,19 @@ export function captureTemplateVariables(template: SidecarTemplate, prefix: stri
     excludeInboundPorts: placeholder('excludeInboundPorts'),
     includeInboundPorts: placeholder('includeInboundPorts'),
   };
-  const container = (entry: JsonObject): string =>
-    `[${celMap(Object.entries(entry).map(([key, value]) => ({ key, expression: celDyn(key === 'args' ? argsExpression(entry['args'], capture.defaults) : celValue(value ?? null)) })))}]`;
+  // The args' exclusions and --proxy-uid are expressions, and so is the check's securityContext (the namespace's OpenShift ids).
+  const entryExpression = (entry: JsonObject, key: string, value: JsonValue | undefined): string => {
+    if (key === 'args') return celDyn(argsExpression(entry['args'], capture.defaults, capture.proxyUid));
+    if (key === 'securityContext' && entry['name'] === CAPTURE_CHECK_NAME && isJsonObject(value)) return checkContextExpression(value);
+    return celDyn(celValue(value ?? null));
+  };
+  const container = (entry: JsonObject): string => `[${celMap(Object.entries(entry).map(([key, value]) => ({ key, expression: entryExpression(entry, key, value) })))}]`;
   const init = container(captureInitContainer(capture, placeholders));
   const check = container(captureCheckContainer(capture, placeholders));
   const volume = `[${celValue(captureLockVolume())}]`;
   const allowed = capture.mode === CaptureModeSetting.initContainer ? '!variables.captureForbidden' : 'true';
-  const cni = { [CaptureModeSetting.initContainer]: 'false', [CaptureModeSetting.cni]: 'true', [CaptureModeSetting.auto]: 'variables.captureForbidden' }[capture.mode];
+  // `auto`: CNI mode where Pod Security forbids envoy-init, or where the namespace has an OpenShift uid range (its SCC refuses envoy-init).
+  const cni = { [CaptureModeSetting.initContainer]: 'false', [CaptureModeSetting.cni]: 'true', [CaptureModeSetting.auto]: '(variables.captureForbidden || variables.namespaceUidRange)' }[capture.mode];
   const capturing = `variables.${prefix}Capture`;
   const inCni = `variables.${prefix}CaptureCni`;
   return [
@@ -90,10 +99,11 @@ export function captureTemplateVariables(template: SidecarTemplate, prefix: stri
   ];
 }
 
-/** The rule script's arguments: the fixed ones as literals, each exclusion the Pod's valid annotation or the template's default. */
-function argsExpression(args: JsonValue | undefined, defaults: CaptureExclusions): string {
+/** The rule script's arguments: the fixed ones as literals, `--proxy-uid` the namespace's or the template's, each exclusion the Pod's valid annotation or the template's default. */
+function argsExpression(args: JsonValue | undefined, defaults: CaptureExclusions, templateUid: number): string {
   const items = (Array.isArray(args) ? args : []).map((arg) => {
     const text = String(arg);
+    if (text.startsWith('--proxy-uid=')) return proxyUidArgExpression(templateUid);
     const name = EXCLUSIONS.find((exclusion) => text.endsWith(`\u0000${exclusion}\u0000`));
     if (name === undefined) return celString(text);
     const variable = `variables.${variableOf(name)}`;

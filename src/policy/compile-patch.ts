@@ -1,6 +1,7 @@
 import { Annotations, CAPTURE_CHECK_NAME, CAPTURE_INIT_NAME, CAPTURE_LOCK_VOLUME, entryName, InjectedLabel, MAX_ANNOTATIONS_BYTES, utf8Length, type SidecarTemplate } from '../injection/index.js';
 import { captureLists, type CaptureLists } from './compile-capture.js';
 import { reorderOps } from './compile-order.js';
+import { statusProxyUid } from './compile-proxy-ids.js';
 import { classicContainerLists, safeToEvictCandidates } from './compile-lifecycle.js';
 import { celMap, celMapList, celString } from './cel-literal.js';
 import { templateListMax, templateVariable } from './template-variable.js';
@@ -107,7 +108,9 @@ export function statusText(template: SidecarTemplate, prefix: string): string {
   const head = JSON.stringify({ template: template.name, hash: template.hash }).slice(0, -1);
   const capture = captureLists(template, prefix);
   const { leading, trailing, volumes } = patchLists(v, capture);
-  const end = capture === undefined ? celString(']}') : `(${capture.cni} ? ${celString('],"captureMode":"cni"}')} : ${celString(']}')})`;
+  // The namespace's proxy uid after captureMode, as inject-pod.ts writes it.
+  const lists = capture === undefined ? celString(']') : `(${capture.cni} ? ${celString('],"captureMode":"cni"')} : ${celString(']')})`;
+  const end = `${lists} + ${statusProxyUid()} + ${celString('}')}`;
   return [
     celString(`${head},"containers":[`),
     `(${native} ? "" : ${names(v('Containers'))})`,

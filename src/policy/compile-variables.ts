@@ -6,6 +6,7 @@ import { annotation, explicitRequest } from './cel-pod.js';
 import { conflictVariables, containerLiteral, OVERRIDES_GIVEN, overrideVariables } from './compile-overrides.js';
 import { MAX_EXPRESSION_CODE_POINTS } from './policy-limits.js';
 import { orderVariables } from './compile-order.js';
+import { proxyIdsEntries, proxyIdsVariables } from './compile-proxy-ids.js';
 import { anySelectorCel } from './compile-selectors.js';
 import { statusText } from './compile-patch.js';
 import { resourcesVariables } from './compile-resources.js';
@@ -21,6 +22,7 @@ export function policyVariables(
 ): JsonObject[] {
   return [
     ...podVariables(defaultName, alwaysInject),
+    ...proxyIdsVariables(),
     ...orderVariables(),
     ...captureSharedVariables(entries),
     ...lifecycleSharedVariables(entries),
@@ -90,7 +92,7 @@ function templateVariables(template: SidecarTemplate, prefix: string, allowed: r
   const sidecar = (position: number, nativeValue: string | boolean, overridden: boolean): string => {
     const container = template.containers[position] ?? {};
     return position === 0
-      ? containerLiteral(container, overridden ? { prefix, allowed } : undefined, nativeValue, lifecycleProxyEntries(template, prefix, String(nativeValue)))
+      ? containerLiteral(container, overridden ? { prefix, allowed } : undefined, nativeValue, [...lifecycleProxyEntries(template, prefix, String(nativeValue)), ...proxyIdsEntries(template)])
       : containerLiteral(container, undefined, nativeValue);
   };
   const entries = (literal: (position: number) => string): NamedLiteral[] => template.containers.map((container, position) => ({ name: entryName(container), literal: literal(position) }));

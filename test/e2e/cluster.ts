@@ -47,10 +47,10 @@ export async function followLiveChange(t: TestContext, what: string, started: nu
   return elapsed;
 }
 
-/** Creates namespace NAME with LABELS and waits for its `default` ServiceAccount (Pods need it). */
-export async function createNamespace(plane: ControlPlane, name: string, labels: Record<string, string> = {}): Promise<void> {
+/** Creates namespace NAME with LABELS (and ANNOTATIONS) and waits for its `default` ServiceAccount (Pods need it). */
+export async function createNamespace(plane: ControlPlane, name: string, labels: Record<string, string> = {}, annotations?: Record<string, string>): Promise<void> {
   const core = plane.kubeConfig.makeApiClient(CoreV1Api);
-  await core.createNamespace({ body: { metadata: { name, labels } } });
+  await core.createNamespace({ body: { metadata: { name, labels, ...(annotations === undefined ? {} : { annotations }) } } });
   await eventually(`ServiceAccount ${name}/default (made by the controller manager)`, () =>
     core.readNamespacedServiceAccount({ name: 'default', namespace: name }).then(() => true),
   );

@@ -31,6 +31,12 @@ export const NamespaceKind = {
   restricted: 'restricted',
   /** Labeled disabled, and enforcing restricted: Pods as written (the Pod features corpus). */
   restrictedDisabled: 'restricted-disabled',
+  /** Labeled enabled, annotated with an OpenShift uid range and supplemental groups (issue 53): the proxy's ids from them. */
+  openshift: 'openshift',
+  /** Labeled enabled, an OpenShift uid range of a size of 0 and no groups: the template's ids. */
+  openshiftBad: 'openshift-bad',
+  /** Labeled enabled, an OpenShift uid range in the dash notation, supplemental groups whose first block is malformed. */
+  openshiftDash: 'openshift-dash',
 } as const;
 export type NamespaceKind = (typeof NamespaceKind)[keyof typeof NamespaceKind];
 
@@ -60,6 +66,9 @@ export const NAMESPACE_METADATA: Readonly<Record<NamespaceKind, { readonly label
   },
   restricted: { labels: { ...enabled, 'pod-security.kubernetes.io/enforce': 'restricted' } },
   'restricted-disabled': { labels: { 'envoy-injector.io/inject': 'disabled', 'pod-security.kubernetes.io/enforce': 'restricted' } },
+  openshift: { labels: enabled, annotations: { 'openshift.io/sa.scc.uid-range': '1000620000/10000', 'openshift.io/sa.scc.supplemental-groups': '1000700000/5000,1000800000/10', 'openshift.io/sa.scc.mcs': 's0:c25,c10' } },
+  'openshift-bad': { labels: enabled, annotations: { 'openshift.io/sa.scc.uid-range': '1000620000/0' } },
+  'openshift-dash': { labels: enabled, annotations: { 'openshift.io/sa.scc.uid-range': '1000650000-1000650001', 'openshift.io/sa.scc.supplemental-groups': '/' } },
   'bad-defaults': {
     labels: { ...enabled, 'envoy-injector.io/template': 'limits-only' },
     annotations: { [defaultOf('proxy-cpu')]: '1', [defaultOf('proxy-memory')]: 'lots', [defaultOf('proxy-memory-limit')]: '64Mi', [defaultOf('proxy-image')]: 'bad image' },
@@ -369,6 +378,17 @@ function captureCases(): ParityCase[] {
     c('auto: envoy-init where allowed', 'enabled', { [TEMPLATE]: 'capture-auto' }),
     c('auto in a baseline namespace: CNI mode', 'baseline', { [TEMPLATE]: 'capture-auto' }),
     c('auto in a baseline namespace, "false"', 'baseline', { [TEMPLATE]: 'capture-auto', [CAPTURE]: 'false' }),
+    // An OpenShift uid range (issue 53): the proxy, the rules and the check take its ids; auto captures in CNI mode there.
+    c('OpenShift range: the proxy as its last uid, envoy-init told so', 'openshift', { [CAPTURE]: 'true' }),
+    c('OpenShift range, not captured: the proxy as its last uid all the same', 'openshift', {}),
+    c('OpenShift range, CNI mode: the check as the uid below the proxy\'s', 'openshift', { [TEMPLATE]: 'capture-cni', [CAPTURE]: 'true' }),
+    c('OpenShift range, auto: CNI mode for the range alone', 'openshift', { [TEMPLATE]: 'capture-auto' }),
+    c('OpenShift range, a proxy without its own securityContext (native)', 'openshift', { [TEMPLATE]: 'capture-on' }),
+    c('OpenShift range, an app running as the proxy\'s uid (the webhook warns)', 'openshift', { [TEMPLATE]: 'capture-cni', [CAPTURE]: 'true' }, { securityContext: { runAsUser: 1000629999 } }),
+    c('OpenShift range of a size of 0: the template\'s ids, auto in CNI mode still', 'openshift-bad', { [TEMPLATE]: 'capture-auto' }),
+    c('OpenShift range of a size of 0, CNI mode', 'openshift-bad', { [TEMPLATE]: 'capture-cni', [CAPTURE]: 'true' }),
+    c('OpenShift range in the dash notation, bad groups: the uid range\'s last as the group', 'openshift-dash', { [TEMPLATE]: 'capture-cni', [CAPTURE]: 'true' }),
+    c('OpenShift range, a template that cannot capture', 'openshift', { [TEMPLATE]: 'debug' }),
   ];
 }
 

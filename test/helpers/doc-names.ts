@@ -52,6 +52,8 @@ export const FOREIGN_FLAGS: Readonly<Record<string, string>> = {
   '--reuse-values': 'helm',
   '--feature-gates': 'kube-apiserver',
   '--runtime-config': 'kube-apiserver',
+  '--openshift-config': "kube-apiserver (OpenShift's fork)",
+  '--enable-admission-plugins': 'kube-apiserver',
   '--drain-time-s': 'Envoy',
   '--drain-strategy': 'Envoy',
   '--concurrency': 'Envoy',

@@ -42,6 +42,12 @@ import { askToCall, waitRelayed } from './traffic.js';
  * 6. An IPv6-only Pod: the primary configuration rewritten as an IPv6-only
  *    network, a Pod made then starts, its check passing in IPv6; then the
  *    configuration written back.
+ * 8. A Pod of a namespace with an OpenShift uid range (issue 53; no Pod
+ *    Security label, so `auto` turns to CNI mode for the range alone): its
+ *    proxy runs as the range's last uid (read from the process itself), its
+ *    check as the one below, and its app, as another uid of the range (the
+ *    first, what the SCC would give it), is still captured: outbound through
+ *    the proxy, whose own connection out is let past by that uid.
  * 7. An API outage (kube-apiserver stopped with SIGSTOP): a static Pod of
  *    kube-system, which the kubelet starts without the API server, gets its
  *    network through the chain and runs: the agent never waits on the API
@@ -69,6 +75,9 @@ const DECOY_CONF_DIR = join(NODE_DIR, 'cni-decoy');
 const AGENT_LABEL = 'app.kubernetes.io/component=cni-agent';
 const CAPTURE = { 'envoy-injector.io/capture': 'true', 'envoy-injector.io/capture-exclude-outbound-cidrs': `${NODE_IP}/32` };
 const CHECK = 'envoy-capture-check';
+/** An OpenShift namespace's uid range, as its controller writes them (scenario 8). */
+const RANGE_FIRST = 1000620000;
+const RANGE_LAST = RANGE_FIRST + 10000 - 1;
 /** What NODE_TIER_BREAK takes from the agent's process, loaded before it: no round after the first, no stop on SIGTERM. */
 const BREAK_OPTIONS: Readonly<Record<string, string>> = {
   'cni-rewrite': 'globalThis.setInterval=()=>0',
@@ -307,6 +316,46 @@ forEachNode('capture in CNI mode', (suite, version) => {
     const outbound = await askToCall(ip['allowed'] ?? '', `${server}:8080`);
     assert.equal(outbound.status, 200, outbound.body);
     await waitRelayed(recorder, 'allowed', 'outbound', [server, 8080]);
+  });
+
+  it(`8. a Pod of a namespace with an OpenShift uid range: the proxy as its last uid, the app as its first still captured (${version})`, async () => {
+    const { core, recorder, plane } = suite();
+    const ranged = uniqueName('openshift');
+    await createNamespace(plane, ranged, { 'envoy-injector.io/inject': 'enabled' }, { 'openshift.io/sa.scc.uid-range': `${RANGE_FIRST}/10000`, 'openshift.io/sa.scc.supplemental-groups': `${RANGE_FIRST}/10000` });
+    try {
+      const pod = appPod('ranged', CAPTURE, {
+        automountServiceAccountToken: false,
+        // What restricted-v2 gives a container without a user: the range's first id.
+        securityContext: { runAsNonRoot: true, runAsUser: RANGE_FIRST, runAsGroup: RANGE_FIRST, seccompProfile: { type: 'RuntimeDefault' } },
+        containers: [appContainer(['--port', '8080'], { securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } } })],
+      });
+      await core.createNamespacedPod({ namespace: ranged, body: { ...pod, metadata: { ...pod.metadata, namespace: ranged } } });
+      const started = await waitIn(ranged, 'ranged', (read) => read.status?.podIP !== undefined && running('envoy', 'app')(read), 'the ranged Pod running with its proxy');
+      const envoy = [...(started.spec?.initContainers ?? []), ...(started.spec?.containers ?? [])].find((container) => container.name === 'envoy');
+      assert.deepEqual([envoy?.securityContext?.runAsUser, envoy?.securityContext?.runAsGroup], [RANGE_LAST, RANGE_LAST]);
+      const check = (started.spec?.initContainers ?? []).find((container) => container.name === CHECK);
+      assert.equal(check?.securityContext?.runAsUser, RANGE_LAST - 1);
+      assert.ok(check?.args?.includes(`--proxy-uid=${RANGE_LAST}`), JSON.stringify(check?.args));
+      assert.ok(!(started.spec?.initContainers ?? []).some((container) => container.name === 'envoy-init'));
+      assert.equal(checkExit(started), 0, describePod(started));
+      // The proxy's process itself runs as the range's last uid.
+      const crictl = async (...args: string[]): Promise<string> => (await promisify(execFile)(await kubeBinary('crictl', version), ['--runtime-endpoint', `unix://${CONTAINERD_SOCKET}`, ...args])).stdout.trim();
+      const sandbox = (await crictl('pods', '--namespace', ranged, '--name', 'ranged', '--state', 'ready', '-q')).split('\n')[0] ?? '';
+      const uidOf = async (name: string): Promise<string> => {
+        const id = (await crictl('ps', '--pod', sandbox, '--name', `^${name}$`, '--state', 'running', '-q')).split('\n')[0] ?? '';
+        const pid = (JSON.parse(await crictl('inspect', id)) as { info?: { pid?: number } }).info?.pid ?? 0;
+        return /^Uid:\s+(\d+)/m.exec(await readFile(`/proc/${pid}/status`, 'utf8'))?.[1] ?? '';
+      };
+      assert.equal(await uidOf('envoy'), String(RANGE_LAST));
+      assert.equal(await uidOf('app'), String(RANGE_FIRST));
+      await recorder.waitFor('the app of Pod ranged listening', 'ranged', (record) => record.source === 'app' && record.event === 'started');
+      const server = ip['server'] ?? '';
+      const outbound = await askToCall(started.status?.podIP ?? '', `${server}:8080`);
+      assert.equal(outbound.status, 200, outbound.body);
+      await waitRelayed(recorder, 'ranged', 'outbound', [server, 8080]);
+    } finally {
+      await deleteNamespaces(plane, [ranged]);
+    }
   });
 
   it(`6. an IPv6-only Pod: made while the primary configuration is an IPv6-only network, it starts, its check passing in IPv6 (${version})`, async () => {

@@ -1,7 +1,7 @@
 /**
  * containerd for the node tier: its own root, state, socket, configuration and
  * CNI configuration under NODE_DIR, the settings these machines need
- * (test/node/README in docs/design.md "The node tier"), and the tier's images
+ * (CONTRIBUTING.md, "The node tier"), and the tier's images
  * imported into its k8s.io namespace.
  */
 import { execFile } from 'node:child_process';

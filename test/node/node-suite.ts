@@ -11,7 +11,7 @@
  *   });
  *
  * NODE_TIER_BREAK=<name> takes one behaviour away, so that a scenario can be
- * seen to fail (docs/design.md "The node tier").
+ * seen to fail (CONTRIBUTING.md, "The node tier").
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';

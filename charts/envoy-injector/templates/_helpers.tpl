@@ -512,3 +512,17 @@ app.kubernetes.io/part-of: envoy-injector
 {{- printf "%s:%s" $image.repository (default .Chart.AppVersion $image.tag) }}
 {{- end }}
 {{- end }}
+
+{{/*
+The injector's securityContext (CONTEXT) for the platform: on OpenShift
+(platform: openshift) without runAsUser, runAsGroup and fsGroup, which its
+restricted-v2 SCC assigns from the namespace's range and refuses when fixed
+outside it (docs/install.md, "OpenShift").
+*/}}
+{{- define "envoy-injector.platformSecurityContext" -}}
+{{- if eq .root.Values.platform "openshift" }}
+{{- toYaml (omit .context "runAsUser" "runAsGroup" "fsGroup") }}
+{{- else }}
+{{- toYaml .context }}
+{{- end }}
+{{- end }}

@@ -55,6 +55,17 @@ export const NamespaceLabel = {
 /** The namespace annotations the injector reads (the proxy defaults): all under this prefix, the only ones the watch keeps. */
 export const NAMESPACE_ANNOTATION_PREFIX = 'envoy-injector.io/';
 
+/**
+ * OpenShift's id ranges of a namespace (its namespace controller writes them;
+ * its SCCs enforce them): the proxy's uid and group come from them (§11). The
+ * two namespace annotations the injector reads beyond its own prefix.
+ */
+export const OpenShiftAnnotation = {
+  uidRange: 'openshift.io/sa.scc.uid-range',
+  supplementalGroups: 'openshift.io/sa.scc.supplemental-groups',
+} as const;
+export const OPENSHIFT_ID_ANNOTATIONS: readonly string[] = Object.values(OpenShiftAnnotation);
+
 /** Pod Security admission's label: `baseline` and `restricted` forbid the capture's NET_ADMIN. */
 export const PodSecurityLabel = {
   enforce: 'pod-security.kubernetes.io/enforce',

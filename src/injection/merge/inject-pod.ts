@@ -24,6 +24,8 @@ export interface InjectionStatus {
   readonly imagePullSecrets: readonly string[];
   /** CNI mode only (docs/design.md §11): what the node agent installs the rules for. */
   readonly captureMode?: 'cni';
+  /** The proxy's uid when the namespace's OpenShift range gave it (docs/design.md §11); absent with the template's. */
+  readonly proxyUid?: number;
   /** The app's ports whose inbound connections get a PROXY protocol header (docs/design.md §11). */
   readonly inboundProxyProtocol?: readonly number[];
   /** TPROXY interception (docs/design.md §11): the app sees its clients' own addresses, the proxy has NET_ADMIN. */
@@ -96,6 +98,8 @@ export interface InjectOptions {
   readonly tokenMount?: JsonObject | undefined;
   /** The proxy's per-Pod bootstrap (proxy-config.ts): the rewritten tcpSocket probes' operations go first, on the Pod as received. */
   readonly proxyConfig?: ProxyConfigInjection | undefined;
+  /** The namespace's uid for the proxy (traffic/proxy-ids.ts), recorded in the status; the proxy's container has it already. */
+  readonly proxyUid?: number | undefined;
 }
 
 /**
@@ -163,7 +167,9 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
     initContainers: [...firstInits, ...lastInits].map(nameOf),
     volumes: volumes.map(nameOf),
     imagePullSecrets: pullSecrets.map(nameOf),
-    ...(options.capture?.cni === true ? { captureMode: 'cni' } : {}), ...options.proxyConfig?.status,
+    ...(options.capture?.cni === true ? { captureMode: 'cni' } : {}),
+    ...(options.proxyUid === undefined ? {} : { proxyUid: options.proxyUid }),
+    ...options.proxyConfig?.status,
   };
   const annotations = { ...patchAnnotations(pod, status, template.safeToEvictLocalVolumes ? volumes : [], proxyFirst.length > 0), ...options.proxyConfig?.annotations };
   const labels: Record<string, string> = { [InjectedLabel.key]: InjectedLabel.value };

@@ -1,5 +1,6 @@
 import { captureArgs } from './capture.js';
 import { CAPTURE_CHECK_NAME, type CaptureExclusions, type CaptureSettings } from '../template/index.js';
+import type { NamespaceProxyIds } from './proxy-ids.js';
 import type { JsonObject } from '../basics/index.js';
 
 /** The injector image's own user: the check runs as it, unless that is the proxy's uid (the rules let the proxy's traffic through). */
@@ -27,8 +28,10 @@ export function checkUid(proxyUid: number): number {
  * injector's `check-capture` with the rule script's arguments, which the
  * node agent reads back from it: what is checked is what was installed.
  */
-export function captureCheckContainer(settings: CaptureSettings, exclusions: CaptureExclusions): JsonObject {
-  const uid = checkUid(settings.proxyUid);
+export function captureCheckContainer(settings: CaptureSettings, exclusions: CaptureExclusions, ids?: NamespaceProxyIds): JsonObject {
+  // In a namespace with an OpenShift range, ids of that range (its SCC refuses others): the one below the proxy's, and the proxy's group.
+  const uid = ids?.checkUid ?? checkUid(settings.proxyUid);
+  const gid = ids?.gid ?? uid;
   return {
     name: CAPTURE_CHECK_NAME,
     image: settings.checkImage ?? settings.image,
@@ -40,7 +43,7 @@ export function captureCheckContainer(settings: CaptureSettings, exclusions: Cap
     securityContext: {
       runAsNonRoot: true,
       runAsUser: uid,
-      runAsGroup: uid,
+      runAsGroup: gid,
       allowPrivilegeEscalation: false,
       readOnlyRootFilesystem: true,
       capabilities: { drop: ['ALL'] },

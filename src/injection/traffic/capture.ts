@@ -10,8 +10,9 @@ import {
   type CaptureSettings,
   type SidecarTemplate,
 } from '../template/index.js';
-import { Annotations, describeValue, objectAt, own, PodSecurityLabel, type JsonObject } from '../basics/index.js';
+import { Annotations, describeValue, objectAt, OpenShiftAnnotation, own, PodSecurityLabel, type JsonObject } from '../basics/index.js';
 import { decideInterception, proxyGroupClashes } from './interception.js';
+import { namespaceProxyIds, type NamespaceProxyIds } from './proxy-ids.js';
 import { containersRunningAs } from './run-as.js';
 
 /** Why a Pod's traffic is or is not captured: a fixed set, as the decision's reasons. */
@@ -41,6 +42,8 @@ export type CaptureDecision =
       readonly exclusions: CaptureExclusions;
       /** REDIRECT, or TPROXY (the app sees its clients' own addresses; the proxy keeps NET_ADMIN). */
       readonly interception: Interception;
+      /** The namespace's OpenShift ids, when it has a usable range: `settings.proxyUid` is their uid then. */
+      readonly proxyIds: NamespaceProxyIds | undefined;
       readonly warnings: readonly string[];
     }
   | { readonly capture: false; readonly reason: CaptureReason; readonly message: string; readonly warnings: readonly string[] };
@@ -59,6 +62,8 @@ export interface CaptureInput {
   readonly namespace: string;
   /** Undefined when unknown (offline without labels): no Pod Security level is assumed. */
   readonly namespaceLabels: Readonly<Record<string, string>> | undefined;
+  /** The namespace's annotations the injector keeps: OpenShift's uid range gives the proxy's uid (proxy-ids.ts). */
+  readonly namespaceAnnotations?: Readonly<Record<string, string>> | undefined;
 }
 
 /**
@@ -67,7 +72,9 @@ export interface CaptureInput {
  * Pods (the rules would land in the node's network), nor when the Pod keeps
  * its own container of the proxy's name, nor, in initContainer mode, where
  * Pod Security forbids NET_ADMIN (the API server would refuse the Pod after
- * our patch); `auto` turns to CNI mode there, `cni` always is.
+ * our patch); `auto` turns to CNI mode there and where the namespace has
+ * an OpenShift uid range (whose SCC refuses envoy-init), `cni` always is.
+ * With a usable range the proxy's uid is the namespace's (proxy-ids.ts).
  * A bad annotation is ignored with a warning; nothing here refuses a Pod.
  */
 export function decideCapture(input: CaptureInput): CaptureDecision {
@@ -82,10 +89,10 @@ export function decideCapture(input: CaptureInput): CaptureDecision {
   if (raw === 'true' || raw === 'false') asked = raw === 'true';
   else if (raw !== undefined) warnings.push(`${Annotations.capture}: ${describeValue(raw)} is not "true" or "false"; ignored`);
 
-  const settings = input.template.capture;
-  if (settings === undefined) return noSettings(input.template, asked, off);
+  const template = input.template.capture;
+  if (template === undefined) return noSettings(input.template, asked, off);
   if (asked === false) return off(CaptureReason.annotationFalse, `the Pod is annotated ${Annotations.capture}: "false"`);
-  if (asked === undefined && !settings.enabled) {
+  if (asked === undefined && !template.enabled) {
     return off(CaptureReason.notEnabled, `capture is off by default (template "${input.template.name}") and the Pod is not annotated ${Annotations.capture}: "true"`);
   }
   if (own(objectAt(input.pod, 'spec') ?? {}, 'hostNetwork') === true) {
@@ -96,17 +103,25 @@ export function decideCapture(input: CaptureInput): CaptureDecision {
   const level = Object.hasOwn(labels, PodSecurityLabel.enforce) ? labels[PodSecurityLabel.enforce] : undefined;
   const forbidden = level !== undefined && PodSecurityLabel.forbiddingCapture.some((forbidding) => forbidding === level);
   const forbids = `namespace "${input.namespace}" enforces Pod Security "${level ?? ''}" (${PodSecurityLabel.enforce}), which forbids the NET_ADMIN capability`;
-  if (forbidden && settings.mode === CaptureModeSetting.initContainer) {
+  if (forbidden && template.mode === CaptureModeSetting.initContainer) {
     const message = `${forbids} traffic capture needs`;
     return off(CaptureReason.podSecurity, message, `${message}: the Pod was injected without traffic capture`);
   }
+  // Its warnings are the merge's (admit-pod.ts), said once whether or not the Pod is captured.
+  const { ids, openshift } = namespaceProxyIds(input.namespace, input.namespaceAnnotations);
+  const settings = ids === undefined ? template : { ...template, proxyUid: ids.uid };
 
   warnings.push(...proxyUidClashes(input.pod, settings.proxyUid));
   const exclusions = resolveExclusions(annotations, settings.defaults, warnings);
   const reason = asked === true ? CaptureReason.annotationTrue : CaptureReason.templateDefault;
   const why = asked === true ? `the Pod is annotated ${Annotations.capture}: "true"` : `capture is on by default (template "${input.template.name}")`;
-  const mode = settings.mode === CaptureModeSetting.cni || (settings.mode === CaptureModeSetting.auto && forbidden) ? CaptureMode.cni : CaptureMode.initContainer;
-  const message = settings.mode === CaptureModeSetting.auto && forbidden ? `${why}; in CNI mode: ${forbids} envoy-init needs` : why;
+  const toCni = settings.mode === CaptureModeSetting.auto && (forbidden || openshift);
+  const mode = settings.mode === CaptureModeSetting.cni || toCni ? CaptureMode.cni : CaptureMode.initContainer;
+  const onOpenShift = `namespace "${input.namespace}" has an OpenShift uid range (${OpenShiftAnnotation.uidRange}), where the SCC refuses envoy-init`;
+  const message = toCni ? `${why}; in CNI mode: ${forbidden ? `${forbids} envoy-init needs` : onOpenShift}` : why;
+  if (mode === CaptureMode.initContainer && openshift) {
+    warnings.push(`${onOpenShift}: envoy-init runs as root with NET_ADMIN, which OpenShift's restricted-v2 SCC refuses; only an SCC that allows both admits the Pod (capture mode auto or cni captures it through the node instead)`);
+  }
   const { interception, warnings: interceptionWarnings } = decideInterception({
     annotations,
     settings,
@@ -116,7 +131,7 @@ export function decideCapture(input: CaptureInput): CaptureDecision {
     namespaceLabels: input.namespaceLabels,
   });
   const groupClashes = interception === Interception.tproxy ? proxyGroupClashes(input.pod, settings.proxyUid) : [];
-  return { capture: true, mode, reason, message, settings, exclusions, interception, warnings: [...warnings, ...interceptionWarnings, ...groupClashes] };
+  return { capture: true, mode, reason, message, settings, exclusions, interception, proxyIds: ids, warnings: [...warnings, ...interceptionWarnings, ...groupClashes] };
 }
 
 /**

@@ -4,6 +4,7 @@ export * from './capture-check.js';
 export * from './envoy-listener.js';
 export * from './interception.js';
 export * from './proxy-config.js';
+export * from './proxy-ids.js';
 export * from './proxy-protocol.js';
 export * from './run-as.js';
 export * from './tcp-probes.js';

@@ -19,7 +19,8 @@ const NO_LABELS: Labels = Object.freeze({});
 /**
  * What the cache keeps of a namespace: its name and resourceVersion (the
  * informer's bookkeeping), its labels and only its `envoy-injector.io/`
- * annotations; never managedFields or kubectl's last-applied copy.
+ * annotations and OpenShift's two id ranges (injectorAnnotations); never
+ * managedFields, kubectl's last-applied copy or OpenShift's other annotations.
  */
 export function slimNamespace(namespace: V1Namespace): V1Namespace {
   const metadata = namespace.metadata;

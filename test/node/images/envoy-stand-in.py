@@ -1,6 +1,6 @@
 """A stand-in for Envoy, installed as /usr/local/bin/envoy in an image tagged as the
 chart's Envoy image, so that the chart's default template runs unchanged on the node
-tier's kubelet. docs/design.md ("The node tier") lists what of Envoy it reproduces and
+tier's kubelet. CONTRIBUTING.md ("The node tier") lists what of Envoy it reproduces and
 what it cannot.
 
 It takes Envoy's command line (unknown flags: "PARSE ERROR", exit 1, as Envoy), reads
