@@ -69,6 +69,14 @@ Options:
   --max-connections N       MAX_CONNECTIONS      bound on open connections (default 1024)
   --event-queue-size N      EVENT_QUEUE_SIZE     in a cluster: distinct Warning Events on workloads queued at once, beyond
                                                  which they are dropped and counted (default 1000; 0: post no Events)
+  --rollout MODE            ROLLOUT              webhook mode, in a cluster: off (default) | on: the leader among the
+                                                 replicas (a Lease) brings outdated workloads current by budget
+  --rollout-max-concurrent N ROLLOUT_MAX_CONCURRENT  with --rollout on: workloads rolling at once in the cluster (default 1)
+  --rollout-ready-timeout D ROLLOUT_READY_TIMEOUT  with --rollout on: a rollout whose Pods are not all Ready this long
+                                                 after it started has failed, and the rollout stops (default 600s)
+  --rollout-lease NAME      ROLLOUT_LEASE        with --rollout on: the Lease in --namespace (default envoy-injector-rollout)
+  --rollout-field-manager M ROLLOUT_FIELD_MANAGER  with --rollout on: the field manager of its restarts (default
+                                                 envoy-injector; flux-client-side-apply keeps them under Flux)
   --test-cert-validity D    TEST_CERT_VALIDITY   FOR TESTS ONLY, auto: serving certificates valid this long
                                                  (e.g. 20s) instead of a year, renewed when half is left
   -h, --help
@@ -109,6 +117,11 @@ const OPTIONS = {
   'shutdown-timeout': { env: 'SHUTDOWN_TIMEOUT', default: '10s' },
   'max-connections': { env: 'MAX_CONNECTIONS', default: '1024' },
   'event-queue-size': { env: 'EVENT_QUEUE_SIZE', default: '1000' },
+  rollout: { env: 'ROLLOUT', default: 'off' },
+  'rollout-max-concurrent': { env: 'ROLLOUT_MAX_CONCURRENT', default: '1' },
+  'rollout-ready-timeout': { env: 'ROLLOUT_READY_TIMEOUT', default: '600s' },
+  'rollout-lease': { env: 'ROLLOUT_LEASE', default: 'envoy-injector-rollout' },
+  'rollout-field-manager': { env: 'ROLLOUT_FIELD_MANAGER', default: 'envoy-injector' },
   'test-cert-validity': { env: 'TEST_CERT_VALIDITY', default: undefined },
 } as const satisfies Record<string, { env: string; default: string | undefined }>;
 
@@ -157,8 +170,18 @@ export interface ServeSettings {
   readonly metricsPort: number | undefined;
   /** The envoy_injector_release label of every series: the chart's `<namespace>/<release>`. */
   readonly metricsRelease: string | undefined;
+  /** The rollout by budget (kube/rollout-controller.ts): off unless `--rollout on`. */
+  readonly rollout: RolloutServeSettings;
   /** Tests only: serving certificates of auto mode valid this long (see shortLivedCertificateSettings). */
   readonly testCertValidityMs: number | undefined;
+}
+
+export interface RolloutServeSettings {
+  readonly enabled: boolean;
+  readonly maxConcurrent: number;
+  readonly readyTimeoutMs: number;
+  readonly leaseName: string;
+  readonly fieldManager: string;
 }
 
 /** Parses flags and environment; undefined when --help was asked for. */
@@ -235,7 +258,23 @@ export function parseServeArgs(args: readonly string[], env: NodeJS.ProcessEnv):
     // 0 (the chart's "off") and unset both mean no metrics port.
     metricsPort: setting('metrics-port') === undefined || setting('metrics-port') === '0' ? undefined : parseInteger(setting('metrics-port'), '--metrics-port', 1, 65535),
     metricsRelease: nonEmpty(setting('metrics-release')),
+    rollout: parseRolloutSettings(setting, mode),
     testCertValidityMs: testCertValidity === undefined ? undefined : parseTestCertValidity(testCertValidity),
+  };
+}
+
+function parseRolloutSettings(setting: (name: OptionName) => string | undefined, mode: ServeSettings['mode']): RolloutServeSettings {
+  const rollout = setting('rollout');
+  if (rollout !== 'on' && rollout !== 'off') throw new UsageError('--rollout: must be on or off');
+  if (rollout === 'on' && mode === 'policy') throw new UsageError('--rollout on runs in webhook mode only');
+  const readyTimeoutMs = parseDuration(setting('rollout-ready-timeout'), '--rollout-ready-timeout');
+  if (readyTimeoutMs < 1000) throw new UsageError('--rollout-ready-timeout: must be at least 1s');
+  return {
+    enabled: rollout === 'on',
+    maxConcurrent: parseInteger(setting('rollout-max-concurrent'), '--rollout-max-concurrent', 1, 1_000),
+    readyTimeoutMs,
+    leaseName: setting('rollout-lease') ?? 'envoy-injector-rollout',
+    fieldManager: setting('rollout-field-manager') ?? 'envoy-injector',
   };
 }
 

@@ -1,7 +1,8 @@
+import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { clusterRequested, DEFAULT_BACKOFF } from '../kube/api/index.js';
-import type { CertificateManager, ClusterWatches, WorkloadEvents } from '../kube/index.js';
+import type { CertificateManager, ClusterWatches, RolloutController, WorkloadEvents } from '../kube/index.js';
 import type { InjectorMetrics } from '../server/metrics.js';
 import { createServerState, startServer, type RunningServer, type ServeOptions } from '../server/serve.js';
 import type { ServerState } from '../server/server-state.js';
@@ -22,6 +23,8 @@ export interface RunningInjector {
   readonly cluster: ClusterWatches | undefined;
   /** Present in `--cert-mode auto`. */
   readonly certificates: CertificateManager | undefined;
+  /** Present with `--rollout on` in a cluster: leading or following. */
+  readonly rollout: RolloutController | undefined;
   /** Readiness false, drain, close, stop the watches. */
   stop(): Promise<void>;
 }
@@ -45,11 +48,14 @@ export async function startInjector(settings: ServeSettings, context: InjectorCo
     const workloadEvents = startWorkloadEvents(settings, cluster, metrics, context);
     // Stopped after the server: no request is left to add an Event, and the last flush is bounded.
     if (workloadEvents !== undefined) started.add(() => workloadEvents.stop(EVENTS_SHUTDOWN_FLUSH_MS));
+    const rollout = startRollout(settings, cluster, state, metrics, watches, context);
+    // Stopped after the server (latest first): its last plan ends and the Lease is given up before the process exits.
+    if (rollout !== undefined) started.add(() => rollout.stop());
     const server = await startWebhookServer(settings, cluster, tlsSource.tls, state, metrics, watches, workloadEvents, context);
     started.add(() => server.shutdown());
     await tlsSource.serveOn(server);
     if (settings.tls === undefined && settings.certificates.mode === 'files') printTryIt(settings.certsDir, server.port, context);
-    return { server, state, metrics, cluster: watches, certificates: tlsSource.certificates, stop: () => started.stopAll() };
+    return { server, state, metrics, cluster: watches, certificates: tlsSource.certificates, rollout, stop: () => started.stopAll() };
   } catch (error) {
     await started.stopAll();
     throw error;
@@ -98,6 +104,34 @@ function startWorkloadEvents(settings: ServeSettings, cluster: Cluster | undefin
   const events = new cluster.kube.WorkloadEvents({ kubeConfig: cluster.connection.kubeConfig, log, recorder: metrics, queueSize: settings.eventQueueSize, reportingInstance: hostname() });
   events.start();
   return events;
+}
+
+/** The rollout by budget (`--rollout on`): every replica runs for the Lease, the leader rolls (kube/rollout-controller.ts). */
+function startRollout(settings: ServeSettings, cluster: Cluster | undefined, state: ServerState, metrics: InjectorMetrics, watches: ClusterWatches | undefined, context: InjectorContext): RolloutController | undefined {
+  if (!settings.rollout.enabled || cluster === undefined || watches === undefined) return undefined;
+  const rollout = new cluster.kube.RolloutController({
+    kubeConfig: cluster.connection.kubeConfig,
+    namespace: cluster.namespace,
+    leaseName: settings.rollout.leaseName,
+    // client-go's identity: the host (the Pod's name) and a UUID, so that a restarted Pod is a new candidate.
+    identity: `${hostname()}_${randomUUID()}`,
+    settings: { maxConcurrent: settings.rollout.maxConcurrent, readyTimeoutMs: settings.rollout.readyTimeoutMs },
+    decision: {
+      excludedNamespaces: settings.excludedNamespaces,
+      injectorNamespace: settings.namespace ?? cluster.connection.contextNamespace,
+      neverInjectSelectors: settings.neverInjectSelectors,
+      alwaysInjectSelectors: settings.alwaysInjectSelectors,
+    },
+    templates: () => state.templates.current,
+    namespaceMetadata: (name) => watches.namespaceLabels.metadataOf(name),
+    fieldManager: settings.rollout.fieldManager,
+    recorder: metrics.rollout,
+    log: context.log.child({ component: 'rollout' }),
+    backoff: context.backoff ?? DEFAULT_BACKOFF,
+    watchLiveness: context.watchLiveness,
+  });
+  rollout.start();
+  return rollout;
 }
 
 function startWebhookServer(

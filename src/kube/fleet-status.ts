@@ -1,7 +1,8 @@
 import { AppsV1Api, CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { ClusterError, TemplateError } from '../errors.js';
 import { isIntermediateOwner, isRestartable, ownerKey, type OwnerRef, type PodRecord } from '../fleet/fleet-report.js';
-import { Annotations, arrayAt, isJsonObject, objectAt, own, parseTemplateData, stringAt, type JsonObject, type TemplateSet } from '../injection/index.js';
+import { controllerOf, toPodRecord } from '../fleet/pod-record.js';
+import { isJsonObject, objectAt, parseTemplateData, stringAt, type JsonObject, type TemplateSet } from '../injection/index.js';
 import { describeKubeError, kubeErrorStatus, listAllPages, type Collection } from './api/index.js';
 import type { Labels } from './watches/index.js';
 
@@ -112,13 +113,14 @@ export interface WorkloadRef {
 export const RESTARTED_AT_ANNOTATION = 'kubectl.kubernetes.io/restartedAt';
 
 /** The change `kubectl rollout restart` makes: the Pod template's restartedAt annotation. */
-export async function restartWorkload(kubeConfig: KubeConfig, workload: WorkloadRef, restartedAt: string): Promise<void> {
+/** FIELDMANAGER: `envoy-injector`; the rollout's is configurable, for GitOps tools that take fields over by manager (docs/fleet.md). */
+export async function restartWorkload(kubeConfig: KubeConfig, workload: WorkloadRef, restartedAt: string, fieldManager = 'envoy-injector'): Promise<void> {
   const apps = kubeConfig.makeApiClient(AppsV1Api);
   const request = {
     name: workload.name,
     namespace: workload.namespace,
     body: { spec: { template: { metadata: { annotations: { [RESTARTED_AT_ANNOTATION]: restartedAt } } } } },
-    fieldManager: 'envoy-injector',
+    fieldManager,
   };
   const strategicMerge = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);
   // Only apps/v1's own kinds: another group's Deployment of the same name is not this one.
@@ -150,37 +152,6 @@ async function readTemplates(core: CoreV1Api, query: FleetQuery): Promise<{ temp
     if (error instanceof TemplateError) throw new TemplateError(error.problems.map((problem) => `${where}: ${problem}`));
     throw error;
   }
-}
-
-/**
- * The few fields the report reads. Pods that finished (Succeeded, Failed) or
- * are being deleted run no sidecar worth reporting, and a rollout in progress
- * would otherwise count its terminating Pods as outdated.
- */
-function toPodRecord(pod: JsonObject): PodRecord | undefined {
-  const meta = objectAt(pod, 'metadata');
-  const name = stringAt(meta, 'name');
-  const phase = stringAt(objectAt(pod, 'status'), 'phase');
-  if (meta === undefined || name === undefined || own(meta, 'deletionTimestamp') !== undefined || phase === 'Succeeded' || phase === 'Failed') return undefined;
-  const annotations: Record<string, string> = {};
-  for (const [key, value] of Object.entries(objectAt(meta, 'annotations') ?? {})) {
-    // Only what the injector reads: other annotations (last-applied-configuration...) can be large.
-    if (typeof value === 'string' && (key.startsWith('envoy-injector.io/') || key === Annotations.legacyInject)) annotations[key] = value;
-  }
-  const labels = stringsAt(meta, 'labels') ?? {};
-  const spec = objectAt(pod, 'spec');
-  // Container names only: a status naming others was copied into the Pod (fleet-report.ts, copiedMarks).
-  const containers = ['containers', 'initContainers'].flatMap((list) => (arrayAt(spec, list) ?? []).flatMap((entry) => {
-    const container = isJsonObject(entry) ? stringAt(entry, 'name') : undefined;
-    return container === undefined ? [] : [container];
-  }));
-  return { namespace: stringAt(meta, 'namespace') ?? '', name, owner: controllerOf(meta), annotations, labels, containers, hostNetwork: spec?.['hostNetwork'] === true };
-}
-
-function controllerOf(meta: JsonObject | undefined): OwnerRef | undefined {
-  const owner = arrayAt(meta, 'ownerReferences')?.find((reference) => isJsonObject(reference) && reference['controller'] === true);
-  if (!isJsonObject(owner)) return undefined;
-  return { apiVersion: stringAt(owner, 'apiVersion') ?? '', kind: stringAt(owner, 'kind') ?? '', name: stringAt(owner, 'name') ?? '' };
 }
 
 /** The string values of the map at `object[key]` (labels), or undefined when it has none. */

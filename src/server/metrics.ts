@@ -3,6 +3,7 @@ import type { WorkloadEventRecorder } from '../events/event-series.js';
 import { CaptureMode, Reason } from '../injection/index.js';
 import type { TemplateReloadRecorder } from '../state/template-store.js';
 import { DurationHistogram, type HistogramSeries } from './duration-histogram.js';
+import { RolloutMetrics } from './rollout-metrics.js';
 
 /** Why a request ended in an error, beside the decision reasons: a fixed set, never free text. */
 export const ErrorReason = {
@@ -145,6 +146,9 @@ export class InjectorMetrics implements TemplateReloadRecorder, WorkloadEventRec
     labelNames: ['result'] as const,
     registers: [this.registry],
   });
+
+  /** The rollout by budget's leader, workloads, stop (server/rollout-metrics.ts). */
+  readonly rollout = new RolloutMetrics(this.registry);
 
   workloadEventsDropped(occurrences: number): void {
     if (occurrences > 0) this.workloadEventDrops.inc(occurrences);

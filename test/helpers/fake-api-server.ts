@@ -42,6 +42,7 @@ const RESOURCES: Readonly<Record<string, Resource>> = {
   mutatingadmissionpolicybindings: { group: 'admissionregistration.k8s.io', version: 'v1', kind: 'MutatingAdmissionPolicyBinding', namespaced: false },
   clusterroles: { group: 'rbac.authorization.k8s.io', version: 'v1', kind: 'ClusterRole', namespaced: false },
   events: { group: 'events.k8s.io', version: 'v1', kind: 'Event', namespaced: true },
+  leases: { group: 'coordination.k8s.io', version: 'v1', kind: 'Lease', namespaced: true },
 };
 
 /** Served in whichever admissionregistration.k8s.io versions `servedPolicyVersions` names (one store for all, as in a real API server). */

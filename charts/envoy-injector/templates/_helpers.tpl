@@ -161,6 +161,13 @@ and --dry-run=client: the new names.)
 {{/*
 Policy mode: the MutatingAdmissionPolicy and its binding share this name.
 */}}
+{{/*
+The rollout's Lease (rollout.enabled), in the release namespace: one leader among the replicas.
+*/}}
+{{- define "envoy-injector.rolloutLease" -}}
+{{- printf "%s-rollout" (include "envoy-injector.fullname" .) }}
+{{- end }}
+
 {{- define "envoy-injector.policyName" -}}
 {{- include "envoy-injector.clusterScopedName" . }}
 {{- end }}

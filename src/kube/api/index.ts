@@ -4,6 +4,7 @@ export * from './cluster-connection.js';
 export * from './cluster-request.js';
 export * from './kube-errors.js';
 export * from './kube-json.js';
+export * from './lease-election.js';
 export * from './list-items.js';
 export * from './paged-list.js';
 export * from './pod-delete.js';

@@ -4,4 +4,5 @@ export * from './cluster-watches.js';
 export * from './kubelet-versions.js';
 export * from './namespace-labels.js';
 export * from './node-pods.js';
+export * from './rollout-watches.js';
 export * from './template-watch.js';
