@@ -1,7 +1,7 @@
 import { AppsV1Api, CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { ClusterError, TemplateError } from '../errors.js';
 import { isIntermediateOwner, isRestartable, ownerKey, type OwnerRef, type PodRecord } from '../fleet/fleet-report.js';
-import { Annotations, arrayAt, isJsonObject, objectAt, own, parseTemplateData, stringAt, type JsonObject, type TemplateSet } from '../injection/index.js';
+import { Annotations, arrayAt, isJsonObject, NAMESPACE_ANNOTATION_PREFIX, objectAt, own, parseTemplateData, stringAt, type JsonObject, type TemplateSet } from '../injection/index.js';
 import { describeKubeError, kubeErrorStatus, listAllPages, type Collection } from './api/index.js';
 import type { Labels } from './watches/index.js';
 
@@ -28,6 +28,8 @@ export interface FleetSnapshot {
   readonly pods: readonly PodRecord[];
   readonly owners: ReadonlyMap<string, OwnerRef>;
   readonly namespaceLabels: ReadonlyMap<string, Labels>;
+  /** Each namespace's `envoy-injector.io/` annotations (its proxy overrides' defaults, which a resize keeps), read with its labels. */
+  readonly namespaceAnnotations: ReadonlyMap<string, Labels>;
   /** Lists that outlived the API server's history and were finished inconsistently (see listPaged). */
   readonly inconsistentLists: readonly string[];
   /**
@@ -81,9 +83,12 @@ export async function readFleet(kubeConfig: KubeConfig, query: FleetQuery): Prom
   }
 
   const namespaceLabels = new Map<string, Labels>();
+  const namespaceAnnotations = new Map<string, Labels>();
   const addLabels = (meta: JsonObject | undefined): void => {
     const name = stringAt(meta, 'name');
-    if (name !== undefined) namespaceLabels.set(name, stringsAt(meta, 'labels') ?? {});
+    if (name === undefined) return;
+    namespaceLabels.set(name, stringsAt(meta, 'labels') ?? {});
+    namespaceAnnotations.set(name, Object.fromEntries(Object.entries(stringsAt(meta, 'annotations') ?? {}).filter(([key]) => key.startsWith(NAMESPACE_ANNOTATION_PREFIX))));
   };
   let namespaceLabelsForbidden: FleetSnapshot['namespaceLabelsForbidden'];
   try {
@@ -93,12 +98,12 @@ export async function readFleet(kubeConfig: KubeConfig, query: FleetQuery): Prom
     const cause = error instanceof ClusterError && error.cause !== undefined ? error.cause : error;
     const status = kubeErrorStatus(cause);
     // No such namespace: no Pods either, and nothing to report.
-    if (namespace !== undefined && status === 404) return { templates, templateSource, pods, owners, namespaceLabels, inconsistentLists, namespaceLabelsForbidden };
+    if (namespace !== undefined && status === 404) return { templates, templateSource, pods, owners, namespaceLabels, namespaceAnnotations, inconsistentLists, namespaceLabelsForbidden };
     // Labels are only needed for Pods without a status: one missing permission must not hide the rest.
     if (status !== 403) throw error instanceof ClusterError ? error : new ClusterError(`reading namespace ${namespace ?? ''}: ${describeKubeError(error)}`, { cause: error });
     namespaceLabelsForbidden = { namespace, message: describeKubeError(cause) };
   }
-  return { templates, templateSource, pods, owners, namespaceLabels, inconsistentLists, namespaceLabelsForbidden };
+  return { templates, templateSource, pods, owners, namespaceLabels, namespaceAnnotations, inconsistentLists, namespaceLabelsForbidden };
 }
 
 export interface WorkloadRef {
@@ -174,7 +179,31 @@ function toPodRecord(pod: JsonObject): PodRecord | undefined {
     const container = isJsonObject(entry) ? stringAt(entry, 'name') : undefined;
     return container === undefined ? [] : [container];
   }));
-  return { namespace: stringAt(meta, 'namespace') ?? '', name, owner: controllerOf(meta), annotations, labels, containers, hostNetwork: spec?.['hostNetwork'] === true };
+  const namespace = stringAt(meta, 'namespace') ?? '';
+  const resizeFacts = Object.hasOwn(annotations, Annotations.status) ? resizeFactsOf(pod, { name, namespace, annotations }) : undefined;
+  return { namespace, name, owner: controllerOf(meta), annotations, labels, containers, hostNetwork: spec?.['hostNetwork'] === true, ...(resizeFacts === undefined ? {} : { resizeFacts }) };
+}
+
+/** The fields of a container a resize reads. */
+const RESIZE_CONTAINER_FIELDS = ['name', 'resources', 'restartPolicy', 'resizePolicy'];
+
+/**
+ * A Pod with our status cut down to what resizing it in place reads
+ * (fleet/resize-plan.ts): small, so that the report of 50,000 Pods still fits.
+ */
+function resizeFactsOf(pod: JsonObject, metadata: JsonObject): JsonObject {
+  const spec = objectAt(pod, 'spec');
+  const status = objectAt(pod, 'status');
+  const containers = (list: string): JsonObject[] => (arrayAt(spec, list) ?? []).filter(isJsonObject).map((container) =>
+    Object.fromEntries(RESIZE_CONTAINER_FIELDS.flatMap((field) => (container[field] === undefined ? [] : [[field, container[field]]]))) as JsonObject);
+  const resources = objectAt(spec, 'resources');
+  const conditions = (arrayAt(status, 'conditions') ?? []).filter((condition) => isJsonObject(condition) && String(condition['type']).startsWith('PodResize'));
+  const qosClass = stringAt(status, 'qosClass');
+  return {
+    metadata,
+    spec: { containers: containers('containers'), initContainers: containers('initContainers'), ...(resources === undefined ? {} : { resources }) },
+    status: { conditions, ...(qosClass === undefined ? {} : { qosClass }) },
+  };
 }
 
 function controllerOf(meta: JsonObject | undefined): OwnerRef | undefined {
