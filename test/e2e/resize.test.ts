@@ -2,9 +2,10 @@ import assert from 'node:assert/strict';
 import { after, before, it } from 'node:test';
 import { AppsV1Api, CoreV1Api, type V1Container, type V1Pod } from '@kubernetes/client-node';
 import { runStatusCli } from '../helpers/fleet-fixture.js';
-import { forEachKubeVersion } from './control-plane.js';
+import { forEachKubeVersion, servedPolicyApiVersion } from './control-plane.js';
 import { apiError, createNamespace, deleteNamespaces, envoyImage, eventually, helmInstall, helmUninstall, plainPod, uniqueName, type Release } from './cluster.js';
 import { startChartInjector, type ChartInjector } from './injector-process.js';
+import { startPolicyController, type PolicyController } from './policy-controller-process.js';
 
 /**
  * Issue 52, points 1 and 3, on the real API server: `status` sorts the Pods
@@ -149,5 +150,46 @@ forEachKubeVersion('status --resize: the proxy resized in place when only its re
     const again = await statusJson(['--resize', '--yes']);
     assert.deepEqual(again.report.resize?.resized, []);
     assert.equal((await pod('solo')).metadata?.resourceVersion, solo.metadata?.resourceVersion);
+  });
+});
+
+forEachKubeVersion('status --resize in policy mode: the policy writes hashWithoutResources, and a resize re-injects nothing', (plane, version) => {
+  if (servedPolicyApiVersion(version) === undefined) return;
+  let release: Release | undefined;
+  let controller: PolicyController | undefined;
+  const ns = uniqueName('resize-policy');
+  const core = () => plane().kubeConfig.makeApiClient(CoreV1Api);
+  const status = (args: string[]) => runStatusCli(['--kubeconfig', plane().kubeconfigPath, '--injector-namespace', release?.namespace ?? '', '-n', ns, '-o', 'json', ...args]);
+  const dryRunCpu = async (): Promise<string | undefined> => proxyOf(await core().createNamespacedPod({ namespace: ns, body: plainPod(uniqueName('probe')), dryRun: 'All' }))?.resources?.requests?.['cpu'];
+
+  before(async () => {
+    release = await helmInstall(plane(), { name: uniqueName('rszp'), namespace: uniqueName('rszp-system') }, { mode: 'policy', proxy: { resources: RESOURCES_A } });
+    await createNamespace(plane(), ns, { 'envoy-injector.io/inject': 'enabled' });
+    controller = await startPolicyController(plane(), release);
+    await eventually('the policy injecting', async () => ((await dryRunCpu()) === '50m' ? true : undefined), 60_000, 250);
+    await core().createNamespacedPod({ namespace: ns, body: plainPod('by-policy') });
+    await helmInstall(plane(), release, { proxy: { resources: RESOURCES_B } }, { upgrade: true });
+    await eventually('the policy with the new resources', async () => ((await dryRunCpu()) === '100m' ? true : undefined), 60_000, 250);
+  });
+  after(async () => {
+    await controller?.stop().catch(() => undefined);
+    if (release !== undefined) await helmUninstall(plane(), release).catch(() => undefined);
+    await deleteNamespaces(plane(), [ns]);
+  });
+
+  it('the Pod the policy injected is resizable, resized, current; its containers as they were', async () => {
+    const before = await core().readNamespacedPod({ name: 'by-policy', namespace: ns });
+    const seen = JSON.parse((await status([])).stdout) as ResizeJson;
+    assert.deepEqual(seen.workloads.map((workload) => `${workload.name} ${workload.outdated}/${workload.resizable}`), ['by-policy 1/1']);
+    const result = await status(['--resize', '--yes']);
+    assert.equal(result.code, 0, result.stderr);
+    assert.deepEqual((JSON.parse(result.stdout) as ResizeJson).resize?.resized.map((entry) => entry.name), ['by-policy']);
+    const after = await core().readNamespacedPod({ name: 'by-policy', namespace: ns });
+    assert.deepEqual(plain(proxyOf(after)?.resources), RESOURCES_B);
+    const names = (pod: V1Pod) => [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].map((container) => `${container.name} ${container.image}`);
+    assert.deepEqual(names(after), names(before), 'nothing added, nothing re-injected');
+    assert.equal(after.metadata?.uid, before.metadata?.uid);
+    const again = JSON.parse((await status([])).stdout) as ResizeJson;
+    assert.deepEqual(again.workloads.map((workload) => `${workload.name} ${workload.current}/${workload.outdated}`), ['by-policy 1/0']);
   });
 });
