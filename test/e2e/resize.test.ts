@@ -6,6 +6,7 @@ import { forEachKubeVersion, servedPolicyApiVersion } from './control-plane.js';
 import { apiError, createNamespace, deleteNamespaces, envoyImage, eventually, helmInstall, helmUninstall, plainPod, uniqueName, type Release } from './cluster.js';
 import { startChartInjector, type ChartInjector } from './injector-process.js';
 import { startPolicyController, type PolicyController } from './policy-controller-process.js';
+import { guideUser } from './fleet-rbac.js';
 
 /**
  * Issue 52, points 1 and 3, on the real API server: `status` sorts the Pods
@@ -43,9 +44,11 @@ function proxyOf(pod: V1Pod): V1Container | undefined {
 forEachKubeVersion('status --resize: the proxy resized in place when only its resources change', (plane, version) => {
   let release: Release | undefined;
   let injector: ChartInjector | undefined;
+  // Whoever runs it holds the guide's ClusterRoles for status and --resize, nothing more.
+  let user: Awaited<ReturnType<typeof guideUser>> | undefined;
   const ns = uniqueName('resize');
   const core = () => plane().kubeConfig.makeApiClient(CoreV1Api);
-  const status = (args: string[]) => runStatusCli(['--kubeconfig', plane().kubeconfigPath, '--injector-namespace', release?.namespace ?? '', '-n', ns, '-o', 'json', ...args]);
+  const status = (args: string[]) => runStatusCli(['--kubeconfig', user?.kubeconfig ?? '', '--injector-namespace', release?.namespace ?? '', '-n', ns, '-o', 'json', ...args]);
   const statusJson = async (args: string[] = []): Promise<{ code: number; report: ResizeJson }> => {
     const result = await status(args);
     assert.ok(result.code === 0 || result.code === 3, `status ${args.join(' ')}: exit ${result.code}: ${result.stderr}`);
@@ -61,6 +64,7 @@ forEachKubeVersion('status --resize: the proxy resized in place when only its re
   before(async () => {
     release = await helmInstall(plane(), { name: uniqueName('rsz'), namespace: uniqueName('rsz-system') }, { proxy: { image: { tag: 'v1.39.0' }, resources: RESOURCES_A } });
     await createNamespace(plane(), ns, { 'envoy-injector.io/inject': 'enabled' });
+    user = await guideUser(plane(), release.namespace, ns, 'resizer', ['envoy-injector-status', 'envoy-injector-resize'], ns);
     injector = await startChartInjector(plane(), release);
     await newTemplate('envoyproxy/envoy:v1.39.0', () => true);
     // Injected with the first template: its image changes next, so only a restart brings it current.
@@ -84,6 +88,7 @@ forEachKubeVersion('status --resize: the proxy resized in place when only its re
   });
   after(async () => {
     await injector?.stop().catch(() => undefined);
+    await user?.remove();
     if (release !== undefined) await helmUninstall(plane(), release).catch(() => undefined);
     await deleteNamespaces(plane(), [ns]);
   });
@@ -94,7 +99,7 @@ forEachKubeVersion('status --resize: the proxy resized in place when only its re
     const rows = report.workloads.map((workload) => `${workload.kind}/${workload.name} ${workload.outdated}/${workload.resizable}`);
     assert.deepEqual(rows, ['Deployment/web 2/2', 'Pod/old-image 1/0', 'Pod/padded 1/1', 'Pod/solo 1/1']);
     assert.equal(report.resizeServed, version !== '1.28');
-    const table = await runStatusCli(['--kubeconfig', plane().kubeconfigPath, '--injector-namespace', release?.namespace ?? '', '-n', ns]);
+    const table = await runStatusCli(['--kubeconfig', user?.kubeconfig ?? '', '--injector-namespace', release?.namespace ?? '', '-n', ns]);
     if (version === '1.28') assert.match(table.stdout, /4 of the outdated Pods differ from the live template only in CPU and memory, but this API server has no resize subresource \(Kubernetes before 1\.33\): --restart brings them current\./);
     else assert.match(table.stdout, /4 of the outdated Pods differ from the live template only in CPU and memory: --resize resizes them in place\./);
   });
