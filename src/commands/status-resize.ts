@@ -75,7 +75,8 @@ export function pendingResizes(pods: readonly PodRecord[]): PendingRef[] {
 
 /** Sends each target's resize, CONCURRENCY at a time; never rejects (a failure is the Pod's, in `failed`). */
 export async function runResizes(kubeConfig: KubeConfig, planning: ResizePlanning, concurrency: number): Promise<Omit<ResizeOutcome, 'served' | 'dryRun' | 'confirmed'>> {
-  const { resizePod } = await import('../kube/pod-resize.js');
+  const { resizeAgent, resizePod } = await import('../kube/pod-resize.js');
+  const agent = resizeAgent();
   const resized: (PodName & { changes: readonly ResizeChange[]; restartsContainers: readonly string[] })[] = [];
   const notResized = [...planning.notResized];
   const skipped: (PodName & { why: string })[] = [];
@@ -87,7 +88,7 @@ export async function runResizes(kubeConfig: KubeConfig, planning: ResizePlannin
       const target = planning.targets[next++] as ResizeTarget;
       const ref = { namespace: target.namespace, name: target.name };
       try {
-        const outcome = await resizePod(kubeConfig, ref, target.plan);
+        const outcome = await resizePod(kubeConfig, ref, target.plan, agent);
         if (outcome.outcome === 'resized') {
           resized.push({ ...ref, changes: target.plan.changes, restartsContainers: target.plan.restartsContainers });
           if (outcome.pending !== undefined) pending.push({ ...ref, condition: outcome.pending.condition, reason: outcome.pending.reason, message: outcome.pending.message });
@@ -98,6 +99,7 @@ export async function runResizes(kubeConfig: KubeConfig, planning: ResizePlannin
       }
     }
   }));
+  agent.destroy();
   const byName = (a: PodName, b: PodName): number => (a.namespace === b.namespace ? (a.name < b.name ? -1 : a.name > b.name ? 1 : 0) : a.namespace < b.namespace ? -1 : 1);
   return { resized: resized.sort(byName), notResized: notResized.sort(byName), skipped: skipped.sort(byName), pending: pending.sort(byName), failed: failed.sort(byName) };
 }

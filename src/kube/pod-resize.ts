@@ -1,3 +1,4 @@
+import { Agent } from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { pendingResize, type PodResizePlan } from '../fleet/resize-plan.js';
 import { Annotations, isJsonObject, jsonPointer } from '../injection/index.js';
@@ -33,6 +34,11 @@ function podPath(pod: PodRef, subresource = ''): string {
   return `/api/v1/namespaces/${encodeURIComponent(pod.namespace)}/pods/${encodeURIComponent(pod.name)}${subresource}`;
 }
 
+/** A keep-alive agent for a run of resizes (AGENT of resizePod): one TLS connection per Pod resized at once, not two per Pod. Destroy it after. */
+export function resizeAgent(): Agent {
+  return new Agent({ keepAlive: true, maxSockets: RESIZE_CONCURRENCY });
+}
+
 /** Whether the API server serves `pods/resize` (1.33+; 1.28 does not: there, only a restart brings a Pod current). */
 export async function resizeServed(kubeConfig: KubeConfig): Promise<boolean> {
   const list = await kubeJson(kubeConfig, { method: 'GET', path: '/api/v1' });
@@ -45,11 +51,11 @@ export async function resizeServed(kubeConfig: KubeConfig): Promise<boolean> {
  * `test` of the status it was planned from. Rejects (KubeRequestError) on
  * an answer it cannot classify (a permission, the API server away).
  */
-export async function resizePod(kubeConfig: KubeConfig, pod: PodRef, plan: Extract<PodResizePlan, { kind: 'resize' }>): Promise<PodResizeOutcome> {
+export async function resizePod(kubeConfig: KubeConfig, pod: PodRef, plan: Extract<PodResizePlan, { kind: 'resize' }>, agent?: Agent): Promise<PodResizeOutcome> {
   let answer: unknown;
   if (plan.body !== undefined) {
     try {
-      answer = await kubeJson(kubeConfig, { method: 'PATCH', path: podPath(pod, '/resize'), contentType: STRATEGIC_MERGE, body: plan.body });
+      answer = await kubeJson(kubeConfig, { method: 'PATCH', path: podPath(pod, '/resize'), contentType: STRATEGIC_MERGE, body: plan.body, agent });
     } catch (error) {
       if (!(error instanceof KubeRequestError)) throw error;
       const message = statusMessage(error);
@@ -66,6 +72,7 @@ export async function resizePod(kubeConfig: KubeConfig, pod: PodRef, plan: Extra
       path: podPath(pod),
       contentType: JSON_PATCH,
       body: [{ op: 'test', path, value: plan.previousStatus }, { op: 'replace', path, value: plan.status }],
+      agent,
     });
     answer = recorded;
   } catch (error) {
