@@ -60,6 +60,8 @@ export async function resizePod(kubeConfig: KubeConfig, pod: PodRef, plan: Extra
       if (!(error instanceof KubeRequestError)) throw error;
       const message = statusMessage(error);
       if (error.statusCode === 422) return { outcome: 'refused', why: `the API server refused the resize: ${message}` };
+      // 1.36 admits a resize only within the node's allocatable ("node didn't have enough allocatable resources"); a 403 of RBAC stays an error.
+      if (error.statusCode === 403 && /enough allocatable/.test(message)) return { outcome: 'refused', why: `the API server refused the resize: ${message}` };
       if (error.statusCode === 404 && /could not find the requested resource/.test(message)) return { outcome: 'refused', why: 'the API server has no resize subresource (before 1.33)' };
       if (error.statusCode === 404) return { outcome: 'skipped', why: 'the Pod is gone' };
       throw error;

@@ -141,4 +141,45 @@ forEachNode('the proxy resized in place after a template change', (suite, versio
     const after = await status([]);
     assert.equal(after.code, 0, `every Pod current after the resize: ${after.stdout}`);
   });
+
+  it(`13b. a resize the node cannot hold: beyond its allocatable refused by the API server (1.36) or Infeasible (1.34), within it Deferred; reported per Pod, never sent again (${version})`, async () => {
+    const { plane, release, namespace } = suite();
+    assert.ok(release !== undefined);
+    const status = (args: string[]) => runStatusCli(['--kubeconfig', plane.kubeconfigPath, '--injector-namespace', release.namespace, '-n', namespace, '-o', 'json', ...args]);
+    const upgradeTo = async (cpu: string): Promise<void> => {
+      await helmInstall(plane, release, { proxy: { resources: { requests: { cpu, memory: '96Mi' }, limits: { cpu, memory: '320Mi' } } } }, { upgrade: true });
+      await eventually(`status: the two Pods resizable to ${cpu} CPU`, async () => ((JSON.parse((await status([])).stdout) as { totals: { resizable: number } }).totals.resizable === 2 ? true : undefined), 30_000, 1_000);
+    };
+    const generations = async () => Promise.all(Object.values(PODS).map(async (name) => (await suite().readPod(name)).metadata?.generation));
+    type Outcome = { resize: { resized: unknown[]; notResized: { why: string }[]; failed: unknown[] } };
+    // More than the node has: the API server refuses it (1.36: "node didn't have enough allocatable resources").
+    await upgradeTo('1000');
+    const before = await generations();
+    const refused = JSON.parse((await status(['--resize', '--yes'])).stdout) as Outcome;
+    if (version === '1.36') {
+      assert.deepEqual(refused.resize.resized, [], JSON.stringify(refused.resize));
+      assert.ok(refused.resize.notResized.length === 2 && refused.resize.notResized.every((entry) => /enough allocatable/.test(entry.why)), JSON.stringify(refused.resize));
+      assert.deepEqual(await generations(), before, 'nothing changed');
+      // Within the node's allocatable, beyond what is free beside the other Pod: the kubelet defers it.
+      await upgradeTo('1900m');
+    }
+    // 1.34's API server takes the 1000 CPUs: the kubelet says Infeasible.
+    const sent = version === '1.36' ? (JSON.parse((await status(['--resize', '--yes'])).stdout) as Outcome) : refused;
+    assert.equal(sent.resize.resized.length, 2, JSON.stringify(sent.resize));
+    type Pending = { name: string; condition: string; reason: string };
+    const reported = await eventually('status reporting the resizes pending', async () => {
+      const result = await status([]);
+      const pending = (JSON.parse(result.stdout) as { resizePending: Pending[] }).resizePending;
+      return pending.length >= 1 && result.code === 3 ? pending : undefined;
+    }, 60_000, 1_000);
+    assert.ok(reported.every((entry) => entry.condition === 'PodResizePending' && /^(Deferred|Infeasible)$/.test(entry.reason)), JSON.stringify(reported));
+    const pendingBefore = await generations();
+    const again = JSON.parse((await status(['--resize', '--yes'])).stdout) as Outcome;
+    assert.deepEqual(again.resize.resized, [], 'not sent again');
+    assert.deepEqual(await generations(), pendingBefore, 'no resize sent by the second run');
+    for (const name of Object.values(PODS)) {
+      const pod = await suite().readPod(name);
+      for (const container of ['envoy', 'app']) assert.equal(statuses(pod).get(container)?.restartCount, 0, describePod(pod));
+    }
+  });
 });
