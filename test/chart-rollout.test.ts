@@ -41,7 +41,7 @@ describe('chart: the rollout by budget', () => {
     const settings = parseServeArgs([], variables);
     assert.deepEqual(settings?.rollout, { enabled: true, maxConcurrent: 3, readyTimeoutMs: 300_000, leaseName: variables['ROLLOUT_LEASE'], fieldManager: 'flux-client-side-apply' });
     const cluster = grants(rulesOf(manifests, 'ClusterRole'));
-    for (const expected of ['/pods: list,watch', 'apps/replicasets: list,watch', 'apps/deployments: list,watch,patch', 'apps/statefulsets: list,watch,patch', 'apps/daemonsets: list,watch,patch', 'events.k8s.io/events: create']) {
+    for (const expected of ['/pods: list,watch', 'apps/replicasets: list,watch', 'apps/deployments: list,watch,patch', 'apps/statefulsets: list,watch,patch', 'apps/daemonsets: list,watch,patch', 'events.k8s.io/events: create', '/pods: get,patch', '/pods/resize: patch']) {
       assert.ok(cluster.includes(expected), `ClusterRole grants ${expected}: ${cluster.join('; ')}`);
     }
     const role = grants(rulesOf(manifests, 'Role'));

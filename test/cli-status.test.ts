@@ -50,9 +50,9 @@ describe('envoy-injector status against an API server', () => {
     const report = JSON.parse(stdout) as StatusJson;
     assert.equal(report.source, `ConfigMap ${INJECTOR_NAMESPACE}/envoy-initializer`);
     assert.deepEqual(report.templates, [...LIVE.templates.values()].map(({ name, hash }) => ({ name, hash })));
-    assert.deepEqual(report.totals, { pods: 12, current: 4, outdated: 6, notInjected: 2, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 });
+    assert.deepEqual(report.totals, { pods: 12, current: 4, outdated: 6, resizable: 0, notInjected: 2, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 });
     const web = report.workloads.find((workload) => workload.name === 'web');
-    assert.deepEqual(web, { namespace: 'shop', apiVersion: 'apps/v1', kind: 'Deployment', name: 'web', templates: ['config'], current: 1, outdated: 2, notInjected: 1, unknown: 0, copied: 0, copiedMarks: [], tcpProbes: 0, proxyProtocol: 0, tproxy: 0, outdatedHashes: [{ template: 'config', hash: OLD.defaultTemplate.hash, pods: 2 }], restartable: true });
+    assert.deepEqual(web, { namespace: 'shop', apiVersion: 'apps/v1', kind: 'Deployment', name: 'web', templates: ['config'], current: 1, outdated: 2, resizable: 0, notInjected: 1, unknown: 0, copied: 0, copiedMarks: [], tcpProbes: 0, proxyProtocol: 0, tproxy: 0, outdatedHashes: [{ template: 'config', hash: OLD.defaultTemplate.hash, pods: 2 }], restartable: true });
     assert.equal(report.restart, undefined);
   });
 
@@ -217,7 +217,7 @@ describe('envoy-injector status against an API server', () => {
     assert.match(stderr, /^envoy-injector: note: no permission to get namespace shop \(HTTP 403: injected failure\): its labels are unknown, so Pods there without the sidecar are counted as unknown\n$/);
     const json = JSON.parse(stdout) as StatusJson & { totals: { unknown: number } };
     // fresh and web's un-injected Pod: the label decides. opted-out and node-probe are skipped whatever it says.
-    assert.deepEqual(json.totals, { pods: 11, current: 3, outdated: 6, notInjected: 0, unknown: 2, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 });
+    assert.deepEqual(json.totals, { pods: 11, current: 3, outdated: 6, resizable: 0, notInjected: 0, unknown: 2, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 });
     fake.failNext(1, 403, (path) => path === '/api/v1/namespaces/shop');
     const table = await status(['-n', 'shop']);
     assert.equal(table.code, 3);
@@ -364,7 +364,7 @@ describe('envoy-injector status: paging', () => {
     const { code, stdout, stderr } = await runStatusCli(['--kubeconfig', fake.writeKubeconfig(), '--page-size', '500', '-o', 'json']);
     assert.equal(code, 3, stderr);
     const report = JSON.parse(stdout) as StatusJson;
-    assert.deepEqual(report.totals, { pods: 1200, current: 600, outdated: 600, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 });
+    assert.deepEqual(report.totals, { pods: 1200, current: 600, outdated: 600, resizable: 0, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 });
     assert.equal(report.workloads.length, 600);
     assert.ok(report.workloads.every((workload) => workload.kind === 'Deployment' && workload.current === 1 && workload.outdated === 1));
     const podPages = fake.requests.filter((request) => request.path === '/api/v1/pods');
@@ -381,7 +381,7 @@ describe('envoy-injector status: paging', () => {
     fake.expireContinueTokens(1);
     const { code, stdout, stderr } = await runStatusCli(['--kubeconfig', fake.writeKubeconfig(), '--page-size', '500', '-o', 'json']);
     assert.equal(code, 3, stderr);
-    assert.deepEqual((JSON.parse(stdout) as StatusJson).totals, { pods: 1200, current: 600, outdated: 600, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 }, 'no Pod lost or counted twice');
+    assert.deepEqual((JSON.parse(stdout) as StatusJson).totals, { pods: 1200, current: 600, outdated: 600, resizable: 0, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 }, 'no Pod lost or counted twice');
     assert.deepEqual(fake.requests.filter((request) => request.path === '/api/v1/pods').map((request) => request.status), [200, 410, 200, 200]);
     assert.match(stderr, /^envoy-injector: note: listing Pods in all namespaces outlasted the API server's history \(410 Gone\); the rest was listed as it is now/);
   });

@@ -109,7 +109,7 @@ describe('compilePolicy', () => {
   it('writes the status annotation with the webhook\'s JSON for the template and its hash', () => {
     const templates = seedTemplates();
     const { policy } = compilePolicy(templates);
-    const head = JSON.stringify({ template: 'config', hash: templates.defaultTemplate.hash }).slice(0, -1);
+    const head = JSON.stringify({ template: 'config', hash: templates.defaultTemplate.hash, hashWithoutResources: templates.defaultTemplate.hashWithoutResources }).slice(0, -1);
     const status = (spec(policy)['variables'] as JsonObject[]).find((variable) => variable['name'] === 't0Status');
     assert.ok(String(status?.['expression']).startsWith(`${JSON.stringify(`${head},"containers":[`)} + `), 'the status JSON starts as the webhook\'s');
     assert.ok(expressions(policy).includes('jsonpatch.escapeKey(\\"envoy-injector.io/status\\")'));

@@ -73,7 +73,7 @@ describe('fleet report: current, outdated, not injected', () => {
     ]);
     assert.deepEqual(workloads.map((w) => [w.name, w.current, w.outdated]), [['a', 1, 0], ['b', 0, 1], ['c', 1, 0]]);
     assert.deepEqual(workloads[1]?.outdatedHashes, [{ template: 'config', hash: OLD.defaultTemplate.hash, pods: 1 }]);
-    assert.deepEqual(totals, { pods: 3, current: 2, outdated: 1, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 });
+    assert.deepEqual(totals, { pods: 3, current: 2, outdated: 1, resizable: 0, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 });
   });
 
   it('counts the injected Pods whose tcpSocket probes the proxy answers (envoy-injector.io/tcp-probes), and says so', () => {
@@ -184,7 +184,7 @@ describe('fleet report: marks copied into a Pod template (issue 35)', () => {
       'Pod/real 1/0/0/0 ',
       'Pod/status-only 0/0/0/1 statusAnnotation',
     ]);
-    assert.deepEqual(totals, { pods: 4, current: 1, outdated: 0, notInjected: 0, unknown: 0, copied: 3, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 });
+    assert.deepEqual(totals, { pods: 4, current: 1, outdated: 0, resizable: 0, notInjected: 0, unknown: 0, copied: 3, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 });
   });
 
   it('--restart: a workload with copied marks is a candidate; rolled once its template is clean, else left to a human saying which mark to remove', () => {
@@ -222,7 +222,7 @@ describe('fleet report: namespace labels that could not be read', () => {
       'app/plain 0/0/0/1',
       'shop/elsewhere 0/0/1/0',
     ]);
-    assert.deepEqual(unreadable.totals, { pods: 4, current: 1, outdated: 0, notInjected: 1, unknown: 2, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 });
+    assert.deepEqual(unreadable.totals, { pods: 4, current: 1, outdated: 0, resizable: 0, notInjected: 1, unknown: 2, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 });
   });
 });
 
@@ -270,7 +270,7 @@ describe('fleet report: grouping and the restart plan', () => {
       { template: 'config', hash: OLDER.defaultTemplate.hash, pods: 1 },
     ].sort((a, b) => (a.hash < b.hash ? -1 : 1));
     assert.deepEqual(fleet.workloads.find((w) => w.name === 'web')?.outdatedHashes, webHashes);
-    assert.deepEqual(fleet.totals, { pods: 11, current: 3, outdated: 7, notInjected: 1, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 });
+    assert.deepEqual(fleet.totals, { pods: 11, current: 3, outdated: 7, resizable: 0, notInjected: 1, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 });
     assert.deepEqual(fleet.templates, [...LIVE.templates.values()].map((t) => ({ name: t.name, hash: t.hash })));
   });
 
@@ -306,7 +306,7 @@ describe('fleet report: grouping and the restart plan', () => {
   });
 
   it('reads the status annotation the webhook writes', () => {
-    assert.deepEqual(readInjectionStatus(live), { template: 'config', hash: LIVE.defaultTemplate.hash });
+    assert.deepEqual(readInjectionStatus(live), { template: 'config', hash: LIVE.defaultTemplate.hash, hashWithoutResources: LIVE.defaultTemplate.hashWithoutResources });
     assert.equal(readInjectionStatus({}), undefined);
   });
 });

@@ -35,7 +35,7 @@ describe('the merge and its patch (docs/design.md §5)', () => {
     assert.deepEqual((spec['containers'] as JsonObject[]).map((c) => c['name']), ['myapp-container', 'envoy']);
     assert.deepEqual((spec['containers'] as JsonObject[])[0], ((pod['spec'] as JsonObject)['containers'] as JsonObject[])[0]);
     assert.deepEqual(spec['volumes'], [{ name: 'envoy-conf', configMap: { name: 'envoy' } }]);
-    assert.deepEqual(status, { template: 'config', hash: seed.hash, containers: ['envoy'], initContainers: [], volumes: ['envoy-conf'], imagePullSecrets: [] });
+    assert.deepEqual(status, { template: 'config', hash: seed.hash, hashWithoutResources: seed.hashWithoutResources, containers: ['envoy'], initContainers: [], volumes: ['envoy-conf'], imagePullSecrets: [] });
     const annotations = (built['metadata'] as JsonObject)['annotations'] as JsonObject;
     assert.deepEqual(JSON.parse(annotations['envoy-injector.io/status'] as string), status);
   });
@@ -99,7 +99,7 @@ describe('the merge and its patch (docs/design.md §5)', () => {
     assert.deepEqual(patch.find((op) => op.path.startsWith('/metadata')), {
       op: 'add',
       path: '/metadata/annotations',
-      value: { 'envoy-injector.io/status': JSON.stringify({ template: 'config', hash: seed.hash, containers: ['envoy'], initContainers: [], volumes: ['envoy-conf'], imagePullSecrets: [] }) },
+      value: { 'envoy-injector.io/status': JSON.stringify({ template: 'config', hash: seed.hash, hashWithoutResources: seed.hashWithoutResources, containers: ['envoy'], initContainers: [], volumes: ['envoy-conf'], imagePullSecrets: [] }) },
     });
   });
 

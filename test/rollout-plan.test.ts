@@ -10,7 +10,7 @@ const MINUTE = 60_000;
 
 function workload(namespace: string, name: string, outdated = 1, kind = 'Deployment'): WorkloadReport {
   return {
-    namespace, apiVersion: 'apps/v1', kind, name, templates: ['config'], current: 0, outdated, notInjected: 0, unknown: 0, copied: 0, copiedMarks: [],
+    namespace, apiVersion: 'apps/v1', kind, name, templates: ['config'], current: 0, outdated, resizable: 0, notInjected: 0, unknown: 0, copied: 0, copiedMarks: [],
     tcpProbes: 0, proxyProtocol: 0, tproxy: 0, outdatedHashes: [], restartable: true,
   };
 }
@@ -25,7 +25,7 @@ function deployment(replicas = 2, status: JsonObject = {}, extra: { annotations?
 }
 
 function report(...workloads: WorkloadReport[]): FleetReport {
-  return { templates: [{ name: 'config', hash: 'sha256:aaaa' }], workloads, totals: { pods: 0, current: 0, outdated: 0, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 } };
+  return { templates: [{ name: 'config', hash: 'sha256:aaaa' }], workloads, totals: { pods: 0, current: 0, outdated: 0, resizable: 0, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 } };
 }
 
 const key = (w: WorkloadReport) => `${w.namespace}/apps/${w.kind}/${w.name}`;

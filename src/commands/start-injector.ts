@@ -125,6 +125,7 @@ function startRollout(settings: ServeSettings, cluster: Cluster | undefined, sta
     templates: () => state.templates.current,
     namespaceMetadata: (name) => watches.namespaceLabels.metadataOf(name),
     fieldManager: settings.rollout.fieldManager,
+    allowedOverrides: settings.allowedOverrides,
     recorder: metrics.rollout,
     log: context.log.child({ component: 'rollout' }),
     backoff: context.backoff ?? DEFAULT_BACKOFF,

@@ -23,6 +23,13 @@ export interface PodRecord {
   /** Names of its containers and init containers: a status naming others was copied, not written by us. */
   readonly containers: readonly string[];
   readonly hostNetwork: boolean;
+  /**
+   * For a Pod with our status: the Pod cut down to what resizing it in place
+   * reads (fleet/resize-plan.ts): its containers' names, resources,
+   * restartPolicy and resizePolicy, its Pod-level resources, its QoS class
+   * and resize conditions, and our annotations.
+   */
+  readonly resizeFacts?: JsonObject;
 }
 
 /** A mark of ours a Pod carries without the sidecar: copied into its Pod template from a running injected Pod. */
@@ -64,6 +71,8 @@ export interface WorkloadReport {
   readonly templates: readonly string[];
   readonly current: number;
   readonly outdated: number;
+  /** Of the outdated Pods, those whose sidecars differ from the live template only in CPU and memory: `--resize` resizes them in place. */
+  readonly resizable: number;
   /** Pods without a status that the webhook would inject if they were created now. */
   readonly notInjected: number;
   /** Pods without a status in a namespace whose labels could not be read, when those labels would decide. */
@@ -93,7 +102,7 @@ export interface FleetReport {
   readonly templates: readonly { readonly name: string; readonly hash: string }[];
   /** Workloads with at least one injected Pod or Pod that should be; sorted by namespace, kind, name. */
   readonly workloads: readonly WorkloadReport[];
-  readonly totals: { readonly pods: number; readonly current: number; readonly outdated: number; readonly notInjected: number; readonly unknown: number; readonly copied: number; readonly tcpProbes: number; readonly proxyProtocol: number; readonly tproxy: number };
+  readonly totals: { readonly pods: number; readonly current: number; readonly outdated: number; readonly resizable: number; readonly notInjected: number; readonly unknown: number; readonly copied: number; readonly tcpProbes: number; readonly proxyProtocol: number; readonly tproxy: number };
 }
 
 /** The kinds `--restart` rolls, as `kubectl rollout restart` does: the ones with a Pod template and a rollout, in this group only. */
@@ -146,8 +155,8 @@ export function resolveWorkload(pod: PodRecord, owners: ReadonlyMap<string, Owne
   return owner;
 }
 
-/** The template name and hash of `envoy-injector.io/status`, or undefined when the Pod has none. */
-export function readInjectionStatus(annotations: Readonly<Record<string, string>>): { template: string; hash: string } | undefined {
+/** The template name and hashes of `envoy-injector.io/status`, or undefined when the Pod has none; `hashWithoutResources` absent before issue 52. */
+export function readInjectionStatus(annotations: Readonly<Record<string, string>>): { template: string; hash: string; hashWithoutResources?: string } | undefined {
   if (!Object.hasOwn(annotations, Annotations.status)) return undefined;
   let status: unknown;
   try {
@@ -158,12 +167,15 @@ export function readInjectionStatus(annotations: Readonly<Record<string, string>
   const object = isJsonObject(status) ? status : undefined;
   const template = stringAt(object, 'template');
   const hash = stringAt(object, 'hash');
-  return template === undefined || hash === undefined ? UNREADABLE : { template, hash };
+  const hashWithoutResources = stringAt(object, 'hashWithoutResources');
+  if (template === undefined || hash === undefined) return UNREADABLE;
+  return hashWithoutResources === undefined ? { template, hash } : { template, hash, hashWithoutResources };
 }
 
-type PodState =
+export type PodState =
   | { state: 'current'; template: string }
-  | { state: 'outdated'; template: string; hash: string }
+  /** RESIZABLE: its sidecars differ from the live template only in CPU and memory (the same template, the same hashWithoutResources). */
+  | { state: 'outdated'; template: string; hash: string; resizable: boolean }
   | { state: 'notInjected' }
   | { state: 'copied'; marks: readonly CopiedMark[] }
   | { state: 'unknown' }
@@ -181,7 +193,7 @@ const LABEL_CASES: readonly Readonly<Record<string, string>>[] = [{}, { [Namespa
  * created now (it predates the label, or was admitted while the webhook was
  * away). Everything else is none of our business.
  */
-function classifyPod(pod: PodRecord, input: FleetInput): PodState {
+export function podState(pod: PodRecord, input: FleetInput): PodState {
   const marks = copiedMarks(pod);
   const status = marks.length > 0 ? undefined : readInjectionStatus(pod.annotations);
   if (status !== undefined) {
@@ -190,9 +202,9 @@ function classifyPod(pod: PodRecord, input: FleetInput): PodState {
     const labelsKnown = input.namespaceLabelsUnreadable?.(pod.namespace) !== true;
     const now = labelsKnown ? chooseTemplate(input.templates, pod.annotations, input.namespaceLabels(pod.namespace) ?? {}, pod.namespace).template : undefined;
     const chosenElsewhere = now !== undefined && now.name !== status.template;
-    return live !== undefined && live.hash === status.hash && !chosenElsewhere
-      ? { state: 'current', template: status.template }
-      : { state: 'outdated', template: status.template, hash: status.hash };
+    if (live !== undefined && live.hash === status.hash && !chosenElsewhere) return { state: 'current', template: status.template };
+    const resizable = live !== undefined && !chosenElsewhere && status.hashWithoutResources === live.hashWithoutResources;
+    return { state: 'outdated', template: status.template, hash: status.hash, resizable };
   }
   // As the webhook would see the Pod without the copied marks: would it inject it?
   const annotations: Record<string, string> = { ...pod.annotations };
@@ -236,6 +248,7 @@ interface Tally {
   readonly templates: Set<string>;
   current: number;
   outdated: number;
+  resizable: number;
   notInjected: number;
   unknown: number;
   copied: number;
@@ -249,15 +262,15 @@ interface Tally {
 /** Groups Pods by workload and counts them current, outdated and not injected. */
 export function buildFleetReport(input: FleetInput): FleetReport {
   const tallies = new Map<string, Tally>();
-  const totals = { pods: 0, current: 0, outdated: 0, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 };
+  const totals = { pods: 0, current: 0, outdated: 0, resizable: 0, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 };
   for (const pod of input.pods) {
-    const classified = classifyPod(pod, input);
+    const classified = podState(pod, input);
     if (classified.state === 'ignored') continue;
     const workload = resolveWorkload(pod, input.owners);
     const key = ownerKey(pod.namespace, workload);
     let tally = tallies.get(key);
     if (tally === undefined) {
-      tally = { namespace: pod.namespace, workload, templates: new Set(), current: 0, outdated: 0, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0, marks: new Set(), hashes: new Map() };
+      tally = { namespace: pod.namespace, workload, templates: new Set(), current: 0, outdated: 0, resizable: 0, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0, marks: new Set(), hashes: new Map() };
       tallies.set(key, tally);
     }
     totals.pods += 1;
@@ -278,6 +291,10 @@ export function buildFleetReport(input: FleetInput): FleetReport {
     }
     if (classified.state === 'copied') for (const mark of classified.marks) tally.marks.add(mark);
     if (classified.state === 'outdated') {
+      if (classified.resizable) {
+        tally.resizable += 1;
+        totals.resizable += 1;
+      }
       const hashKey = `${classified.template}@${classified.hash}`;
       const seen = tally.hashes.get(hashKey);
       tally.hashes.set(hashKey, { template: classified.template, hash: classified.hash, pods: (seen?.pods ?? 0) + 1 });
@@ -292,6 +309,7 @@ export function buildFleetReport(input: FleetInput): FleetReport {
       templates: [...tally.templates].sort(),
       current: tally.current,
       outdated: tally.outdated,
+      resizable: tally.resizable,
       notInjected: tally.notInjected,
       unknown: tally.unknown,
       copied: tally.copied,

@@ -25,7 +25,31 @@ export function toPodRecord(pod: JsonObject): PodRecord | undefined {
     const container = isJsonObject(entry) ? stringAt(entry, 'name') : undefined;
     return container === undefined ? [] : [container];
   }));
-  return { namespace: stringAt(meta, 'namespace') ?? '', name, owner: controllerOf(meta), annotations, labels, containers, hostNetwork: spec?.['hostNetwork'] === true };
+  const namespace = stringAt(meta, 'namespace') ?? '';
+  const resizeFacts = Object.hasOwn(annotations, Annotations.status) ? resizeFactsOf(pod, { name, namespace, annotations }) : undefined;
+  return { namespace, name, owner: controllerOf(meta), annotations, labels, containers, hostNetwork: spec?.['hostNetwork'] === true, ...(resizeFacts === undefined ? {} : { resizeFacts }) };
+}
+
+/** The fields of a container a resize reads. */
+const RESIZE_CONTAINER_FIELDS = ['name', 'resources', 'restartPolicy', 'resizePolicy'];
+
+/**
+ * A Pod with our status cut down to what resizing it in place reads
+ * (fleet/resize-plan.ts): small, so that the report of 50,000 Pods still fits.
+ */
+function resizeFactsOf(pod: JsonObject, metadata: JsonObject): JsonObject {
+  const spec = objectAt(pod, 'spec');
+  const status = objectAt(pod, 'status');
+  const containers = (list: string): JsonObject[] => (arrayAt(spec, list) ?? []).filter(isJsonObject).map((container) =>
+    Object.fromEntries(RESIZE_CONTAINER_FIELDS.flatMap((field) => (container[field] === undefined ? [] : [[field, container[field]]]))) as JsonObject);
+  const resources = objectAt(spec, 'resources');
+  const conditions = (arrayAt(status, 'conditions') ?? []).filter((condition) => isJsonObject(condition) && String(condition['type']).startsWith('PodResize'));
+  const qosClass = stringAt(status, 'qosClass');
+  return {
+    metadata,
+    spec: { containers: containers('containers'), initContainers: containers('initContainers'), ...(resources === undefined ? {} : { resources }) },
+    status: { conditions, ...(qosClass === undefined ? {} : { qosClass }) },
+  };
 }
 
 /** The annotations a PodRecord keeps: ours, and the seed's opt-in. */

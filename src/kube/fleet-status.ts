@@ -2,7 +2,7 @@ import { AppsV1Api, CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions } fro
 import { ClusterError, TemplateError } from '../errors.js';
 import { isIntermediateOwner, isRestartable, ownerKey, type OwnerRef, type PodRecord } from '../fleet/fleet-report.js';
 import { controllerOf, toPodRecord } from '../fleet/pod-record.js';
-import { isJsonObject, objectAt, parseTemplateData, stringAt, type JsonObject, type TemplateSet } from '../injection/index.js';
+import { isJsonObject, NAMESPACE_ANNOTATION_PREFIX, objectAt, parseTemplateData, stringAt, type JsonObject, type TemplateSet } from '../injection/index.js';
 import { describeKubeError, kubeErrorStatus, listAllPages, type Collection } from './api/index.js';
 import type { Labels } from './watches/index.js';
 
@@ -29,6 +29,8 @@ export interface FleetSnapshot {
   readonly pods: readonly PodRecord[];
   readonly owners: ReadonlyMap<string, OwnerRef>;
   readonly namespaceLabels: ReadonlyMap<string, Labels>;
+  /** Each namespace's `envoy-injector.io/` annotations (its proxy overrides' defaults, which a resize keeps), read with its labels. */
+  readonly namespaceAnnotations: ReadonlyMap<string, Labels>;
   /** Lists that outlived the API server's history and were finished inconsistently (see listPaged). */
   readonly inconsistentLists: readonly string[];
   /**
@@ -82,9 +84,12 @@ export async function readFleet(kubeConfig: KubeConfig, query: FleetQuery): Prom
   }
 
   const namespaceLabels = new Map<string, Labels>();
+  const namespaceAnnotations = new Map<string, Labels>();
   const addLabels = (meta: JsonObject | undefined): void => {
     const name = stringAt(meta, 'name');
-    if (name !== undefined) namespaceLabels.set(name, stringsAt(meta, 'labels') ?? {});
+    if (name === undefined) return;
+    namespaceLabels.set(name, stringsAt(meta, 'labels') ?? {});
+    namespaceAnnotations.set(name, Object.fromEntries(Object.entries(stringsAt(meta, 'annotations') ?? {}).filter(([key]) => key.startsWith(NAMESPACE_ANNOTATION_PREFIX))));
   };
   let namespaceLabelsForbidden: FleetSnapshot['namespaceLabelsForbidden'];
   try {
@@ -94,12 +99,12 @@ export async function readFleet(kubeConfig: KubeConfig, query: FleetQuery): Prom
     const cause = error instanceof ClusterError && error.cause !== undefined ? error.cause : error;
     const status = kubeErrorStatus(cause);
     // No such namespace: no Pods either, and nothing to report.
-    if (namespace !== undefined && status === 404) return { templates, templateSource, pods, owners, namespaceLabels, inconsistentLists, namespaceLabelsForbidden };
+    if (namespace !== undefined && status === 404) return { templates, templateSource, pods, owners, namespaceLabels, namespaceAnnotations, inconsistentLists, namespaceLabelsForbidden };
     // Labels are only needed for Pods without a status: one missing permission must not hide the rest.
     if (status !== 403) throw error instanceof ClusterError ? error : new ClusterError(`reading namespace ${namespace ?? ''}: ${describeKubeError(error)}`, { cause: error });
     namespaceLabelsForbidden = { namespace, message: describeKubeError(cause) };
   }
-  return { templates, templateSource, pods, owners, namespaceLabels, inconsistentLists, namespaceLabelsForbidden };
+  return { templates, templateSource, pods, owners, namespaceLabels, namespaceAnnotations, inconsistentLists, namespaceLabelsForbidden };
 }
 
 export interface WorkloadRef {

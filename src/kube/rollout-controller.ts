@@ -1,7 +1,8 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { rolloutFailedEvent } from '../events/rollout-event.js';
-import { buildFleetReport, ownerKey, type WorkloadReport } from '../fleet/fleet-report.js';
+import { buildFleetReport, ownerKey, resolveWorkload, type WorkloadReport } from '../fleet/fleet-report.js';
+import type { ResizeContext } from '../fleet/resize-plan.js';
 import {
   inheritedInFlight,
   parseRolloutStop,
@@ -13,28 +14,47 @@ import {
   type RolloutSettings,
   type RolloutStop,
 } from '../fleet/rollout-plan.js';
-import { objectAt, stringAt, type DecisionOptions, type JsonObject, type NamespaceMetadata, type TemplateSet } from '../injection/index.js';
+import { objectAt, stringAt, type DecisionOptions, type JsonObject, type NamespaceMetadata, type OverrideName, type TemplateSet } from '../injection/index.js';
 import { describeKubeError, kubeJson, LeaseElection, type Backoff, type LeaseTimings, type WatchLiveness } from './api/index.js';
 import { restartWorkload } from './fleet-status.js';
+import type { PodRef } from './pod-resize.js';
+import { resizeOrRestart, type ResizeStepOptions, type UpdateOutcome } from './rollout-resize.js';
 import { RolloutWatches } from './watches/index.js';
 
 /**
- * The per-workload step that brings an outdated workload's Pods current.
- * Today the restart `status --restart` makes; the resize in place (issue 52,
- * point 1) plugs in here as a step that resizes where it can and restarts
- * otherwise, resolving with what it did.
+ * The per-workload step that brings an outdated workload's Pods current:
+ * resized in place where every outdated Pod differs from the live template
+ * only in CPU and memory, else the restart `status --restart` makes.
  */
 export interface WorkloadUpdateStep {
-  bringCurrent(workload: WorkloadReport, object: JsonObject): Promise<'restarted' | 'resized'>;
+  bringCurrent(workload: WorkloadReport, object: JsonObject, pods: readonly PodRef[]): Promise<UpdateOutcome>;
 }
 
 /** `kubectl rollout restart`'s change, as `status --restart` makes it, under FIELDMANAGER. */
+function restartNow(kubeConfig: KubeConfig, workload: WorkloadReport, fieldManager: string | undefined): Promise<void> {
+  return restartWorkload(kubeConfig, workload, new Date().toISOString().replace(/\.\d+Z$/, 'Z'), fieldManager);
+}
+
+/** The restart alone, whatever changed. */
 export function restartStep(kubeConfig: KubeConfig, fieldManager?: string): WorkloadUpdateStep {
   return {
     bringCurrent: async (workload) => {
-      await restartWorkload(kubeConfig, workload, new Date().toISOString().replace(/\.\d+Z$/, 'Z'), fieldManager);
+      await restartNow(kubeConfig, workload, fieldManager);
       return 'restarted';
     },
+  };
+}
+
+/** The resize in place where it brings every Pod current (`resizeOrRestart`), else the restart. */
+export function resizeOrRestartStep(kubeConfig: KubeConfig, options: { readonly fieldManager?: string | undefined; readonly context: ResizeStepOptions['context']; readonly log: Logger }): WorkloadUpdateStep {
+  return {
+    bringCurrent: (workload, _object, pods) =>
+      resizeOrRestart(workload, pods, {
+        kubeConfig,
+        context: options.context,
+        warn: (message) => options.log.warn({ workload: describe(workload) }, message),
+        restart: () => restartNow(kubeConfig, workload, options.fieldManager),
+      }),
   };
 }
 
@@ -61,8 +81,10 @@ export interface RolloutControllerOptions {
   readonly recorder: RolloutRecorder;
   readonly log: Logger;
   readonly backoff: Backoff;
-  /** The per-workload step (default: restartStep under `fieldManager`). */
+  /** The per-workload step (default: resizeOrRestartStep under `fieldManager`). */
   readonly update?: WorkloadUpdateStep;
+  /** The server's `--allowed-overrides`: a resized proxy keeps the overrides injection gave it. */
+  readonly allowedOverrides?: readonly OverrideName[];
   /** The field manager of the restart's patch (default `envoy-injector`). */
   readonly fieldManager?: string;
   readonly watchLiveness?: Partial<WatchLiveness> | undefined;
@@ -100,7 +122,7 @@ export class RolloutController {
 
   constructor(options: RolloutControllerOptions) {
     this.#options = options;
-    this.#update = options.update ?? restartStep(options.kubeConfig, options.fieldManager);
+    this.#update = options.update ?? resizeOrRestartStep(options.kubeConfig, { fieldManager: options.fieldManager, context: (namespace) => this.#resizeContext(namespace), log: options.log });
     this.#election = new LeaseElection({
       kubeConfig: options.kubeConfig,
       namespace: options.namespace,
@@ -211,7 +233,11 @@ export class RolloutController {
       return;
     }
     this.#inFlight = [...step.inFlight];
-    for (const workload of step.start) await this.#bringCurrent(workload, objects.get(ownerKey(workload.namespace, workload)));
+    const pods = step.start.length === 0 ? new Map<string, PodRef[]>() : podsByWorkload(watches);
+    for (const workload of step.start) {
+      const key = ownerKey(workload.namespace, workload);
+      await this.#bringCurrent(workload, objects.get(key), pods.get(key) ?? []);
+    }
     this.#options.recorder.rolloutInFlight(this.#inFlight.length);
   }
 
@@ -236,13 +262,21 @@ export class RolloutController {
     return undefined;
   }
 
-  async #bringCurrent(workload: WorkloadReport, object: JsonObject | undefined): Promise<void> {
+  /** What a resize plans with, as `status --resize`; undefined (a restart) while the templates or the namespace are unknown. */
+  #resizeContext(namespace: string): ResizeContext | undefined {
+    const templates = this.#options.templates();
+    const metadata = this.#options.namespaceMetadata(namespace);
+    if (templates === undefined || metadata instanceof Promise) return undefined;
+    return { templates, namespaceAnnotations: metadata.annotations, ...(this.#options.allowedOverrides === undefined ? {} : { allowedOverrides: this.#options.allowedOverrides }) };
+  }
+
+  async #bringCurrent(workload: WorkloadReport, object: JsonObject | undefined, pods: readonly PodRef[]): Promise<void> {
     if (!this.#election.isLeader || object === undefined) {
       this.#inFlight = this.#inFlight?.filter((entry) => entry.workload !== workload);
       return;
     }
     try {
-      const how = await this.#update.bringCurrent(workload, object);
+      const how = await this.#update.bringCurrent(workload, object, pods);
       if (how === 'restarted') {
         // A new Pod template is a new generation: the entry waits until the watch has seen it.
         const generation = numberOf(objectAt(object, 'metadata')?.['generation']) ?? 0;
@@ -282,4 +316,17 @@ function numberOf(value: unknown): number | undefined {
 
 function describe(workload: WorkloadReport): string {
   return `${workload.kind} ${workload.namespace}/${workload.name}`;
+}
+
+/** The Pods of each workload the watch holds, keyed by `ownerKey`, as the report groups them. */
+function podsByWorkload(watches: RolloutWatches): Map<string, PodRef[]> {
+  const owners = watches.owners();
+  const pods = new Map<string, PodRef[]>();
+  for (const pod of watches.podRecords()) {
+    const key = ownerKey(pod.namespace, resolveWorkload(pod, owners));
+    const list = pods.get(key) ?? [];
+    list.push({ namespace: pod.namespace, name: pod.name });
+    pods.set(key, list);
+  }
+  return pods;
 }

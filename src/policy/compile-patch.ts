@@ -105,7 +105,7 @@ export function statusText(template: SidecarTemplate, prefix: string): string {
   const max = templateListMax(template, prefix);
   const names = (list: string): string => (list === '[]' ? '""' : `${celMapList(list, (element) => `${encoded}[${element}.name]`, max(list))}.join(",")`);
   const native = v('Native');
-  const head = JSON.stringify({ template: template.name, hash: template.hash }).slice(0, -1);
+  const head = JSON.stringify({ template: template.name, hash: template.hash, hashWithoutResources: template.hashWithoutResources }).slice(0, -1);
   const capture = captureLists(template, prefix);
   const { leading, trailing, volumes } = patchLists(v, capture);
   // The namespace's proxy uid after captureMode, as inject-pod.ts writes it.

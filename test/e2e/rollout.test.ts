@@ -16,7 +16,8 @@ import { startChartInjector, type ChartInjector } from './injector-process.js';
  * restarts the outdated Deployments one at a time (budget 1), each next one
  * only once the last one's Pods are Ready, never a paused namespace or
  * workload, and stops after a Deployment exceeds its progress deadline, with
- * a RolloutFailed Warning. There is no kubelet: the test marks Pods Ready
+ * a RolloutFailed Warning; a later change of the proxy's CPU and memory alone
+ * resizes the rolled Pods in place. There is no kubelet: the test marks Pods Ready
  * through their status subresource (`markReady`), as a kubelet would.
  */
 
@@ -180,5 +181,22 @@ forEachKubeVersion('the rollout by budget against the API server and its control
     // d1 (after it in the order) is left: the rollout is stopped. Two plan ticks (10 s each) pass first.
     await sleep(25_000);
     assert.equal(await restartedAt(ns.after, 'd1'), undefined, 'nothing started after the failure');
+  });
+
+  it("a change of the proxy's CPU and memory alone lifts the stop and resizes the rolled Pods in place: no restart", async () => {
+    assert.ok(release !== undefined);
+    const before = await restartedAt(ns.a, 'a1');
+    assert.notEqual(before, undefined);
+    const resources = { requests: { cpu: '60m', memory: '80Mi' }, limits: { cpu: '600m', memory: '300Mi' } };
+    await helmInstall(plane(), release, { proxy: { image: { tag: 'v1.39.1' }, resources }, rollout: { enabled: true, maxConcurrent: 1, readyTimeout: '120s' } }, { upgrade: true });
+    for (const [namespace, name] of [[ns.a, 'a1'], [ns.a, 'a2'], [ns.b, 'b1']] as const) {
+      await eventually(`${namespace}/${name}'s proxy resized to 60m/80Mi`, async () => {
+        const pods = (await core().listNamespacedPod({ namespace, labelSelector: `app=${name}` })).items.filter((pod) => pod.metadata?.deletionTimestamp === undefined);
+        const proxies = pods.map((pod) => [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].find((container) => container.image?.includes('envoy') === true));
+        return pods.length === 1 && proxies.every((proxy) => proxy?.resources?.requests?.['cpu'] === '60m' && proxy.resources.limits?.['memory'] === '300Mi') ? true : undefined;
+      }, 90_000, 500);
+    }
+    assert.equal(await restartedAt(ns.a, 'a1'), before, 'a1 resized in place, not restarted again');
+    assert.ok((metricSample(await metrics(), 'envoy_injector_rollout_workloads_total', { outcome: 'resized' }) ?? 0) >= 3);
   });
 });

@@ -1,14 +1,12 @@
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { after, before, it } from 'node:test';
 import { ApiextensionsV1Api, AppsV1Api, CoreV1Api, CustomObjectsApi, KubernetesObjectApi, RbacAuthorizationV1Api, type KubernetesObject, type V1Pod } from '@kubernetes/client-node';
-import { parseTemplateData, parseYamlDocuments } from '../../src/injection/index.js';
+import { parseTemplateData } from '../../src/injection/index.js';
 import { runStatusCli } from '../helpers/fleet-fixture.js';
-import { ROOT } from '../helpers/fixtures.js';
 import { forEachKubeVersion } from './control-plane.js';
 import { createNamespace, deleteNamespaces, envoyImage, eventually, helmInstall, helmUninstall, plainPod, uniqueName, type Release } from './cluster.js';
 import { startChartInjector, type ChartInjector } from './injector-process.js';
+import { guideRbac } from './fleet-rbac.js';
 
 interface StatusJson {
   workloads: { namespace: string; apiVersion: string; kind: string; name: string; current: number; outdated: number; notInjected: number }[];
@@ -28,17 +26,6 @@ const EXAMPLE_DEPLOYMENT_CRD = {
     versions: [{ name: 'v1', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } }],
   },
 };
-
-/** docs/fleet.md's RBAC block for `status`, applied as written (the Role moved to the release's namespace). */
-function readmeRbac(injectorNamespace: string): KubernetesObject[] {
-  const readme = readFileSync(join(ROOT, 'docs/fleet.md'), 'utf8');
-  const section = readme.slice(readme.indexOf('## The permissions each form needs'));
-  const yaml = /```yaml\n([\s\S]*?)```/.exec(section)?.[1];
-  assert.ok(yaml !== undefined, 'docs/fleet.md has the RBAC block');
-  return (parseYamlDocuments(yaml) as KubernetesObject[]).map((object) =>
-    object.kind === 'Role' ? { ...object, metadata: { ...object.metadata, namespace: injectorNamespace } } : object,
-  );
-}
 
 /** Which of the namespace's workloads `status` reports, as `Kind/name current/outdated/notInjected`. */
 function rows(report: StatusJson, namespace: string): string[] {
@@ -90,7 +77,7 @@ forEachKubeVersion('envoy-injector status and --restart against the API server a
     // Two users: one with the guide's read rules, one with the restart rules as well.
     const objects = KubernetesObjectApi.makeApiClient(plane().kubeConfig);
     const rbac = plane().kubeConfig.makeApiClient(RbacAuthorizationV1Api);
-    for (const object of readmeRbac(release.namespace)) {
+    for (const object of guideRbac(release.namespace)) {
       const named = { ...object, metadata: { ...object.metadata, name: `${object.metadata?.name ?? ''}-${ns.users}` } };
       await objects.create(named);
     }
@@ -144,7 +131,7 @@ forEachKubeVersion('envoy-injector status and --restart against the API server a
     await deleteNamespaces(plane(), Object.values(ns));
     await plane().kubeConfig.makeApiClient(ApiextensionsV1Api).deleteCustomResourceDefinition({ name: EXAMPLE_DEPLOYMENT_CRD.metadata.name }).catch(() => undefined);
     const rbac = plane().kubeConfig.makeApiClient(RbacAuthorizationV1Api);
-    for (const name of ['envoy-injector-status', 'envoy-injector-restart']) await rbac.deleteClusterRole({ name: `${name}-${ns.users}` }).catch(() => undefined);
+    for (const name of ['envoy-injector-status', 'envoy-injector-restart', 'envoy-injector-resize']) await rbac.deleteClusterRole({ name: `${name}-${ns.users}` }).catch(() => undefined);
     for (const name of [`envoy-injector-status-${reader}`, `envoy-injector-status-${restarter}`, `envoy-injector-restart-${restarter}`]) await rbac.deleteClusterRoleBinding({ name }).catch(() => undefined);
   });
 
@@ -207,7 +194,7 @@ forEachKubeVersion('envoy-injector status and --restart against the API server a
     assert.equal(notes.length, 1, result.stderr);
     assert.match(notes[0] ?? '', new RegExp(`^envoy-injector: note: no permission to get namespace ${ns.kinds} \\(HTTP 403: .*cannot get resource "namespaces".*\\): its labels are unknown`));
     const report = JSON.parse(result.stdout) as StatusJson;
-    assert.deepEqual(report.totals, { pods: 2, current: 0, outdated: 2, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 });
+    assert.deepEqual(report.totals, { pods: 2, current: 0, outdated: 2, resizable: 0, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 });
   });
 
   it('--restart --dry-run changes nothing; without patch permission each restart fails with a 403 (exit 1)', async () => {
@@ -263,7 +250,7 @@ forEachKubeVersion('envoy-injector status and --restart against the API server a
     }
     const { code, report } = await statusJson(['-n', ns.many, '--page-size', '500']);
     assert.equal(code, 3);
-    assert.deepEqual(report.totals, { pods: 1200, current: 800, outdated: 400, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 });
+    assert.deepEqual(report.totals, { pods: 1200, current: 800, outdated: 400, resizable: 0, notInjected: 0, unknown: 0, copied: 0, tcpProbes: 0, proxyProtocol: 0, tproxy: 0 });
     assert.deepEqual(new Set(report.workloads.map((workload) => workload.name)).size, 1200);
   });
 

@@ -18,6 +18,8 @@ export type MergedList = 'containers' | 'initContainers' | 'volumes' | 'imagePul
 export interface InjectionStatus {
   readonly template: string;
   readonly hash: string;
+  /** The template's hash without CPU and memory: a Pod whose proxy differs from the live template only there is resized in place (issue 52). */
+  readonly hashWithoutResources: string;
   readonly containers: readonly string[];
   readonly initContainers: readonly string[];
   readonly volumes: readonly string[];
@@ -163,6 +165,7 @@ export function injectPod(pod: JsonObject, template: SidecarTemplate, options: I
   const status: InjectionStatus = {
     template: template.name,
     hash: template.hash,
+    hashWithoutResources: template.hashWithoutResources,
     containers: classicSidecars.map(nameOf),
     initContainers: [...firstInits, ...lastInits].map(nameOf),
     volumes: volumes.map(nameOf),

@@ -10,6 +10,12 @@ export interface SidecarTemplate {
   readonly name: string;
   /** `sha256:` and 16 hex digits of the template's canonical JSON. */
   readonly hash: string;
+  /**
+   * The same of the template without the CPU and memory of its containers and
+   * of capture's envoy-init: equal for two templates that differ only there,
+   * so a Pod's proxy can be resized in place to the live one (issue 52).
+   */
+  readonly hashWithoutResources: string;
   readonly containers: readonly JsonObject[];
   readonly initContainers: readonly JsonObject[];
   readonly volumes: readonly JsonObject[];
@@ -118,6 +124,7 @@ function buildTemplate(name: string, content: JsonObject): SidecarTemplate | str
   return deepFreeze({
     name,
     hash: hashTemplate(content),
+    hashWithoutResources: hashTemplate(withoutResources(content)),
     containers: list('containers'),
     initContainers: list('initContainers'),
     volumes: list('volumes'),
@@ -131,6 +138,32 @@ function buildTemplate(name: string, content: JsonObject): SidecarTemplate | str
 
 function hashTemplate(content: JsonObject): string {
   return 'sha256:' + createHash('sha256').update(canonicalJson(content)).digest('hex').slice(0, 16);
+}
+
+/** The resources a Pod's containers are resized in place by (the API server's "only cpu and memory resources are mutable"). */
+const RESIZABLE_RESOURCES: readonly string[] = ['cpu', 'memory'];
+
+/** CONTENT without the cpu and memory of each container's, init container's and capture's `resources` (a copy). */
+function withoutResources(content: JsonObject): JsonObject {
+  const strip = (holder: JsonValue | undefined): JsonValue | undefined => {
+    if (!isJsonObject(holder) || !isJsonObject(holder['resources'])) return holder;
+    const resources: JsonObject = {};
+    for (const [kind, amounts] of Object.entries(holder['resources'])) {
+      const kept = isJsonObject(amounts) ? Object.entries(amounts).filter(([name]) => !RESIZABLE_RESOURCES.includes(name)) : undefined;
+      // A list left empty is as good as none: `limits: {cpu: 1}` removed is no change of shape.
+      if (kept === undefined) resources[kind] = amounts;
+      else if (kept.length > 0) resources[kind] = Object.fromEntries(kept);
+    }
+    const { resources: _resources, ...rest } = holder;
+    return Object.keys(resources).length === 0 ? rest : { ...rest, resources };
+  };
+  const stripped: JsonObject = { ...content };
+  for (const list of ['containers', 'initContainers']) {
+    const entries = content[list];
+    if (Array.isArray(entries)) stripped[list] = entries.map((entry) => strip(entry) ?? null);
+  }
+  if (content['capture'] !== undefined) stripped['capture'] = strip(content['capture']) ?? null;
+  return stripped;
 }
 
 /** JSON with sorted keys, so that key order and YAML layout do not change the hash. */

@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { request, type RequestOptions } from 'node:https';
+import { request, type Agent, type RequestOptions } from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { ListItemStream } from './list-items.js';
 
@@ -26,6 +26,11 @@ export interface KubeJsonRequest {
   readonly timeoutMs?: number;
   /** Aborts the call whatever its state (the timeout above counts idle time only, from the connection's start). */
   readonly signal?: AbortSignal;
+  /**
+   * A keep-alive agent for a run of calls (`status --resize`'s): client-node
+   * gives every call an agent of its own, so a new TLS connection each.
+   */
+  readonly agent?: Agent | undefined;
 }
 
 /**
@@ -38,6 +43,7 @@ export async function kubeJson(kubeConfig: KubeConfig, call: KubeJsonRequest): P
   const payload = call.body === undefined ? undefined : JSON.stringify(call.body);
   const headers = payload === undefined ? {} : { 'content-type': call.contentType ?? 'application/json', 'content-length': Buffer.byteLength(payload) };
   const { url, options } = await requestOptions(kubeConfig, call.method, call.path, headers);
+  if (call.agent !== undefined) options.agent = call.agent;
   const timeoutMs = call.timeoutMs ?? 10_000;
   return new Promise((resolve, reject) => {
     const sent = request(url, call.signal === undefined ? options : { ...options, signal: call.signal }, (response) => {
