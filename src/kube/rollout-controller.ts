@@ -35,16 +35,6 @@ function restartNow(kubeConfig: KubeConfig, workload: WorkloadReport, fieldManag
   return restartWorkload(kubeConfig, workload, new Date().toISOString().replace(/\.\d+Z$/, 'Z'), fieldManager);
 }
 
-/** The restart alone, whatever changed. */
-export function restartStep(kubeConfig: KubeConfig, fieldManager?: string): WorkloadUpdateStep {
-  return {
-    bringCurrent: async (workload) => {
-      await restartNow(kubeConfig, workload, fieldManager);
-      return 'restarted';
-    },
-  };
-}
-
 /** The resize in place where it brings every Pod current (`resizeOrRestart`), else the restart. */
 export function resizeOrRestartStep(kubeConfig: KubeConfig, options: { readonly fieldManager?: string | undefined; readonly context: ResizeStepOptions['context']; readonly log: Logger }): WorkloadUpdateStep {
   return {
